@@ -1,0 +1,32 @@
+"""qhybrid: torch-native hybrid quantum-classical machine learning.
+
+>>> import qhybrid, pennylane as qml, torch
+>>> dev = qhybrid.device("tensornet", wires=2)
+>>> @qhybrid.qnode(dev, diff_method="adjoint")
+... def circuit(x, w):
+...     qml.AngleEmbedding(x, wires=range(2), rotation="Y")
+...     qml.StronglyEntanglingLayers(w, wires=range(2))
+...     return [qml.expval(qml.Z(i)) for i in range(2)]
+"""
+
+from ._device_factory import device
+from .devices import TensorNetworkDevice
+from .gradients import AdjointTN, JacobianProductCalculator, Launcher, ParameterShift
+from .interfaces.torch import ExecuteTapes, execute
+from .qnode import QNode, qnode
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "device",
+    "qnode",
+    "QNode",
+    "execute",
+    "ExecuteTapes",
+    "TensorNetworkDevice",
+    "JacobianProductCalculator",
+    "AdjointTN",
+    "ParameterShift",
+    "Launcher",
+    "__version__",
+]

@@ -1,0 +1,392 @@
+"""Tapes in, torch results out: group by structure, build operands, contract with a cached plan, measure.
+
+Pure functions except the plan cache, which is the point: a structure seen before (another batch,
+epoch, or shifted copy of a tape) reuses its network and contraction path.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Sequence
+
+import pennylane as qml
+import torch
+from pennylane.measurements import ExpectationMP, ProbabilityMP, VarianceMP
+
+from ...errors import UnsupportedOperationError
+from ._gates import constant_matrix, fast_matrix, generic_matrix, global_phase, state_vector
+from ._measure import StateReader, measurement_function
+from ._network import BATCH, STACK, Network, closed_network, ket_network
+from ._plan import ContractionPlan
+from ..._variant import Variant
+from ._structure import TapeStructure, observable_parameter_slices, tape_structure
+
+STATE_MODE_MAX_WIRES = 20
+"""Circuits on at most this many wires are contracted to their state once and every measurement is read
+from it; wider circuits contract one closed, light-cone-reduced network per observable term."""
+
+_PAULI = {
+    "X": [[0, 1], [1, 0]],
+    "Y": [[0, -1j], [1j, 0]],
+    "Z": [[1, 0], [0, -1]],
+}
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    dtype: torch.dtype
+    device: torch.device
+    max_memory: float
+    optimizer: str = "auto"
+
+
+@dataclass
+class CacheInfo:
+    hits: int
+    misses: int
+    size: int
+
+
+class PlanCache:
+    """Compiled programs keyed by circuit structure (never values), least recently used evicted."""
+
+    def __init__(self, maxsize: int = 1024):
+        self.maxsize = maxsize
+        self._programs: OrderedDict = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key, build):
+        program = self._programs.get(key)
+        if program is not None:
+            self.hits += 1
+            self._programs.move_to_end(key)
+            return program
+        self.misses += 1
+        program = build()
+        self._programs[key] = program
+        if len(self._programs) > self.maxsize:
+            self._programs.popitem(last=False)
+        return program
+
+    def info(self) -> CacheInfo:
+        return CacheInfo(self.hits, self.misses, len(self._programs))
+
+    def clear(self) -> None:
+        self._programs.clear()
+        self.hits = self.misses = 0
+
+
+# --- programs -----------------------------------------------------------------------------
+
+
+class _Contraction:
+    def __init__(self, network: Network, opts: SimOptions, what: str):
+        self.network = network
+        self.plan = ContractionPlan(network.inputs, network.output, network.sizes, opts.optimizer)
+        itemsize = torch.empty((), dtype=opts.dtype).element_size()
+        self.plan.check_memory(itemsize, opts.max_memory, what)
+
+
+class StateProgram:
+    """Small circuits: contract the state once, read every measurement from it."""
+
+    def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions):
+        self.contraction = _Contraction(ket_network(structure, stacked, stack_size), opts, "the circuit's state")
+
+    def run(self, values, variant: Variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:
+        c = self.contraction
+        psi = c.plan.contract([values.operand(o) for o in c.network.operands])
+        psi = _expand_lead(psi, c.network.lead, lead_shape)
+        reader = StateReader(psi, len(lead_shape), structure.sim_wires)
+        return [reader.measure(mp) for mp in variant.tape.measurements]
+
+
+class ClosedProgram:
+    """Wide circuits: one closed network per observable term, each over its own light cone."""
+
+    def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions, tape):
+        self.structure, self.stacked, self.stack_size, self.opts = structure, stacked, stack_size, opts
+        self._terms: dict = {}
+        for mp in tape.measurements:  # plan every term now so the memory guard speaks before any work
+            for spec in _closed_terms(mp, structure):
+                self._contraction(spec)
+
+    def _contraction(self, spec) -> _Contraction:
+        c = self._terms.get(spec)
+        if c is None:
+            cap, wires, word = spec
+            net = closed_network(self.structure, self.stacked, self.stack_size, cap, wires, word)
+            c = _Contraction(net, self.opts, f"<psi|{word or cap}|psi> on wires {list(wires)}")
+            self._terms[spec] = c
+        return c
+
+    def _value(self, values, spec, lead_shape, matrix=None) -> torch.Tensor:
+        c = self._contraction(spec)
+        ops = [values.operand(o, matrix) for o in c.network.operands]
+        return _expand_lead(c.plan.contract(ops), c.network.lead, lead_shape)
+
+    def _pauli_expval(self, values, ps, lead_shape) -> torch.Tensor:
+        pos = {w: i for i, w in enumerate(self.structure.sim_wires)}
+        total = None
+        for word, coeff in ps.items():
+            if not word:
+                value = torch.ones(lead_shape, dtype=values.real_dtype, device=values.device)
+            else:
+                wires = tuple(pos[w] for w in word.keys())
+                value = self._value(values, ("pauli", wires, "".join(word.values())), lead_shape).real
+            coeff = coeff.real if isinstance(coeff, complex) else coeff
+            term = value * coeff
+            total = term if total is None else total + term
+        if total is None:
+            total = torch.zeros(lead_shape, dtype=values.real_dtype, device=values.device)
+        return total
+
+    def _matrix_expval(self, values, matrix, wires, lead_shape) -> torch.Tensor:
+        pos = tuple(self.structure.sim_wires.index(w) for w in wires)
+        return self._value(values, ("matrix", pos, ""), lead_shape, matrix).real
+
+    def _expval(self, values, obs, lead_shape) -> torch.Tensor:
+        if obs.pauli_rep is not None:
+            return self._pauli_expval(values, obs.pauli_rep, lead_shape)
+        return self._matrix_expval(values, obs.matrix(wire_order=obs.wires), obs.wires, lead_shape)
+
+    def run(self, values, variant: Variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:
+        out = []
+        for mp in variant.tape.measurements:
+            if isinstance(mp, ExpectationMP):
+                out.append(self._expval(values, mp.obs, lead_shape))
+            elif isinstance(mp, VarianceMP):
+                obs = mp.obs
+                mean = self._expval(values, obs, lead_shape)
+                if obs.pauli_rep is not None:
+                    square = self._pauli_expval(values, obs.pauli_rep @ obs.pauli_rep, lead_shape)
+                else:
+                    m = torch.as_tensor(obs.matrix(wire_order=obs.wires))
+                    square = self._matrix_expval(values, m @ m, obs.wires, lead_shape)
+                out.append(square - mean**2)
+            elif isinstance(mp, ProbabilityMP) and mp.obs is None:
+                pos = tuple(structure.sim_wires.index(w) for w in mp.wires)
+                p = self._value(values, ("probs", pos, ""), lead_shape).real
+                out.append(p.reshape(*lead_shape, 2 ** len(pos)))
+            else:
+                raise UnsupportedOperationError(
+                    f"{type(mp).__name__} on a {len(structure.sim_wires)}-wire circuit would need the full "
+                    f"state (more than {STATE_MODE_MAX_WIRES} wires); measure expval, var or probs of a few "
+                    "wires instead."
+                )
+        return out
+
+
+def _closed_terms(mp, structure: TapeStructure):
+    pos = {w: i for i, w in enumerate(structure.sim_wires)}
+    if isinstance(mp, (ExpectationMP, VarianceMP)):
+        ps = mp.obs.pauli_rep
+        sentences = [ps] if ps is None or isinstance(mp, ExpectationMP) else [ps, ps @ ps]
+        for s in sentences:
+            if s is None:
+                yield ("matrix", tuple(pos[w] for w in mp.obs.wires), "")
+                continue
+            for word in s:
+                if word:
+                    yield ("pauli", tuple(pos[w] for w in word.keys()), "".join(word.values()))
+    elif isinstance(mp, ProbabilityMP) and mp.obs is None:
+        yield ("probs", tuple(pos[w] for w in mp.wires), "")
+    else:
+        measurement_function(mp)  # a clear error for unsupported kinds
+        raise UnsupportedOperationError(
+            f"{type(mp).__name__} on a {len(structure.sim_wires)}-wire circuit would need the full state "
+            f"(more than {STATE_MODE_MAX_WIRES} wires); measure expval, var or probs of a few wires instead."
+        )
+
+
+def _expand_lead(t: torch.Tensor, present: tuple, lead_shape: tuple) -> torch.Tensor:
+    """Give a result every lead axis (stack, batch) even where its light cone did not reach them."""
+    want = len(lead_shape)
+    if len(present) == want:
+        return t
+    full = (STACK, BATCH)[2 - want :] if want < 2 else (STACK, BATCH)
+    for axis, ix in enumerate(full):
+        if ix not in present:
+            t = t.unsqueeze(axis)
+    return t.expand(*lead_shape, *t.shape[want:])
+
+
+# --- operand values -----------------------------------------------------------------------
+
+
+class _Values:
+    """Tensor values of one group's operands; each slot built once, bra sides by conjugation."""
+
+    def __init__(self, structure: TapeStructure, group: Sequence[Variant], stacked: frozenset, opts: SimOptions):
+        self.structure, self.group, self.stacked = structure, group, stacked
+        self.dtype, self.device = opts.dtype, opts.device
+        self.real_dtype = torch.empty((), dtype=opts.dtype).real.dtype
+        self._slots: dict[int, torch.Tensor] = {}
+
+    def _params(self, si: int) -> list:
+        """The slot's parameters; those that differ across stacked variants get a leading stack axis."""
+        slot = self.structure.slots[si]
+        a, b = slot.params
+        if si not in self.stacked:
+            return self.group[0].params[a:b]
+        out = []
+        for j in range(a, b):
+            column = [v.params[j] for v in self.group]
+            if all(c is column[0] for c in column):
+                out.append(column[0])
+                continue
+            stacked = torch.stack([torch.as_tensor(c, device=self.device).to(self.real_dtype) for c in column])
+            if slot.batched and stacked.ndim == 1:
+                stacked = stacked.unsqueeze(-1)  # a stacked scalar broadcasts against the batch axis
+            out.append(stacked)
+        return out
+
+    def _per_variant(self, si: int, fn) -> torch.Tensor:
+        """``fn(operator, params)`` for the slot, stacked over variants when they differ."""
+        slot = self.structure.slots[si]
+        members = self.group if si in self.stacked else self.group[:1]
+        values = [fn(v.tape.operations[slot.op_index], v.params[slot.params[0] : slot.params[1]]) for v in members]
+        return torch.stack(values) if si in self.stacked else values[0]
+
+    def slot(self, si: int) -> torch.Tensor:
+        t = self._slots.get(si)
+        if t is not None:
+            return t
+        slot = self.structure.slots[si]
+        dtype, device = self.dtype, self.device
+        if slot.kind == "fast":
+            m = fast_matrix(slot.name, self._params(si), dtype, device)
+            m = m.reshape(*m.shape[:-2], *(2,) * (2 * len(slot.wires)))
+        elif slot.kind == "const":
+            m = constant_matrix(self.group[0].tape.operations[slot.op_index], dtype, device)
+            m = m.reshape((2,) * (2 * len(slot.wires)))
+        elif slot.kind == "matrix":
+            m = self._per_variant(si, lambda op, p: generic_matrix(op, p, dtype, device))
+            m = m.reshape(*m.shape[:-2], *(2,) * (2 * len(slot.wires)))
+        elif slot.kind == "prep":
+            m = self._per_variant(si, lambda op, p: state_vector(op, p, dtype, device))
+        elif slot.kind == "phase":
+            m = self._per_variant(si, lambda op, p: global_phase(p, dtype, device))
+        else:  # pragma: no cover - the structure only makes the kinds above
+            raise AssertionError(slot.kind)
+        self._slots[si] = m
+        return m
+
+    def operand(self, o, matrix=None) -> torch.Tensor:
+        if o.kind == "slot":
+            t = self.slot(o.slot)
+            if o.select is not None:
+                t = t[o.select]
+        elif o.kind == "zero":
+            t = torch.tensor([1.0, 0.0], dtype=self.dtype, device=self.device)
+        elif o.kind == "pauli":
+            t = torch.tensor(_PAULI[o.letter], dtype=self.dtype, device=self.device)
+        else:  # "matrix": the observable's own matrix, bra indices first
+            m = torch.as_tensor(matrix, device=self.device).to(self.dtype)
+            k = m.shape[-1].bit_length() - 1
+            t = m.reshape((2,) * (2 * k))
+        return t.conj() if o.conj else t
+
+
+# --- entry point --------------------------------------------------------------------------
+
+
+def _stacked_slots(structure: TapeStructure, group: Sequence[Variant]) -> frozenset:
+    if len(group) == 1:
+        return frozenset()
+    first = group[0].params
+    out = set()
+    for si, slot in enumerate(structure.slots):
+        a, b = slot.params
+        for v in group[1:]:
+            if v.tape.operations[slot.op_index] is not group[0].tape.operations[slot.op_index] and slot.kind in (
+                "matrix", "prep", "phase"
+            ):
+                out.add(si)  # per-variant operators may differ in settings the structure key ignores
+                break
+            if any(v.params[j] is not first[j] for j in range(a, b)):
+                out.add(si)
+                break
+    return frozenset(out)
+
+
+def _observables_shared(structure: TapeStructure, group: Sequence[Variant]) -> bool:
+    """Stacked variants must measure the same observables (same parameter objects)."""
+    n = structure.n_op_params
+    first = group[0].params[n:]
+    return all(len(v.params) == len(group[0].params) and all(x is y for x, y in zip(v.params[n:], first)) for v in group[1:])
+
+
+def _with_observable_params(variant: Variant, structure: TapeStructure) -> Variant:
+    """Rebind measured observables whose data the caller replaced (e.g. detached for autograd)."""
+    tape = variant.tape
+    slices = observable_parameter_slices(tape, structure.n_op_params)
+    mps, changed = [], False
+    for mp, sl in zip(tape.measurements, slices):
+        if sl is not None and any(p is not q for p, q in zip(variant.params[sl[0] : sl[1]], mp.obs.data)):
+            obs = qml.ops.functions.bind_new_parameters(mp.obs, variant.params[sl[0] : sl[1]])
+            mp = type(mp)(obs=obs)
+            changed = True
+        mps.append(mp)
+    if not changed:
+        return variant
+    return Variant(tape.copy(measurements=mps), variant.params)
+
+
+def simulate(
+    variants: Sequence[Variant],
+    device_wires,
+    opts: SimOptions,
+    cache: PlanCache,
+) -> list[tuple[torch.Tensor, ...]]:
+    """Results of every variant, each a tuple with one tensor per measurement.
+
+    Variants of one structure run as one stacked network (a stack index over their differing gates).
+    """
+    structures: dict[int, TapeStructure] = {}
+    groups: dict[tuple, list[int]] = {}
+    for i, v in enumerate(variants):
+        s = structures.get(id(v.tape))
+        if s is None:
+            s = structures[id(v.tape)] = tape_structure(v.tape, device_wires)
+        groups.setdefault(s.key, []).append(i)
+
+    results: list = [None] * len(variants)
+    for key, members in groups.items():
+        structure = structures[id(variants[members[0]].tape)]
+        group = [variants[i] for i in members]
+        if len(group) > 1 and not _observables_shared(structure, group):
+            subgroups = [[i] for i in members]
+        else:
+            subgroups = [members]
+        for sub in subgroups:
+            grp = [_with_observable_params(variants[i], structure) for i in sub]
+            outs = _run_group(structure, grp, opts, cache)
+            for i, out in zip(sub, outs):
+                results[i] = out
+    return results
+
+
+def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOptions, cache: PlanCache):
+    stacked = _stacked_slots(structure, group)
+    stack_size = len(group) if stacked else 0
+    wide = len(structure.sim_wires) > STATE_MODE_MAX_WIRES
+    key = (structure.key, stacked, stack_size, wide, opts.dtype, str(opts.device))
+    tape = group[0].tape
+    if wide:
+        program = cache.get(key, lambda: ClosedProgram(structure, stacked, stack_size, opts, tape))
+    else:
+        program = cache.get(key, lambda: StateProgram(structure, stacked, stack_size, opts))
+    lead_shape = ((stack_size,) if stacked else ()) + (
+        (structure.batch_size,) if structure.batch_size is not None else ()
+    )
+    values = _Values(structure, group, stacked, opts)
+    outs = program.run(values, group[0], structure, lead_shape)
+    if not stacked:
+        return [tuple(outs)] * len(group)
+    return [tuple(o[i] for o in outs) for i in range(len(group))]
+
+
+__all__ = ["simulate", "SimOptions", "PlanCache", "CacheInfo"]

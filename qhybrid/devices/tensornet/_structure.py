@@ -1,0 +1,147 @@
+"""The structure of a tape: what decides a network's shape, never its values.
+
+Two tapes with the same gates on the same wires, the same broadcasting and the same measurements
+share one structure, hence one network topology and one contraction plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import pennylane as qml
+from pennylane.measurements import DensityMatrixMP, ProbabilityMP, StateMP
+from pennylane.operation import Operator
+from pennylane.wires import Wires
+
+from ...errors import BroadcastError, UnsupportedOperationError, WireError
+from ._gates import has_fast_builder
+
+SKIPPED_OPS = frozenset({"Identity", "Barrier", "Snapshot"})
+"""Operators with no effect on the state."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One operator of a tape as the network sees it."""
+
+    kind: str  # "fast" | "matrix" | "const" | "prep" | "phase"
+    name: str
+    wires: tuple[int, ...]  # positions among the simulated wires
+    params: tuple[int, int]  # [start, stop) in the tape's flat parameter list
+    batched: bool
+    op_index: int  # position in tape.operations (for the operator's own matrix)
+
+
+@dataclass(frozen=True)
+class TapeStructure:
+    key: tuple
+    slots: tuple[Slot, ...]
+    sim_wires: Wires
+    batch_size: int | None
+    n_op_params: int
+
+
+def _needs_all_wires(mp) -> bool:
+    return isinstance(mp, (StateMP, DensityMatrixMP, ProbabilityMP)) and not mp.wires and mp.obs is None
+
+
+def _classify(op: Operator, touched: set) -> str:
+    if isinstance(op, qml.operation.StatePrepBase):
+        if touched.isdisjoint(op.wires):
+            return "prep"
+        raise UnsupportedOperationError(
+            f"{op.name} on wires {op.wires.tolist()} comes after gates on those wires; the device "
+            "prepares states only at the start. Decompose it (qml.transforms.decompose) or move it first."
+        )
+    if op.name == "GlobalPhase":
+        return "phase"
+    if not op.has_matrix:
+        raise UnsupportedOperationError(
+            f"Operation {op.name} has no matrix and was not decomposed; qhybrid.tensornet supports every "
+            "operator with a matrix. Decompose it into standard gates (qml.transforms.decompose) first."
+        )
+    if op.num_params == 0:
+        return "const"
+    return "fast" if has_fast_builder(op.name) else "matrix"
+
+
+def tape_structure(tape: qml.tape.QuantumScript, device_wires: Wires | None) -> TapeStructure:
+    """The structure key, slots and simulated wires of ``tape``.
+
+    >>> s = tape_structure(qml.tape.QuantumScript([qml.RX(0.1, 0)], [qml.expval(qml.Z(0))]), None)
+    >>> s.slots[0].kind
+    'fast'
+    """
+    if device_wires is not None:
+        unknown = [w for w in tape.wires if w not in device_wires]
+        if unknown:
+            raise WireError(
+                f"The tape uses wires {unknown} that the device does not have (device wires: "
+                f"{device_wires.tolist()}). Create the device with those wires or relabel the circuit."
+            )
+        if any(_needs_all_wires(mp) for mp in tape.measurements):
+            sim_wires = device_wires
+        else:
+            sim_wires = Wires([w for w in device_wires if w in tape.wires])
+    else:
+        sim_wires = tape.wires
+    position = {w: i for i, w in enumerate(sim_wires)}
+
+    slots, keys, touched = [], [], set()
+    batch_sizes: dict[str, int] = {}
+    start = 0
+    for index, op in enumerate(tape.operations):
+        n = len(op.data)
+        if op.name in SKIPPED_OPS:
+            start += n
+            continue
+        kind = _classify(op, touched)
+        try:
+            batch = op.batch_size
+        except ValueError as exc:
+            raise BroadcastError(f"{op.name} on wires {op.wires.tolist()}: {exc}") from exc
+        if batch is not None:
+            batch_sizes[f"{op.name}{op.wires.tolist()}"] = batch
+        wires = tuple(position[w] for w in op.wires)
+        touched.update(op.wires)
+        slot = Slot(kind, op.name, wires, (start, start + n), batch is not None, index)
+        slots.append(slot)
+        hyper = repr(op.hyperparameters) if op.hyperparameters and kind != "fast" else ""
+        keys.append((kind, op.name, wires, slot.batched, hyper))
+        start += n
+
+    sizes = set(batch_sizes.values())
+    if len(sizes) > 1:
+        detail = ", ".join(f"{k}: {v}" for k, v in batch_sizes.items())
+        raise BroadcastError(
+            f"Broadcast parameters disagree on the batch size ({detail}). Every broadcast parameter of a "
+            "circuit needs the same leading dimension."
+        )
+    batch_size = sizes.pop() if sizes else None
+    for mp in tape.measurements:
+        if mp.mv is not None:
+            raise UnsupportedOperationError(
+                f"{type(mp).__name__} of a mid-circuit measurement is not supported by qhybrid.tensornet; "
+                "apply qml.defer_measurements to the circuit first."
+            )
+    mkey = tuple(mp.hash for mp in tape.measurements)
+    key = (tuple(keys), mkey, tuple(sim_wires), batch_size)
+    return TapeStructure(key, tuple(slots), sim_wires, batch_size, start)
+
+
+def observable_parameter_slices(tape: qml.tape.QuantumScript, n_op_params: int) -> list[tuple[int, int] | None]:
+    """For each measurement, where its observable's data sits in the flat parameter list."""
+    out, start = [], n_op_params
+    for mp in tape.measurements:
+        if mp.obs is None:
+            out.append(None)
+            continue
+        n = len(mp.obs.data)
+        out.append((start, start + n))
+        start += n
+    return out
+
+
+def same_objects(a: Sequence, b: Sequence) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))

@@ -1,0 +1,37 @@
+"""Exceptions qhybrid raises for bad input, each naming the offending thing and the fix."""
+
+from __future__ import annotations
+
+
+class QhybridError(Exception):
+    """Base class of every qhybrid error."""
+
+
+class UnsupportedOperationError(QhybridError, ValueError):
+    """An operation or measurement the device cannot simulate, even after decomposition."""
+
+
+class WireError(QhybridError, ValueError):
+    """A tape uses wires the device does not have."""
+
+
+class BroadcastError(QhybridError, ValueError):
+    """Parameters broadcast with sizes that do not agree."""
+
+
+class ContractionTooLargeError(QhybridError, MemoryError):
+    """A contraction whose largest intermediate would exceed the device's ``max_memory``."""
+
+
+class GradientError(QhybridError, ValueError):
+    """A gradient request the chosen method cannot serve (e.g. adjoint with shots)."""
+
+
+__all__ = [
+    "QhybridError",
+    "UnsupportedOperationError",
+    "WireError",
+    "BroadcastError",
+    "ContractionTooLargeError",
+    "GradientError",
+]

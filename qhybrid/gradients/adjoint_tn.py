@@ -1,0 +1,156 @@
+"""AdjointTN: reverse mode through the tensor-network contraction, chained to gate parameters.
+
+See adjoint_tn.md for the derivation. The forward pass contracts with autograd recording on detached
+copies of the trainable parameters only, so the backward pass walks the contraction tree in reverse,
+reusing every intermediate of the forward (as cuTensorNet's compute_gradients_backward does with its
+cache workspace), and then through dU/dtheta of each gate. Parameters that need no gradient are plain
+tensors and cost nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from .._variant import Variant
+from ..errors import GradientError
+from .jpc import JacobianProductCalculator, Results
+
+
+def _check_analytic(device) -> None:
+    shots = getattr(device, "shots", None)
+    if shots:
+        raise GradientError(
+            f"diff_method='adjoint' needs analytic results, but the device has shots={shots.total_shots}. "
+            "Use diff_method='parameter-shift' for finite shots."
+        )
+    if not hasattr(device, "simulate_variants"):
+        raise GradientError(
+            f"diff_method='adjoint' differentiates through a tensor-network contraction; {device.name} has "
+            "none. Use diff_method='parameter-shift' on this device."
+        )
+
+
+class AdjointTN(JacobianProductCalculator):
+    """Vector-Jacobian products by reverse mode through the contraction of a tensornet device.
+
+    >>> import qhybrid, pennylane as qml
+    >>> dev = qhybrid.device("tensornet", wires=1)
+    >>> x = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    >>> tape = qml.tape.QuantumScript([qml.RX(x, 0)], [qml.expval(qml.Z(0))])
+    >>> AdjointTN(dev).compute_vjp([Variant.of(tape)], [[0]], [[torch.tensor(1.0, dtype=torch.float64)]])
+    [(tensor(-0.2955, dtype=torch.float64),)]
+    """
+
+    name = "adjoint"
+
+    def __init__(self, device):
+        _check_analytic(device)
+        self.device = device
+
+    def forward(self, variants: Sequence[Variant], trainable) -> tuple[Results, Any]:
+        leaves = []
+        graph_variants = []
+        for v, tr in zip(variants, trainable):
+            params = list(v.params)
+            for j in tr:
+                params[j] = params[j].detach().requires_grad_(True)
+                leaves.append(params[j])
+            graph_variants.append(Variant(v.tape, params))
+        with torch.enable_grad():
+            results = self.device.simulate_variants(graph_variants)
+        detached = [tuple(r.detach() for r in res) for res in results]
+        return detached, (leaves, results)
+
+    def compute_vjp(self, variants, trainable, dy, saved=None):
+        flat_dy = [d for per in dy for d in per]
+        if torch.is_grad_enabled():
+            # create_graph: differentiate the caller's own parameters so the products carry history
+            with torch.enable_grad():
+                results = self.device.simulate_variants(list(variants))
+            inputs = [v.params[j] for v, tr in zip(variants, trainable) for j in tr]
+            grads = _grad(results, inputs, flat_dy, create_graph=True, dedupe=True)
+        else:
+            if saved is None:
+                saved = self.forward(variants, trainable)[1]
+            leaves, results = saved
+            grads = _grad(results, leaves, flat_dy, create_graph=False, dedupe=False)
+        out, k = [], 0
+        for tr in trainable:
+            out.append(tuple(grads[k : k + len(tr)]))
+            k += len(tr)
+        return out
+
+    # --- PennyLane device API helpers (numpy in, numpy out) -------------------------------
+    def vjp_of_tapes(self, tapes, cotangents):
+        variants, trainable = _torch_variants(tapes)
+        dy = []
+        for t, cot in zip(tapes, cotangents):
+            cot = (cot,) if len(t.measurements) == 1 else tuple(cot)
+            dy.append([torch.as_tensor(np.asarray(c)) for c in cot])
+        results, saved = self.forward(variants, trainable)
+        dy = [[d.to(r.dtype) if not r.is_complex() else d.to(r.dtype) for d, r in zip(ds, res)] for ds, res in zip(dy, results)]
+        vjps = self.compute_vjp(variants, trainable, dy, saved)
+        return [tuple(g.detach().cpu().numpy() for g in per) for per in vjps]
+
+    def jacobian_of_tapes(self, tapes):
+        variants, trainable = _torch_variants(tapes)
+        jacs = self.compute_jacobian(variants, trainable)
+        out = []
+        for t, per_meas in zip(tapes, jacs):
+            per_meas = [tuple(j.detach().cpu().numpy() for j in per) for per in per_meas]
+            per_meas = [p[0] if len(p) == 1 else p for p in per_meas]
+            out.append(per_meas[0] if len(t.measurements) == 1 else tuple(per_meas))
+        return out
+
+
+class Backprop(AdjointTN):
+    """Plain torch autograd through the simulation: no custom backward, any derivative order."""
+
+    name = "backprop"
+
+
+def _torch_variants(tapes):
+    from .._variant import tape_parameters
+
+    variants, trainable = [], []
+    for t in tapes:
+        params = [p if isinstance(p, torch.Tensor) else torch.as_tensor(np.asarray(p)) for p in tape_parameters(t)]
+        variants.append(Variant(t, params))
+        trainable.append(list(t.trainable_params))
+    return variants, trainable
+
+
+def _grad(results, inputs, flat_dy, *, create_graph: bool, dedupe: bool):
+    outputs, grads_out = [], []
+    for res_v in results:
+        for r in res_v:
+            outputs.append(r)
+    pairs = [(o, d) for o, d in zip(outputs, flat_dy) if o.requires_grad]
+    if dedupe:
+        unique, first = [], {}
+        for n, x in enumerate(inputs):
+            if id(x) not in first:
+                first[id(x)] = n
+                unique.append(x)
+    else:
+        unique, first = list(inputs), {id(x): n for n, x in enumerate(inputs)}
+    targets = [x for x in unique if x.requires_grad]
+    if pairs and targets:
+        grads = torch.autograd.grad(
+            [p[0] for p in pairs],
+            targets,
+            [p[1] for p in pairs],
+            retain_graph=True,
+            create_graph=create_graph,
+            allow_unused=True,
+        )
+        by_id = dict(zip((id(x) for x in targets), grads))
+    else:
+        by_id = {}
+    for n, x in enumerate(inputs):
+        g = by_id.get(id(x)) if first.get(id(x)) == n else None
+        grads_out.append(torch.zeros_like(x) if g is None else g)
+    return grads_out

@@ -1,0 +1,98 @@
+"""The JacobianProductCalculator contract and lookup by name."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Sequence
+
+import torch
+
+from .._variant import Variant
+
+Results = list[tuple[torch.Tensor, ...]]
+"""One tuple per variant, one tensor per measurement."""
+
+
+class JacobianProductCalculator(ABC):
+    """Computes vector-Jacobian products of device executions with respect to their parameters.
+
+    Contract:
+      * ``forward(variants, trainable)`` runs the variants once and returns ``(results, saved)``:
+        results without any autograd history of their own, and ``saved``, whatever ``compute_vjp`` may
+        reuse (e.g. the intermediates of the forward contraction).
+      * ``compute_vjp(variants, trainable, dy, saved)`` returns, for each variant, one tensor per
+        trainable position (``trainable[i]`` indexes ``variants[i].params``), shaped like that parameter.
+        ``dy[i][m]`` is the cotangent of measurement ``m`` of variant ``i``. When torch's grad mode is on
+        (``backward(create_graph=True)``) the products are themselves differentiable, so higher
+        derivatives work.
+
+    >>> import qhybrid
+    >>> jpc = get_jpc("parameter-shift", qhybrid.device("tensornet", wires=1))
+    >>> jpc.name
+    'parameter-shift'
+    """
+
+    name: str = ""
+
+    @abstractmethod
+    def forward(self, variants: Sequence[Variant], trainable: Sequence[Sequence[int]]) -> tuple[Results, Any]:
+        ...
+
+    @abstractmethod
+    def compute_vjp(
+        self,
+        variants: Sequence[Variant],
+        trainable: Sequence[Sequence[int]],
+        dy: Sequence[Sequence[torch.Tensor]],
+        saved: Any = None,
+    ) -> list[tuple[torch.Tensor, ...]]:
+        ...
+
+    def compute_jacobian(self, variants: Sequence[Variant], trainable: Sequence[Sequence[int]]):
+        """Full Jacobians, one VJP per output element (cheap only for few outputs).
+
+        Returns, per variant, per measurement, per trainable position: d result / d parameter with shape
+        ``result.shape + parameter.shape``.
+        """
+        results, saved = self.forward(variants, trainable)
+        jacs = []
+        for i, (v, res) in enumerate(zip(variants, results)):
+            per_meas = []
+            for m, r in enumerate(res):
+                rows = []
+                for e in range(max(r.numel(), 1)):
+                    dy = [[torch.zeros_like(x) for x in results[k]] for k in range(len(variants))]
+                    dy[i][m].view(-1)[e] = 1
+                    rows.append(self.compute_vjp(variants, trainable, dy, saved)[i])
+                per_meas.append(
+                    tuple(
+                        torch.stack([row[t] for row in rows]).reshape(*r.shape, *v.params[j].shape)
+                        for t, j in enumerate(trainable[i])
+                    )
+                )
+            jacs.append(per_meas)
+        return jacs
+
+
+def get_jpc(diff_method: str, device, gradient_device=None) -> JacobianProductCalculator | None:
+    """The JPC for ``diff_method``: "adjoint", "parameter-shift", "backprop", "best" (adjoint on an analytic
+    tensornet device, parameter-shift otherwise) or None (no gradients)."""
+    from .adjoint_tn import AdjointTN, Backprop
+    from .launcher import Launcher
+    from .parameter_shift import ParameterShift
+
+    if diff_method is None:
+        return None
+    if diff_method == "best":
+        analytic = not getattr(device, "shots", None)
+        native = hasattr(device, "simulate_variants")
+        diff_method = "adjoint" if analytic and native and gradient_device is None else "parameter-shift"
+    if diff_method == "adjoint":
+        return AdjointTN(device)
+    if diff_method == "backprop":
+        return Backprop(device)
+    if diff_method == "parameter-shift":
+        return ParameterShift(Launcher(device), Launcher(gradient_device or device))
+    raise ValueError(
+        f"Unknown diff_method {diff_method!r}; choose 'adjoint', 'parameter-shift', 'backprop', 'best' or None."
+    )

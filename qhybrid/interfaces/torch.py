@@ -1,0 +1,134 @@
+"""The torch boundary: ExecuteTapes sends a whole batch of tapes to a device in one call and asks a
+JacobianProductCalculator for the vector-Jacobian products in backward.
+
+Only parameters that require a gradient enter the autograd graph; everything stays a torch tensor on
+its own device (no ``.cpu().numpy()`` round trip). ``backward(create_graph=True)`` works because the
+JPCs compute differentiable products whenever grad mode is on.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import pennylane as qml
+import torch
+
+from .._variant import Variant
+from ..gradients.jpc import JacobianProductCalculator, get_jpc
+from ..gradients.launcher import Launcher
+
+
+class _Call:
+    """What one ExecuteTapes application needs in backward (kept on ctx)."""
+
+    def __init__(self, variants: Sequence[Variant], trainable: Sequence[Sequence[int]], jpc: JacobianProductCalculator):
+        self.variants = list(variants)
+        self.trainable = [list(t) for t in trainable]
+        self.jpc = jpc
+        self.saved: Any = None
+        self.counts: list[int] = []
+
+
+class ExecuteTapes(torch.autograd.Function):
+    """Forward: every variant of the call in one device execution. Backward: ``jpc.compute_vjp``.
+
+    Inputs are ``(call, *trainable_parameters)``; outputs are the flat list of all measurement results.
+    """
+
+    @staticmethod
+    def forward(call: _Call, *parameters: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        results, call.saved = call.jpc.forward(call.variants, call.trainable)
+        call.counts = [len(r) for r in results]
+        return tuple(r for res in results for r in res)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.call = inputs[0]
+
+    @staticmethod
+    def backward(ctx, *dy: torch.Tensor):
+        call: _Call = ctx.call
+        nested, k = [], 0
+        for n in call.counts:
+            nested.append(list(dy[k : k + n]))
+            k += n
+        vjps = call.jpc.compute_vjp(call.variants, call.trainable, nested, call.saved)
+        return (None, *(g for per in vjps for g in per))
+
+
+def _trainable_positions(variants: Sequence[Variant]) -> list[list[int]]:
+    return [
+        [j for j, p in enumerate(v.params) if isinstance(p, torch.Tensor) and p.requires_grad] for v in variants
+    ]
+
+
+def execute_variants(
+    variants: Sequence[Variant],
+    jpc: JacobianProductCalculator | None,
+    *,
+    launcher: Launcher | None = None,
+) -> list[tuple[torch.Tensor, ...]]:
+    """Run variants through ``jpc`` with autograd support; a tuple of tensors per variant.
+
+    ``launcher`` runs them when no gradient is needed (default: the JPC's own)."""
+    trainable = _trainable_positions(variants)
+    grad_needed = torch.is_grad_enabled() and any(trainable)
+    if jpc is None or not grad_needed:
+        runner = launcher or getattr(jpc, "launcher", None) or Launcher(jpc.device)
+        with torch.no_grad():
+            return runner.run(variants)
+    if jpc.name == "backprop":
+        return jpc.device.simulate_variants(variants)
+    call = _Call(variants, trainable, jpc)
+    flat = [v.params[j] for v, tr in zip(variants, trainable) for j in tr]
+    out = ExecuteTapes.apply(call, *flat)
+    results, k = [], 0
+    for n in call.counts:
+        results.append(tuple(out[k : k + n]))
+        k += n
+    return results
+
+
+def execute(
+    tapes: Sequence[qml.tape.QuantumScript],
+    device,
+    diff_method: str | None = "best",
+    *,
+    max_diff: int = 1,
+    gradient_device=None,
+) -> tuple:
+    """Execute PennyLane tapes whose parameters are torch tensors, differentiably, in one device call.
+
+    Results have the structure a PennyLane torch QNode returns for each tape: a tensor for one
+    measurement, a tuple for several, with a leading batch axis for broadcast tapes.
+
+    Args:
+        tapes: the circuits.
+        device: a qhybrid (or any PennyLane) device.
+        diff_method: "adjoint", "parameter-shift", "backprop", "best" or None.
+        max_diff: accepted for PennyLane compatibility; every order is available through
+            ``create_graph=True`` whatever its value.
+        gradient_device: a second device for the parameter-shift runs (the forward stays on ``device``).
+
+    >>> import qhybrid
+    >>> dev = qhybrid.device("tensornet", wires=1)
+    >>> x = torch.tensor(0.3, requires_grad=True)
+    >>> (res,) = execute([qml.tape.QuantumScript([qml.RX(x, 0)], [qml.expval(qml.Z(0))])], dev)
+    >>> res.backward(); x.grad
+    tensor(-0.2955)
+    """
+    tapes = list(tapes)
+    program = device.preprocess_transforms()
+    new_tapes, postprocess = program(tapes)
+    jpc = get_jpc(diff_method, device, gradient_device)
+    variants = [Variant.of(t) for t in new_tapes]
+    if jpc is None:
+        with torch.no_grad():
+            raw = Launcher(device).run(variants)
+    else:
+        raw = execute_variants(variants, jpc)
+    shaped = tuple(r[0] if len(r) == 1 else tuple(r) for r in raw)
+    return tuple(postprocess(shaped))
+
+
+__all__ = ["ExecuteTapes", "execute", "execute_variants"]
