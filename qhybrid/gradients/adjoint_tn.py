@@ -26,7 +26,9 @@ def _check_analytic(device) -> None:
             f"diff_method='adjoint' needs analytic results, but the device has shots={shots.total_shots}. "
             "Use diff_method='parameter-shift' for finite shots."
         )
-    if not hasattr(device, "simulate_variants"):
+    from ..devices.tensornet import TensorNetworkDevice
+
+    if not isinstance(device, TensorNetworkDevice):
         raise GradientError(
             f"diff_method='adjoint' differentiates through a tensor-network contraction; {device.name} has "
             "none. Use diff_method='parameter-shift' on this device."

@@ -84,8 +84,10 @@ def get_jpc(diff_method: str, device, gradient_device=None) -> JacobianProductCa
     if diff_method is None:
         return None
     if diff_method == "best":
+        from ..devices.tensornet import TensorNetworkDevice
+
         analytic = not getattr(device, "shots", None)
-        native = hasattr(device, "simulate_variants")
+        native = isinstance(device, TensorNetworkDevice)
         diff_method = "adjoint" if analytic and native and gradient_device is None else "parameter-shift"
     if diff_method == "adjoint":
         return AdjointTN(device)
