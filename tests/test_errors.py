@@ -1,0 +1,104 @@
+"""Bad input gets a clear error that names the offending thing, never a silent wrong number."""
+
+import pennylane as qml
+import pytest
+import torch
+
+import qhybrid
+from qhybrid.errors import (
+    BroadcastError,
+    ContractionTooLargeError,
+    GradientError,
+    UnsupportedOperationError,
+    WireError,
+)
+
+
+class NoMatrixNoDecomposition(qml.operation.Operation):
+    num_wires = 1
+    num_params = 0
+
+
+def test_undecomposable_operation_names_itself():
+    tape = qml.tape.QuantumScript([NoMatrixNoDecomposition(wires=0)], [qml.expval(qml.Z(0))])
+    with pytest.raises(UnsupportedOperationError, match="NoMatrixNoDecomposition"):
+        qhybrid.execute([tape], qhybrid.device("tensornet", wires=1))
+
+
+def test_template_without_matrix_is_decomposed():
+    x = torch.tensor([0.1, 0.2], dtype=torch.float64)
+    tape = qml.tape.QuantumScript([qml.AngleEmbedding(x, wires=[0, 1])], [qml.expval(qml.Z(1))])
+    (res,) = qhybrid.execute([tape], qhybrid.device("tensornet", wires=2))
+    torch.testing.assert_close(res, torch.cos(x[1]), atol=1e-12, rtol=0)
+
+
+def test_unknown_wires():
+    tape = qml.tape.QuantumScript([qml.RX(0.1, wires="a")], [qml.expval(qml.Z("a"))])
+    with pytest.raises(Exception, match="a"):
+        qhybrid.execute([tape], qhybrid.device("tensornet", wires=2))
+    from qhybrid.devices.tensornet._structure import tape_structure
+
+    with pytest.raises(WireError, match=r"\['a'\]"):
+        tape_structure(tape, qml.wires.Wires([0, 1]))
+
+
+def test_mismatched_broadcast_sizes():
+    ops = [qml.RX(torch.rand(3), 0), qml.RY(torch.rand(4), 1)]
+    tape = qml.tape.QuantumScript(ops, [qml.expval(qml.Z(0))])
+    with pytest.raises((BroadcastError, ValueError), match="3|4"):
+        qhybrid.execute([tape], qhybrid.device("tensornet", wires=2))
+    from qhybrid.devices.tensornet._structure import tape_structure
+
+    with pytest.raises(BroadcastError, match=r"RX\[0\]: 3.*RY\[1\]: 4"):
+        tape_structure(tape, None)
+
+
+def test_adjoint_with_shots_names_the_fix():
+    dev = qhybrid.device("tensornet", wires=1, shots=100)
+    with pytest.raises(GradientError, match="parameter-shift"):
+        qhybrid.AdjointTN(dev)
+
+
+def test_best_with_shots_picks_parameter_shift():
+    from qhybrid.gradients import get_jpc
+
+    assert get_jpc("best", qhybrid.device("tensornet", wires=1, shots=100)).name == "parameter-shift"
+    assert get_jpc("best", qhybrid.device("tensornet", wires=1)).name == "adjoint"
+
+
+def test_contraction_over_max_memory_is_refused_with_its_estimate():
+    dev = qhybrid.device("tensornet", wires=12, max_memory=1e4)
+    ops = [qml.Hadamard(i) for i in range(12)]
+    tape = qml.tape.QuantumScript(ops, [qml.state()])
+    with pytest.raises(ContractionTooLargeError, match=r"64\.0 KiB.*4096 elements"):
+        qhybrid.execute([tape], dev)
+
+
+def test_wide_state_is_refused_before_allocation():
+    dev = qhybrid.device("tensornet", wires=40)
+    tape = qml.tape.QuantumScript([qml.Hadamard(i) for i in range(40)], [qml.state()])
+    with pytest.raises((ContractionTooLargeError, UnsupportedOperationError), match="state|TiB"):
+        qhybrid.execute([tape], dev)
+
+
+def test_unknown_diff_method():
+    tape = qml.tape.QuantumScript([qml.RX(0.1, 0)], [qml.expval(qml.Z(0))])
+    with pytest.raises(ValueError, match="finite-diff"):
+        qhybrid.execute([tape], qhybrid.device("tensornet", wires=1), diff_method="finite-diff")
+
+
+def test_parameter_shift_on_matrix_parameter_names_op():
+    u = torch.eye(2, dtype=torch.complex128, requires_grad=True)
+    tape = qml.tape.QuantumScript([qml.QubitUnitary(u, wires=0)], [qml.expval(qml.Z(0))])
+    (res,) = qhybrid.execute([tape], qhybrid.device("tensornet", wires=1), diff_method="parameter-shift")
+    with pytest.raises(GradientError, match="QubitUnitary"):
+        res.backward()
+
+
+def test_bad_dtype_and_backend():
+    with pytest.raises(ValueError, match="complex128"):
+        qhybrid.device("tensornet", wires=1, dtype=torch.float64)
+    with pytest.raises(ValueError, match="backend"):
+        qhybrid.device("tensornet", wires=1, backend="numpy")
+    with pytest.raises(ValueError, match="tensornet"):
+        qhybrid.device("nope", wires=1)

@@ -1,0 +1,178 @@
+"""ExecuteTapes / qhybrid.execute: torch autograd semantics and PennyLane result structure."""
+
+import pennylane as qml
+import pytest
+import torch
+
+import qhybrid
+from qhybrid.gradients import Launcher
+
+DIFF_METHODS = ["adjoint", "parameter-shift"]
+
+
+def _circuit(x, w, wires=3):
+    qml.AngleEmbedding(x, wires=range(wires), rotation="Y")
+    qml.StronglyEntanglingLayers(w, wires=range(wires))
+
+
+def _pair(diff_method):
+    dev = qhybrid.device("tensornet", wires=3)
+
+    @qhybrid.qnode(dev, diff_method=diff_method)
+    def ours(x, w):
+        _circuit(x, w)
+        return [qml.expval(qml.Z(i)) for i in range(3)]
+
+    @qml.qnode(qml.device("default.qubit", wires=3), interface="torch", diff_method="backprop")
+    def ref(x, w):
+        _circuit(x, w)
+        return [qml.expval(qml.Z(i)) for i in range(3)]
+
+    return ours, ref
+
+
+def _inputs(batch=4):
+    x = torch.rand(batch, 3, dtype=torch.float64, requires_grad=True)
+    w = torch.rand(2, 3, 3, dtype=torch.float64, requires_grad=True)
+    return x, w
+
+
+@pytest.mark.parametrize("diff_method", DIFF_METHODS)
+def test_qnode_structure_and_values_match_pennylane(diff_method):
+    ours, ref = _pair(diff_method)
+    x, w = _inputs()
+    a, b = ours(x, w), ref(x, w)
+    assert type(a) is type(b) is list
+    for u, v in zip(a, b):
+        assert u.shape == v.shape == (4,)
+        torch.testing.assert_close(u, v, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("diff_method", DIFF_METHODS)
+def test_grad_tensors_for_non_scalar_outputs(diff_method):
+    ours, ref = _pair(diff_method)
+    x, w = _inputs()
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    gt = torch.randn(4, 3, dtype=torch.float64)
+    torch.autograd.backward(torch.stack(ours(x, w), -1), grad_tensors=gt)
+    torch.autograd.backward(torch.stack(ref(x2, w2), -1), grad_tensors=gt)
+    torch.testing.assert_close(x.grad, x2.grad, atol=1e-10, rtol=0)
+    torch.testing.assert_close(w.grad, w2.grad, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("diff_method", DIFF_METHODS)
+def test_retain_graph_backward_twice_gives_same_grads(diff_method):
+    ours, _ = _pair(diff_method)
+    x, w = _inputs()
+    loss = torch.stack(ours(x, w)).sum()
+    loss.backward(retain_graph=True)
+    first = w.grad.clone()
+    w.grad = None
+    loss.backward()
+    torch.testing.assert_close(w.grad, first, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("diff_method", DIFF_METHODS)
+def test_hessian_matches_default_qubit(diff_method):
+    dev = qhybrid.device("tensornet", wires=2)
+
+    def f(p):
+        qml.RX(p[0], wires=0)
+        qml.RY(p[1], wires=1)
+        qml.CNOT(wires=[0, 1])
+        qml.CRX(p[0] * p[1], wires=[1, 0])
+        return qml.expval(qml.Z(0) @ qml.X(1) + 0.5 * qml.Y(1))
+
+    ours = qhybrid.qnode(dev, diff_method=diff_method, max_diff=2)(f)
+    ref = qml.qnode(qml.device("default.qubit"), interface="torch", diff_method="backprop")(f)
+    p = torch.tensor([0.4, -1.1], dtype=torch.float64)
+    h1 = torch.autograd.functional.hessian(ours, p)
+    h2 = torch.autograd.functional.hessian(ref, p)
+    torch.testing.assert_close(h1, h2, atol=1e-10, rtol=0)
+    assert h1.abs().sum() > 0.1
+
+
+def test_only_requires_grad_parameters_enter_the_graph():
+    dev = qhybrid.device("tensornet", wires=3)
+    x = torch.rand(4, 3, dtype=torch.float64)  # data without grad
+    w = torch.rand(2, 3, 3, dtype=torch.float64, requires_grad=True)
+    tape = qml.tape.make_qscript(_circuit)(x, w)
+    tape = tape.copy(measurements=[qml.expval(qml.Z(0))])
+    seen = {}
+    original = qhybrid.AdjointTN.forward
+
+    def spy(self, variants, trainable):
+        seen["trainable"] = trainable
+        return original(self, variants, trainable)
+
+    qhybrid.AdjointTN.forward = spy
+    try:
+        (res,) = qhybrid.execute([tape], dev, diff_method="adjoint")
+    finally:
+        qhybrid.AdjointTN.forward = original
+    res.sum().backward()
+    assert len(seen["trainable"][0]) == w.numel()  # the 3 embedding angles are not differentiated
+    assert w.grad is not None and x.grad is None
+
+
+def test_no_grad_mode_and_diff_method_none_return_plain_tensors():
+    ours, _ = _pair(None)
+    x, w = _inputs()
+    out = ours(x, w)
+    assert all(not o.requires_grad for o in out)
+    ours2, _ = _pair("adjoint")
+    with torch.no_grad():
+        assert all(not o.requires_grad for o in ours2(x, w))
+
+
+def test_execute_many_tapes_in_one_call_and_structures():
+    dev = qhybrid.device("tensornet", wires=2)
+    a = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    t1 = qml.tape.QuantumScript([qml.RX(a, 0)], [qml.expval(qml.Z(0))])
+    t2 = qml.tape.QuantumScript([qml.RX(a, 0), qml.CNOT([0, 1])], [qml.expval(qml.Z(1)), qml.probs(wires=[0, 1])])
+    r1, r2 = qhybrid.execute([t1, t2], dev, diff_method="parameter-shift")
+    assert isinstance(r1, torch.Tensor) and r1.shape == ()
+    assert isinstance(r2, tuple) and r2[1].shape == (4,)
+    (r1 + r2[0] + r2[1][3]).backward()
+    expected = -2 * torch.sin(a.detach()) + torch.sin(a.detach()) / 2
+    torch.testing.assert_close(a.grad, expected, atol=1e-12, rtol=0)
+
+
+def test_parameter_shift_sends_all_shifted_tapes_in_one_call():
+    dev = qhybrid.device("tensornet", wires=3)
+    launcher = Launcher(dev)
+    jpc = qhybrid.ParameterShift(launcher)
+    x, w = _inputs(batch=2)
+    tapes = []
+    for k in range(3):
+        t = qml.tape.make_qscript(_circuit)(x, w)
+        (t,), _ = dev.preprocess_transforms()([t.copy(measurements=[qml.expval(qml.Z(k))])])
+        tapes.append(t)
+    from qhybrid.interfaces.torch import execute_variants
+    from qhybrid._variant import Variant
+
+    res = execute_variants([Variant.of(t) for t in tapes], jpc)
+    assert launcher.calls == 1
+    sum(r[0].sum() for r in res).backward()
+    assert launcher.calls == 2  # forward + one call for every shifted tape of every tape
+
+
+@pytest.mark.parametrize("diff_method", DIFF_METHODS)
+def test_broadcast_data_gradients_per_sample(diff_method):
+    """Trainable broadcast inputs get per-element gradients (PennyLane's parameter-shift refuses)."""
+    ours, ref = _pair(diff_method)
+    x, w = _inputs(batch=5)
+    x2 = x.detach().clone().requires_grad_()
+    torch.stack(ours(x, w)).pow(2).sum().backward()
+    torch.stack(ref(x2, w)).pow(2).sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad, atol=1e-10, rtol=0)
+
+
+def test_float32_parameters_get_float32_gradients():
+    ours, _ = _pair("adjoint")
+    x = torch.rand(4, 3, requires_grad=True)
+    w = torch.rand(2, 3, 3, requires_grad=True)
+    out = ours(x, w)
+    assert out[0].dtype == torch.float64
+    torch.stack(out).sum().backward()
+    assert x.grad.dtype == torch.float32 and w.grad.dtype == torch.float32
