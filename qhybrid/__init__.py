@@ -13,6 +13,7 @@ from ._device_factory import device
 from .devices import TensorNetworkDevice
 from .gradients import AdjointTN, JacobianProductCalculator, Launcher, ParameterShift
 from .interfaces.torch import ExecuteTapes, execute
+from .layers import ArgMax, ArgMaxQLayer, ExpQLayer, QLayer, TorchLayer
 from .qnode import QNode, qnode
 
 __version__ = "0.1.0"
@@ -28,5 +29,10 @@ __all__ = [
     "AdjointTN",
     "ParameterShift",
     "Launcher",
+    "ExpQLayer",
+    "QLayer",
+    "ArgMax",
+    "ArgMaxQLayer",
+    "TorchLayer",
     "__version__",
 ]

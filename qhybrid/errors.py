@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pennylane.exceptions import DeviceError
+
 
 class QhybridError(Exception):
     """Base class of every qhybrid error."""
 
 
-class UnsupportedOperationError(QhybridError, ValueError):
-    """An operation or measurement the device cannot simulate, even after decomposition."""
+class UnsupportedOperationError(QhybridError, DeviceError, ValueError):
+    """An operation or measurement the device cannot simulate, even after decomposition.
+
+    Also a PennyLane ``DeviceError``, so PennyLane's own tooling treats it as a device limitation."""
 
 
 class WireError(QhybridError, ValueError):

@@ -176,3 +176,25 @@ def test_float32_parameters_get_float32_gradients():
     assert out[0].dtype == torch.float64
     torch.stack(out).sum().backward()
     assert x.grad.dtype == torch.float32 and w.grad.dtype == torch.float32
+
+
+def test_device_shots_reach_qhybrid_qnodes_with_statistical_accuracy():
+    """A device with shots samples (never a silent exact result); parameter-shift differentiates."""
+    n = 20000
+    dev = qhybrid.device("tensornet", wires=2, shots=n, seed=11)
+
+    @qhybrid.qnode(dev, diff_method="best")
+    def f(x):
+        qml.RX(x, 0)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.Z(1))
+
+    x = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    values = torch.stack([f(x) for _ in range(3)])
+    assert values.unique().numel() > 1  # sampled, not exact
+    exact = torch.cos(x.detach())
+    se = torch.sqrt((1 - exact**2) / n)
+    assert (values - exact).abs().max() < 5 * se
+    f(x).backward()
+    se_grad = (2 / (4 * n)) ** 0.5
+    assert abs(x.grad + torch.sin(x.detach())) < 5 * se_grad

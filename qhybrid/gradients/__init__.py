@@ -2,7 +2,7 @@
 
 from .adjoint_tn import AdjointTN, Backprop
 from .jpc import JacobianProductCalculator, get_jpc
-from .launcher import Launcher
+from .launcher import Launcher, MultiDeviceLauncher
 from .parameter_shift import ParameterShift, shift_rule
 
-__all__ = ["JacobianProductCalculator", "AdjointTN", "Backprop", "ParameterShift", "Launcher", "get_jpc", "shift_rule"]
+__all__ = ["JacobianProductCalculator", "AdjointTN", "Backprop", "ParameterShift", "Launcher", "MultiDeviceLauncher", "get_jpc", "shift_rule"]

@@ -68,11 +68,11 @@ class AdjointTN(JacobianProductCalculator):
 
     def compute_vjp(self, variants, trainable, dy, saved=None):
         flat_dy = [d for per in dy for d in per]
-        if torch.is_grad_enabled():
+        inputs = [v.params[j] for v, tr in zip(variants, trainable) for j in tr]
+        if torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in inputs):
             # create_graph: differentiate the caller's own parameters so the products carry history
             with torch.enable_grad():
                 results = self.device.simulate_variants(list(variants))
-            inputs = [v.params[j] for v, tr in zip(variants, trainable) for j in tr]
             grads = _grad(results, inputs, flat_dy, create_graph=True, dedupe=True)
         else:
             if saved is None:

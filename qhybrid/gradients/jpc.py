@@ -66,7 +66,7 @@ class JacobianProductCalculator(ABC):
                     rows.append(self.compute_vjp(variants, trainable, dy, saved)[i])
                 per_meas.append(
                     tuple(
-                        torch.stack([row[t] for row in rows]).reshape(*r.shape, *v.params[j].shape)
+                        torch.stack([row[t] for row in rows]).reshape(tuple(r.shape) + tuple(v.params[j].shape))
                         for t, j in enumerate(trainable[i])
                     )
                 )

@@ -16,6 +16,8 @@ import numpy as np
 import pennylane as qml
 import torch
 
+from pennylane.measurements import DensityMatrixMP, StateMP, VarianceMP
+
 from .._variant import Variant, parameter_owners
 from ..errors import GradientError
 from .jpc import JacobianProductCalculator, Results
@@ -86,14 +88,21 @@ class ParameterShift(JacobianProductCalculator):
             return self.launcher.run(variants), None
 
     def _shifted(self, variants, trainable):
-        """All shifted variants, and for each (variant, trainable position) its rows in that list."""
+        """All runs the VJP needs: shifted variants of each tape's linear form, plus one unshifted run
+        of each tape that measures a variance; and for each variant where its rows sit in that list."""
         shifted: list[Variant] = []
-        layout: list[list[tuple[list[float], range, bool]]] = []
-        owners_memo: dict[int, list] = {}
+        layout = []
+        memo: dict[int, tuple] = {}
         for v, tr in zip(variants, trainable):
-            owners = owners_memo.get(id(v.tape))
-            if owners is None:
-                owners = owners_memo[id(v.tape)] = parameter_owners(v.tape)
+            info = memo.get(id(v.tape))
+            if info is None:
+                info = memo[id(v.tape)] = (parameter_owners(v.tape), *_linear_form(v.tape))
+            owners, tape, recipe, n_ops = info
+            tail = [p for mp in tape.measurements if mp.obs is not None for p in mp.obs.data]
+            mean_row = None
+            if any(r[0] == "var" for r in recipe):
+                mean_row = len(shifted)
+                shifted.append(Variant(tape, list(v.params[:n_ops]) + tail))
             entries = []
             for j in tr:
                 op_index, k = owners[j]
@@ -113,11 +122,11 @@ class ParameterShift(JacobianProductCalculator):
                 rule = shift_rule(op, k)
                 start = len(shifted)
                 for _, mult, shift in rule:
-                    params = list(v.params)
+                    params = list(v.params[:n_ops]) + tail
                     params[j] = p * mult + shift if mult != 1 else p + shift
-                    shifted.append(Variant(v.tape, params))
+                    shifted.append(Variant(tape, params))
                 entries.append((rule[:, 0].tolist(), range(start, len(shifted)), batched))
-            layout.append(entries)
+            layout.append((entries, recipe, mean_row))
         return shifted, layout
 
     def compute_vjp(self, variants, trainable, dy, saved=None):
@@ -130,18 +139,88 @@ class ParameterShift(JacobianProductCalculator):
         else:
             results = self.gradient_launcher.run(shifted)
         out = []
-        for v, tr, entries, dys in zip(variants, trainable, layout, dy):
+        for v, tr, (entries, recipe, mean_row), dys in zip(variants, trainable, layout, dy):
+            fast = _combine_unbatched(v, tr, entries, recipe, dys, results)
+            if fast is not None:
+                out.append(fast)
+                continue
             grads = []
             for j, (coeffs, rows, batched) in zip(tr, entries):
                 total = None
-                for m, d in enumerate(dys):
-                    jac = sum(c * results[r][m] for c, r in zip(coeffs, rows))
-                    prod = _contract(d, jac, batched)
+                for (kind, *where), d in zip(recipe, dys):
+                    def jac(a):
+                        return sum(c * results[r][a] for c, r in zip(coeffs, rows))
+
+                    if kind == "same":
+                        jm = jac(where[0])
+                    else:  # d Var = d<O^2> - 2 <O> d<O>
+                        jm = jac(where[1]) - 2 * results[mean_row][where[0]] * jac(where[0])
+                    prod = _contract(d, jm, batched)
                     total = prod if total is None else total + prod
                 p = v.params[j]
                 grads.append(total.reshape(torch.as_tensor(p).shape).to(p.dtype))
             out.append(tuple(grads))
         return out
+
+
+COMBINE_MIN_PARAMETERS = 4
+"""Variants with at least this many trainable scalar parameters combine their shifted results in one
+vectorised step (stack, contract with the cotangents, scatter-add the rule coefficients)."""
+
+
+def _combine_unbatched(v, tr, entries, recipe, dys, results):
+    """All of one variant's gradients at once, or None where the loop below must do it (broadcast
+    parameters, variances, few parameters)."""
+    if len(tr) < COMBINE_MIN_PARAMETERS or any(e[2] for e in entries) or any(r[0] != "same" for r in recipe):
+        return None
+    first = min(e[1].start for e in entries)
+    last = max(e[1].stop for e in entries)
+    if any(e[1].step != 1 for e in entries):
+        return None
+    per_row = None
+    for (_, m), d in zip(recipe, dys):
+        stacked = torch.stack([results[r][m] for r in range(first, last)])  # [rows, *shape]
+        prod = d.conj() * stacked if stacked.is_complex() else d * stacked
+        prod = prod.real if prod.is_complex() else prod
+        prod = prod.reshape(last - first, -1).sum(-1)
+        per_row = prod if per_row is None else per_row + prod
+    owner, rows, coeffs = [], [], []
+    for k, (c, rr, _) in enumerate(entries):
+        owner.extend([k] * len(rr))
+        rows.extend(r - first for r in rr)
+        coeffs.extend(c)
+    device = per_row.device
+    weighted = per_row[torch.tensor(rows, device=device)] * torch.tensor(coeffs, dtype=per_row.dtype, device=device)
+    total = torch.zeros(len(tr), dtype=per_row.dtype, device=device).index_add(
+        0, torch.tensor(owner, device=device), weighted
+    )
+    grads = []
+    for g, j in zip(total.unbind(0), tr):
+        p = v.params[j]
+        grads.append(g.reshape(torch.as_tensor(p).shape).to(p.dtype))
+    return tuple(grads)
+
+
+def _linear_form(tape):
+    """The tape with every measurement linear in the state (shift rules hold only for those): each
+    variance becomes the expectations of O and O^2. Returns (tape, recipe, number of operator params)."""
+    n_ops = sum(len(op.data) for op in tape.operations)
+    if not any(isinstance(mp, (VarianceMP, StateMP)) and not isinstance(mp, DensityMatrixMP) for mp in tape.measurements):
+        return tape, [("same", m) for m in range(len(tape.measurements))], n_ops
+    mps, recipe = [], []
+    for mp in tape.measurements:
+        if isinstance(mp, StateMP) and not isinstance(mp, DensityMatrixMP):
+            raise GradientError(
+                "parameter-shift rules hold for expectation values, not for qml.state(); use "
+                "diff_method='adjoint' to differentiate the state."
+            )
+        if isinstance(mp, VarianceMP):
+            recipe.append(("var", len(mps), len(mps) + 1))
+            mps += [qml.expval(mp.obs), qml.expval(qml.prod(mp.obs, mp.obs))]
+        else:
+            recipe.append(("same", len(mps)))
+            mps.append(mp)
+    return tape.copy(measurements=mps), recipe, n_ops
 
 
 def _is_batched(op, k: int, p) -> bool:

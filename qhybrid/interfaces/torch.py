@@ -16,6 +16,7 @@ import torch
 from .._variant import Variant
 from ..gradients.jpc import JacobianProductCalculator, get_jpc
 from ..gradients.launcher import Launcher
+from ._preprocess import preprocess
 
 
 class _Call:
@@ -118,10 +119,11 @@ def execute(
     tensor(-0.2955)
     """
     tapes = list(tapes)
-    program = device.preprocess_transforms()
-    new_tapes, postprocess = program(tapes)
+    shots = getattr(device, "shots", None)
+    if shots:  # a device's own shots apply to tapes that set none (as PennyLane's QNode does)
+        tapes = [t if t.shots else t.copy(shots=shots) for t in tapes]
+    variants, postprocess = preprocess(device, tapes)  # the device's program, cached per structure
     jpc = get_jpc(diff_method, device, gradient_device)
-    variants = [Variant.of(t) for t in new_tapes]
     if jpc is None:
         with torch.no_grad():
             raw = Launcher(device).run(variants)

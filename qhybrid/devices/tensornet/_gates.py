@@ -148,7 +148,21 @@ def generic_matrix(op: qml.operation.Operator, params: Sequence, dtype, device) 
     """Matrix of any operator that has one, with ``params`` in place of its data (kept differentiable)."""
     if any(p is not q for p, q in zip(params, op.data)):
         op = qml.ops.functions.bind_new_parameters(op, list(params))
-    return _to_torch(op.matrix(), dtype, device)
+    try:
+        return _to_torch(op.matrix(), dtype, device)
+    except (RuntimeError, ValueError, TypeError):
+        if op.batch_size is None:
+            raise
+    # some PennyLane matrices do not broadcast with torch parameters: build them element by element
+    per = [
+        qml.ops.functions.bind_new_parameters(op, [_element(p, op, k, b) for k, p in enumerate(op.data)]).matrix()
+        for b in range(op.batch_size)
+    ]
+    return torch.stack([_to_torch(m, dtype, device) for m in per])
+
+
+def _element(p, op, k, b):
+    return p[b] if qml.math.ndim(p) > op.ndim_params[k] else p
 
 
 def state_vector(op: qml.operation.Operator, params: Sequence, dtype, device) -> torch.Tensor:

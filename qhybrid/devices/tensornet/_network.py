@@ -22,11 +22,12 @@ BATCH = 1
 class Operand:
     """Where one network tensor's value comes from."""
 
-    kind: str  # "slot" | "zero" | "pauli" | "matrix"
+    kind: str  # "slot" | "zero" | "pauli" | "mpo" | "matrix"
     slot: int = -1
     conj: bool = False
     select: tuple | None = None  # indexing that fixes fresh input axes to |0>
     letter: str = ""  # Pauli letter for kind "pauli"
+    data: tuple = ()  # (shape, ((left, right, letter, coefficient), ...)) for kind "mpo"
 
 
 @dataclass
@@ -36,10 +37,12 @@ class Network:
     output: tuple[int, ...] = ()
     sizes: dict[int, int] = field(default_factory=dict)
     lead: tuple[int, ...] = ()  # the lead indices (STACK, BATCH) present in the output
+    positions: list[int] = field(default_factory=list)  # lowest wire each tensor touches (sweep order)
 
-    def add(self, operand: Operand, indices) -> None:
+    def add(self, operand: Operand, indices, position: int = 0) -> None:
         self.operands.append(operand)
         self.inputs.append(tuple(indices))
+        self.positions.append(position)
 
 
 class _Builder:
@@ -65,11 +68,11 @@ class _Builder:
             slot = self.structure.slots[si]
             lead = self.lead_of(si, slot)
             if slot.kind == "phase":
-                self.net.add(Operand("slot", si, conj), lead)
+                self.net.add(Operand("slot", si, conj), lead, 0)
                 continue
             out = [self.new() for _ in slot.wires]
             if slot.kind == "prep":
-                self.net.add(Operand("slot", si, conj), lead + out)
+                self.net.add(Operand("slot", si, conj), lead + out, min(slot.wires, default=0))
             else:
                 ins = [cur.get(w) for w in slot.wires]
                 select = None
@@ -77,13 +80,17 @@ class _Builder:
                     select = (slice(None),) * (len(lead) + len(out)) + tuple(
                         0 if i is None else slice(None) for i in ins
                     )
-                self.net.add(Operand("slot", si, conj, select), lead + out + [i for i in ins if i is not None])
+                self.net.add(
+                    Operand("slot", si, conj, select),
+                    lead + out + [i for i in ins if i is not None],
+                    min(slot.wires),
+                )
             cur.update(zip(slot.wires, out))
         return cur
 
-    def zero(self, conj: bool) -> int:
+    def zero(self, conj: bool, wire: int = 0) -> int:
         i = self.new()
-        self.net.add(Operand("zero", conj=conj), [i])
+        self.net.add(Operand("zero", conj=conj), [i], wire)
         return i
 
     def finish(self, output_rest: Sequence[int]) -> Network:
@@ -97,7 +104,7 @@ def ket_network(structure: TapeStructure, stacked: frozenset[int], stack_size: i
     """The open network of the final state, output indices ``lead + one per simulated wire``."""
     b = _Builder(structure, stacked, stack_size)
     cur = b.pass_(range(len(structure.slots)), conj=False)
-    rest = [cur[w] if w in cur else b.zero(False) for w in range(len(structure.sim_wires))]
+    rest = [cur[w] if w in cur else b.zero(False, w) for w in range(len(structure.sim_wires))]
     return b.finish(rest)
 
 
@@ -118,11 +125,15 @@ def closed_network(
     stack_size: int,
     cap: str,
     wires: Sequence[int],
-    word: str = "",
+    word="",
+    coeffs: Sequence[float] = (),
 ) -> Network:
     """<psi| cap |psi> over the light cone of ``wires``.
 
-    ``cap`` is "pauli" (``word`` gives one letter per wire), "matrix" (one observable tensor with
+    ``cap`` is "pauli" (``word`` gives one letter per wire), "paulisum" (``word`` is a tuple of such
+    strings, one per term, with "I" where a term leaves a wire alone, ``coeffs`` their coefficients:
+    the sentence becomes one matrix-product operator),
+    "matrix" (one observable tensor with
     bra indices then ket indices) or "probs" (the measured wires stay open, ket and bra tied).
     """
     b = _Builder(structure, stacked, stack_size)
@@ -132,18 +143,72 @@ def closed_network(
     bra = b.pass_(kept, conj=True)
     for w in wires:
         if w not in ket:
-            ket[w] = b.zero(False)
-            bra[w] = b.zero(True)
+            ket[w] = b.zero(False, w)
+            bra[w] = b.zero(True, w)
     tie = {bra[w]: ket[w] for w in ket if w not in wires or cap == "probs"}
     for n in range(first_bra, len(b.net.inputs)):
         b.net.inputs[n] = tuple(tie.get(i, i) for i in b.net.inputs[n])
+    if cap == "paulisum":
+        # a whole Pauli sentence as one matrix-product operator along ``wires``: one network, not one per word
+        prev = None
+        last = len(wires) - 1
+        for k, (w, data) in enumerate(zip(wires, pauli_sum_mpo(word, coeffs))):
+            ix = [prev] if k > 0 else []
+            if k < last:
+                prev = b.new()
+                b.net.sizes[prev] = data[0][1]
+                ix.append(prev)
+            b.net.add(Operand("mpo", data=data), ix + [bra[w], ket[w]], w)
+        return b.finish(())
     if cap == "pauli":
         for w, letter in zip(wires, word):
-            b.net.add(Operand("pauli", letter=letter), [bra[w], ket[w]])
+            b.net.add(Operand("pauli", letter=letter), [bra[w], ket[w]], w)
         return b.finish(())
     if cap == "matrix":
-        b.net.add(Operand("matrix"), [bra[w] for w in wires] + [ket[w] for w in wires])
+        b.net.add(Operand("matrix"), [bra[w] for w in wires] + [ket[w] for w in wires], min(wires))
         return b.finish(())
     if cap == "probs":
         return b.finish([ket[w] for w in wires])
     raise ValueError(f"unknown cap {cap!r}")
+
+
+def pauli_sum_mpo(words: Sequence[str], coeffs: Sequence[float]):
+    """Sum_t c_t P_t (each word one letter per site, "I" where it acts trivially) as an MPO.
+
+    Bond states: 0 = no term started, 1 = a term finished, 2 + t = term t in progress. Per site, a
+    tensor [left, right, bra, ket] given as (shape, entries); the first site's left and the last site's
+    right dimension are 1 (state 0, resp. "finished") and are dropped. One-site terms need bond 2.
+    """
+    n_sites = len(words[0]) if words else 0
+    spans = []
+    for word in words:
+        sites = [k for k, c in enumerate(word) if c != "I"]
+        spans.append((sites[0], sites[-1]))
+    bonds = []
+    for k in range(n_sites - 1):
+        bonds.append([0, 1] + [2 + t for t, (a, z) in enumerate(spans) if a <= k < z])
+    out = []
+    for k in range(n_sites):
+        left = [0] if k == 0 else bonds[k - 1]
+        right = [1] if k == n_sites - 1 else bonds[k]
+        lpos, rpos = {s: i for i, s in enumerate(left)}, {s: i for i, s in enumerate(right)}
+        entries = []
+
+        def put(ls, rs, letter, c):
+            if ls in lpos and rs in rpos:
+                entries.append((lpos[ls], rpos[rs], letter, float(c)))
+
+        put(0, 0, "I", 1.0)
+        put(1, 1, "I", 1.0)
+        for t, (a, z) in enumerate(spans):
+            letter = words[t][k]
+            if a == k == z:
+                put(0, 1, letter, coeffs[t])
+            elif a == k:
+                put(0, 2 + t, letter, coeffs[t])
+            elif a < k < z:
+                put(2 + t, 2 + t, letter, 1.0)
+            elif a < k == z:
+                put(2 + t, 1, letter, 1.0)
+        out.append(((len(left), len(right)), tuple(entries)))
+    return out

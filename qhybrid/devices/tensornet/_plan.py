@@ -25,24 +25,48 @@ OPTIMAL_MAX_TENSORS = 6
 """Networks this small are planned exhaustively."""
 
 
+RECONF_MAX_TENSORS = 120
+"""cotengra's subtree reconfiguration (slow to plan) is used only on networks up to this many tensors."""
+
+
 def _optimizer(name: str, n_tensors: int):
     if name == "auto":
         if n_tensors <= OPTIMAL_MAX_TENSORS:
             return "optimal"
         if n_tensors >= COTENGRA_MIN_TENSORS:
-            return _cotengra_optimizer()
+            return _cotengra_optimizer(n_tensors)
         return "greedy"
     if name == "cotengra":
-        return _cotengra_optimizer()
+        return _cotengra_optimizer(n_tensors)
     return name
 
 
-def _cotengra_optimizer():
+def _cotengra_optimizer(n_tensors: int = 0):
     import cotengra as ctg
 
     return ctg.HyperOptimizer(
-        methods=["greedy"], max_repeats=16, parallel=False, progbar=False, optlib="random"
+        methods=["greedy"],
+        max_repeats=16,
+        parallel=False,
+        progbar=False,
+        optlib="random",
+        reconf_opts="auto" if n_tensors <= RECONF_MAX_TENSORS else None,
     )
+
+
+SWEEP_MIN_TENSORS = 12
+"""Networks at least this large also try a sweep along the wires (the better of the two paths is kept)."""
+
+
+def _sweep_path(positions: Sequence[int]) -> list[tuple[int, int]]:
+    """Contract tensors one by one in order of the lowest wire they touch (ideal for chain-like circuits
+    such as CNOT ladders, whose boundary stays a few bonds wide); a linear opt_einsum path."""
+    order = sorted(range(len(positions)), key=lambda i: (positions[i], i))
+    ssa, acc, nxt = [], order[0], len(positions)
+    for t in order[1:]:
+        ssa.append((acc, t))
+        acc, nxt = nxt, nxt + 1
+    return oe.paths.ssa_to_linear(ssa)
 
 
 @dataclass(frozen=True)
@@ -65,6 +89,7 @@ class ContractionPlan:
         output: tuple[int, ...],
         sizes: dict[int, int],
         optimizer: str = "auto",
+        positions: Sequence[int] | None = None,
     ):
         self.inputs = [tuple(ix) for ix in inputs]
         self.output = tuple(output)
@@ -75,9 +100,15 @@ class ContractionPlan:
         if len(self.inputs) == 1:
             path, self.largest_intermediate, self.flops = [(0,)], _numel(self.output, sizes), 0
         else:
-            path, info = oe.contract_path(
-                eq, *shapes, shapes=True, optimize=_optimizer(optimizer, len(self.inputs))
-            )
+            n = len(self.inputs)
+            candidates = []
+            if positions is not None and n >= SWEEP_MIN_TENSORS:
+                candidates.append(oe.contract_path(eq, *shapes, shapes=True, optimize=_sweep_path(positions)))
+            if optimizer == "auto" and n > RECONF_MAX_TENSORS and candidates:
+                candidates.append(oe.contract_path(eq, *shapes, shapes=True, optimize="greedy"))
+            else:
+                candidates.append(oe.contract_path(eq, *shapes, shapes=True, optimize=_optimizer(optimizer, n)))
+            path, info = min(candidates, key=lambda c: (int(c[1].opt_cost), int(c[1].largest_intermediate)))
             self.largest_intermediate = int(info.largest_intermediate)
             self.flops = int(info.opt_cost)
         self.largest_intermediate = max(

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import compress
+from operator import is_not
 from typing import Sequence
 
 import pennylane as qml
 import torch
 from pennylane.measurements import ExpectationMP, ProbabilityMP, VarianceMP
 
-from ...errors import UnsupportedOperationError
+from ...errors import ContractionTooLargeError, UnsupportedOperationError
 from ._gates import constant_matrix, fast_matrix, generic_matrix, global_phase, state_vector
 from ._measure import StateReader, measurement_function
 from ._network import BATCH, STACK, Network, closed_network, ket_network
-from ._plan import ContractionPlan
+from ._plan import ContractionPlan, _fmt_bytes
+from ._statevector import StateVectorProgram, z_expvals
 from ..._variant import Variant
 from ._structure import TapeStructure, observable_parameter_slices, tape_structure
 
@@ -27,6 +30,7 @@ STATE_MODE_MAX_WIRES = 20
 from it; wider circuits contract one closed, light-cone-reduced network per observable term."""
 
 _PAULI = {
+    "I": [[1, 0], [0, 1]],
     "X": [[0, 1], [1, 0]],
     "Y": [[0, -1j], [1j, 0]],
     "Z": [[1, 0], [0, -1]],
@@ -84,7 +88,9 @@ class PlanCache:
 class _Contraction:
     def __init__(self, network: Network, opts: SimOptions, what: str):
         self.network = network
-        self.plan = ContractionPlan(network.inputs, network.output, network.sizes, opts.optimizer)
+        self.plan = ContractionPlan(
+            network.inputs, network.output, network.sizes, opts.optimizer, positions=network.positions
+        )
         itemsize = torch.empty((), dtype=opts.dtype).element_size()
         self.plan.check_memory(itemsize, opts.max_memory, what)
 
@@ -103,6 +109,35 @@ class StateProgram:
         return [reader.measure(mp) for mp in variant.tape.measurements]
 
 
+class VectorProgram:
+    """Narrow circuits without state preparation: a compiled state-vector program (``_statevector``)."""
+
+    def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions, tape):
+        self.program = StateVectorProgram(structure, stacked, stack_size, tape, opts.dtype)
+        n, lead = len(structure.sim_wires), max(stack_size, 1) * (structure.batch_size or 1)
+        itemsize = torch.empty((), dtype=opts.dtype).element_size()
+        elements = (1 << n) * lead
+        need = elements * itemsize
+        if need > opts.max_memory:
+            raise ContractionTooLargeError(
+                f"Simulating the circuit's state needs an intermediate of about {_fmt_bytes(need)} ({elements} "
+                f"elements x {itemsize} bytes), above max_memory={_fmt_bytes(opts.max_memory)}. Use fewer wires "
+                "or a smaller batch, or raise the device's max_memory."
+            )
+
+    def run(self, values, variant: Variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:
+        values.prefetch(range(len(structure.slots)))
+        psi = self.program.run(values, lead_shape)
+        signs = self.program.measure
+        if signs is not None:
+            vals = z_expvals(signs, psi)
+            return [v.reshape(lead_shape) for v in vals.unbind(0)]
+        n = len(structure.sim_wires)
+        psi = psi.reshape(psi.shape[0], -1).transpose(0, 1).reshape(*lead_shape, *(2,) * n)
+        reader = StateReader(psi, len(lead_shape), structure.sim_wires)
+        return [reader.measure(mp) for mp in variant.tape.measurements]
+
+
 class ClosedProgram:
     """Wide circuits: one closed network per observable term, each over its own light cone."""
 
@@ -116,8 +151,9 @@ class ClosedProgram:
     def _contraction(self, spec) -> _Contraction:
         c = self._terms.get(spec)
         if c is None:
-            cap, wires, word = spec
-            net = closed_network(self.structure, self.stacked, self.stack_size, cap, wires, word)
+            cap, wires, word = spec[:3]
+            coeffs = spec[3] if len(spec) > 3 else ()
+            net = closed_network(self.structure, self.stacked, self.stack_size, cap, wires, word, coeffs)
             c = _Contraction(net, self.opts, f"<psi|{word or cap}|psi> on wires {list(wires)}")
             self._terms[spec] = c
         return c
@@ -129,6 +165,9 @@ class ClosedProgram:
 
     def _pauli_expval(self, values, ps, lead_shape) -> torch.Tensor:
         pos = {w: i for i, w in enumerate(self.structure.sim_wires)}
+        spec = _sentence_spec(ps, pos)
+        if spec is not None:  # several words: one network (the sentence as an MPO)
+            return self._value(values, spec, lead_shape).real + _sentence_constant(ps)
         total = None
         for word, coeff in ps.items():
             if not word:
@@ -179,6 +218,30 @@ class ClosedProgram:
         return out
 
 
+PAULI_SUM_MIN_WORDS = 2
+"""Pauli sentences with at least this many non-identity words are measured by one network with a term
+index over all of them (their light cones united) instead of one network per word."""
+
+
+def _sentence_constant(ps) -> float:
+    real = lambda c: c.real if isinstance(c, complex) else c  # noqa: E731
+    return float(sum((real(c) for w, c in ps.items() if not w), 0.0))
+
+
+def _sentence_spec(ps, pos):
+    """("paulisum", wires, words, coefficients) for a sentence of several words, else None."""
+    words = [(w, c) for w, c in ps.items() if w]
+    if len(words) < PAULI_SUM_MIN_WORDS:
+        return None
+    wires = tuple(sorted({pos[w] for word, _ in words for w in word.keys()}))
+    strings = []
+    for word, _ in words:
+        letters = {pos[w]: l for w, l in word.items()}
+        strings.append("".join(letters.get(w, "I") for w in wires))
+    real = lambda c: c.real if isinstance(c, complex) else c  # noqa: E731
+    return ("paulisum", wires, tuple(strings), tuple(float(real(c)) for _, c in words))
+
+
 def _closed_terms(mp, structure: TapeStructure):
     pos = {w: i for i, w in enumerate(structure.sim_wires)}
     if isinstance(mp, (ExpectationMP, VarianceMP)):
@@ -187,6 +250,10 @@ def _closed_terms(mp, structure: TapeStructure):
         for s in sentences:
             if s is None:
                 yield ("matrix", tuple(pos[w] for w in mp.obs.wires), "")
+                continue
+            spec = _sentence_spec(s, pos)
+            if spec is not None:
+                yield spec
                 continue
             for word in s:
                 if word:
@@ -224,23 +291,38 @@ class _Values:
         self.dtype, self.device = opts.dtype, opts.device
         self.real_dtype = torch.empty((), dtype=opts.dtype).real.dtype
         self._slots: dict[int, torch.Tensor] = {}
+        self._matrices: dict[int, torch.Tensor] = {}
 
     def _params(self, si: int) -> list:
-        """The slot's parameters; those that differ across stacked variants get a leading stack axis."""
+        """The slot's parameters; those that differ across stacked variants get a leading stack axis.
+
+        A differing column is the first variant's value expanded along the stack axis with the other
+        variants' values scattered in (parameter-shift variants differ in one parameter each), not a
+        stack of one scalar per variant."""
         slot = self.structure.slots[si]
         a, b = slot.params
+        first = self.group[0].params
         if si not in self.stacked:
-            return self.group[0].params[a:b]
+            return first[a:b]
+        rows = _differences(self.group)
         out = []
         for j in range(a, b):
-            column = [v.params[j] for v in self.group]
-            if all(c is column[0] for c in column):
-                out.append(column[0])
+            changed = rows.get(j)
+            if not changed:
+                out.append(first[j])
                 continue
-            stacked = torch.stack([torch.as_tensor(c, device=self.device).to(self.real_dtype) for c in column])
-            if slot.batched and stacked.ndim == 1:
-                stacked = stacked.unsqueeze(-1)  # a stacked scalar broadcasts against the batch axis
-            out.append(stacked)
+            base = torch.as_tensor(first[j], device=self.device).to(self.real_dtype)
+            if len(changed) == len(self.group) - 1:
+                column = torch.stack(
+                    [base, *(torch.as_tensor(self.group[r].params[j], device=self.device).to(self.real_dtype) for r in changed)]
+                )
+            else:
+                vals = torch.stack([torch.as_tensor(self.group[r].params[j], device=self.device).to(self.real_dtype) for r in changed])
+                index = torch.tensor(changed, device=self.device)
+                column = base.expand(len(self.group), *base.shape).index_put((index,), vals)
+            if slot.batched and column.ndim == 1:
+                column = column.unsqueeze(-1)  # a stacked scalar broadcasts against the batch axis
+            out.append(column)
         return out
 
     def _per_variant(self, si: int, fn) -> torch.Tensor:
@@ -250,20 +332,51 @@ class _Values:
         values = [fn(v.tape.operations[slot.op_index], v.params[slot.params[0] : slot.params[1]]) for v in members]
         return torch.stack(values) if si in self.stacked else values[0]
 
+    def prefetch(self, indices: Sequence[int]) -> None:
+        """Build the matrices of every closed-form ("fast") slot among ``indices``: one builder call per
+        gate kind and lead layout, however many gates of that kind the circuit has."""
+        groups: dict[tuple, list[int]] = {}
+        for si in indices:
+            slot = self.structure.slots[si]
+            if slot.kind == "fast" and si not in self._matrices:
+                groups.setdefault((slot.name, si in self.stacked, slot.batched), []).append(si)
+        for (name, _, _), members in groups.items():
+            if len(members) == 1:
+                continue
+            columns = [[torch.as_tensor(p, device=self.device).to(self.real_dtype) for p in self._params(si)] for si in members]
+            shape = torch.broadcast_shapes(*(p.shape for col in columns for p in col))
+            n_params = len(columns[0])
+            stacked = [torch.stack([col[k].expand(shape) for col in columns]) for k in range(n_params)]
+            mats = fast_matrix(name, stacked, self.dtype, self.device).unbind(0)
+            for si, m in zip(members, mats):
+                self._matrices[si] = m
+
+    def matrix(self, si: int) -> torch.Tensor:
+        """The slot's matrix, shape ``lead + (D, D)`` (lead: stack then batch axes where present)."""
+        m = self._matrices.get(si)
+        if m is not None:
+            return m
+        slot = self.structure.slots[si]
+        dtype, device = self.dtype, self.device
+        if slot.kind == "fast":
+            m = fast_matrix(slot.name, self._params(si), dtype, device)
+        elif slot.kind == "const":
+            m = constant_matrix(self.group[0].tape.operations[slot.op_index], dtype, device)
+        elif slot.kind == "matrix":
+            m = self._per_variant(si, lambda op, p: generic_matrix(op, p, dtype, device))
+        else:  # pragma: no cover - only gate kinds have matrices
+            raise AssertionError(slot.kind)
+        self._matrices[si] = m
+        return m
+
     def slot(self, si: int) -> torch.Tensor:
         t = self._slots.get(si)
         if t is not None:
             return t
         slot = self.structure.slots[si]
         dtype, device = self.dtype, self.device
-        if slot.kind == "fast":
-            m = fast_matrix(slot.name, self._params(si), dtype, device)
-            m = m.reshape(*m.shape[:-2], *(2,) * (2 * len(slot.wires)))
-        elif slot.kind == "const":
-            m = constant_matrix(self.group[0].tape.operations[slot.op_index], dtype, device)
-            m = m.reshape((2,) * (2 * len(slot.wires)))
-        elif slot.kind == "matrix":
-            m = self._per_variant(si, lambda op, p: generic_matrix(op, p, dtype, device))
+        if slot.kind in ("fast", "const", "matrix"):
+            m = self.matrix(si)
             m = m.reshape(*m.shape[:-2], *(2,) * (2 * len(slot.wires)))
         elif slot.kind == "prep":
             m = self._per_variant(si, lambda op, p: state_vector(op, p, dtype, device))
@@ -282,7 +395,9 @@ class _Values:
         elif o.kind == "zero":
             t = torch.tensor([1.0, 0.0], dtype=self.dtype, device=self.device)
         elif o.kind == "pauli":
-            t = torch.tensor(_PAULI[o.letter], dtype=self.dtype, device=self.device)
+            t = _pauli_tensor(o.letter, self.dtype, self.device)
+        elif o.kind == "mpo":
+            t = _mpo_tensor(o.data, self.dtype, self.device)
         else:  # "matrix": the observable's own matrix, bra indices first
             m = torch.as_tensor(matrix, device=self.device).to(self.dtype)
             k = m.shape[-1].bit_length() - 1
@@ -290,25 +405,77 @@ class _Values:
         return t.conj() if o.conj else t
 
 
+_PAULI_TENSORS: dict[tuple, torch.Tensor] = {}
+
+
+def _mpo_tensor(data, dtype, device) -> torch.Tensor:
+    """One site of a Pauli-sentence MPO, [left, right, bra, ket] without its size-1 boundary axes."""
+    key = ("mpo", data, dtype, str(device))
+    t = _PAULI_TENSORS.get(key)
+    if t is None:
+        (nl, nr), entries = data
+        t = torch.zeros(nl, nr, 2, 2, dtype=dtype)
+        for l, r, letter, c in entries:
+            t[l, r] += c * torch.tensor(_PAULI[letter], dtype=dtype)
+        t = t.reshape(*[d for d in (nl, nr) if d > 1], 2, 2).to(device)
+        if len(_PAULI_TENSORS) < 4096:
+            _PAULI_TENSORS[key] = t
+    return t
+
+
+def _pauli_tensor(letters: str, dtype, device) -> torch.Tensor:
+    """One Pauli matrix for a single letter; a [terms, 2, 2] stack for a string (cached constants)."""
+    key = (letters, dtype, str(device))
+    t = _PAULI_TENSORS.get(key)
+    if t is None:
+        mats = [_PAULI[c] for c in letters]
+        t = torch.tensor(mats[0] if len(letters) == 1 and letters != "I" else mats, dtype=dtype, device=device)
+        if len(_PAULI_TENSORS) < 4096:
+            _PAULI_TENSORS[key] = t
+    return t
+
+
 # --- entry point --------------------------------------------------------------------------
+
+
+_DIFF_CACHE: dict = {}
+
+
+def _differences(group: Sequence[Variant]) -> dict[int, list[int]]:
+    """For each flat parameter position, the variants (by index, first excluded) whose value object is
+    not the first variant's; identity checks run at C speed (map / compress)."""
+    key = id(group)
+    hit = _DIFF_CACHE.get(key)
+    if hit is not None and hit[0] is group:
+        return hit[1]
+    first = group[0].params
+    rows: dict[int, list[int]] = {}
+    positions = range(len(first))
+    for r in range(1, len(group)):
+        params = group[r].params
+        if params is first:
+            continue
+        for j in compress(positions, map(is_not, params, first)):
+            rows.setdefault(j, []).append(r)
+    _DIFF_CACHE.clear()
+    _DIFF_CACHE[key] = (group, rows)
+    return rows
 
 
 def _stacked_slots(structure: TapeStructure, group: Sequence[Variant]) -> frozenset:
     if len(group) == 1:
         return frozenset()
-    first = group[0].params
+    rows = _differences(group)
+    ops0 = group[0].tape.operations
     out = set()
     for si, slot in enumerate(structure.slots):
         a, b = slot.params
-        for v in group[1:]:
-            if v.tape.operations[slot.op_index] is not group[0].tape.operations[slot.op_index] and slot.kind in (
-                "matrix", "prep", "phase"
-            ):
-                out.add(si)  # per-variant operators may differ in settings the structure key ignores
-                break
-            if any(v.params[j] is not first[j] for j in range(a, b)):
-                out.add(si)
-                break
+        if any(j in rows for j in range(a, b)):
+            out.add(si)
+        elif slot.kind in ("matrix", "prep", "phase") and any(
+            v.tape.operations[slot.op_index] is not ops0[slot.op_index] for v in group[1:]
+        ):
+            out.add(si)  # per-variant operators may differ in settings the structure key ignores
     return frozenset(out)
 
 
@@ -321,6 +488,8 @@ def _observables_shared(structure: TapeStructure, group: Sequence[Variant]) -> b
 
 def _with_observable_params(variant: Variant, structure: TapeStructure) -> Variant:
     """Rebind measured observables whose data the caller replaced (e.g. detached for autograd)."""
+    if len(variant.params) == structure.n_op_params:
+        return variant  # no observable carries data
     tape = variant.tape
     slices = observable_parameter_slices(tape, structure.n_op_params)
     mps, changed = [], False
@@ -333,6 +502,24 @@ def _with_observable_params(variant: Variant, structure: TapeStructure) -> Varia
     if not changed:
         return variant
     return Variant(tape.copy(measurements=mps), variant.params)
+
+
+STRUCTURE_CACHE_SIZE = 64
+"""Tapes (by identity: a cached preprocessed tape comes back every step) whose structure is remembered."""
+
+_STRUCTURES: OrderedDict = OrderedDict()
+
+
+def _cached_structure(tape, device_wires) -> TapeStructure:
+    key = (id(tape), tuple(device_wires) if device_wires is not None else None)
+    hit = _STRUCTURES.get(key)
+    if hit is not None and hit[0] is tape:
+        return hit[1]
+    structure = tape_structure(tape, device_wires)
+    _STRUCTURES[key] = (tape, structure)  # the tape is held, so its id cannot be reused meanwhile
+    if len(_STRUCTURES) > STRUCTURE_CACHE_SIZE:
+        _STRUCTURES.popitem(last=False)
+    return structure
 
 
 def simulate(
@@ -350,7 +537,7 @@ def simulate(
     for i, v in enumerate(variants):
         s = structures.get(id(v.tape))
         if s is None:
-            s = structures[id(v.tape)] = tape_structure(v.tape, device_wires)
+            s = structures[id(v.tape)] = _cached_structure(v.tape, device_wires)
         groups.setdefault(s.key, []).append(i)
 
     results: list = [None] * len(variants)
@@ -377,6 +564,8 @@ def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOpti
     tape = group[0].tape
     if wide:
         program = cache.get(key, lambda: ClosedProgram(structure, stacked, stack_size, opts, tape))
+    elif all(slot.kind != "prep" for slot in structure.slots):
+        program = cache.get(key, lambda: VectorProgram(structure, stacked, stack_size, opts, tape))
     else:
         program = cache.get(key, lambda: StateProgram(structure, stacked, stack_size, opts))
     lead_shape = ((stack_size,) if stacked else ()) + (
@@ -386,7 +575,7 @@ def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOpti
     outs = program.run(values, group[0], structure, lead_shape)
     if not stacked:
         return [tuple(outs)] * len(group)
-    return [tuple(o[i] for o in outs) for i in range(len(group))]
+    return list(zip(*(o.unbind(0) for o in outs)))
 
 
 __all__ = ["simulate", "SimOptions", "PlanCache", "CacheInfo"]

@@ -1,0 +1,300 @@
+"""GPU benchmark: qhybrid on CUDA (backend="torch" and backend="cutensornet") against PennyLane
+default.qubit with torch-CUDA tensors (backprop), on the workloads of WORKLOADS.md.
+
+One step = forward + backward giving gradients for the weights and the inputs x, float64/complex128.
+Systems run alternately in one process; 2 warm-up steps, then the median of ``--repeats`` steps timed
+with CUDA events. Results go to JSON (device name, torch / CUDA / cuquantum / cuTensorNet versions,
+torch threads) and to stdout.
+
+    python benchmarks/gpu.py                         # W1, W2, W5 and W22 (a 22-qubit variant)
+    python benchmarks/gpu.py --workloads W1 --closed # also force closed networks through the backends
+    python benchmarks/gpu.py --out $OUT/gpu.json
+
+Circuits on at most 20 wires normally run as qhybrid's compiled state-vector program, which never
+calls a contraction backend: there both qhybrid rows measure the same code. ``--closed`` adds rows
+where every measurement is contracted as a closed network by the backend (what wide circuits do).
+The JSON records, per qhybrid row, which program kinds ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import statistics
+import sys
+import traceback
+from dataclasses import dataclass
+
+NO_GPU_EXIT = 2
+"""Exit status when no CUDA GPU is present (nothing is measured)."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    wires: int
+    layers: int
+    batch: int
+    note: str = ""
+
+
+WORKLOADS = {
+    "W1": Workload("W1", 8, 4, 128),
+    "W2": Workload("W2", 16, 4, 32),
+    "W5": Workload("W5", 12, 6, 1024),
+    "W22": Workload("W22", 22, 2, 4, "more than 20 wires: qhybrid contracts closed light-cone networks"),
+}
+
+
+def _versions(torch) -> dict:
+    info = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "device_name": torch.cuda.get_device_name(0),
+        "device_capability": ".".join(map(str, torch.cuda.get_device_capability(0))),
+        "device_memory_gib": round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1),
+        "torch_threads": torch.get_num_threads(),
+    }
+    try:
+        import cuquantum
+
+        info["cuquantum_python"] = getattr(cuquantum, "__version__", "unknown")
+        from cuquantum.bindings import cutensornet as cutn
+
+        v = cutn.get_version()
+        info["cutensornet"] = f"{v // 10000}.{(v % 10000) // 100}.{v % 100}"
+    except Exception as exc:  # noqa: BLE001 - recorded, not fatal
+        info["cuquantum_python"] = f"unavailable ({type(exc).__name__}: {exc})"
+    for name in ("pennylane", "qhybrid", "opt_einsum", "cotengra"):
+        try:
+            info[name] = __import__(name).__version__
+        except Exception as exc:  # noqa: BLE001
+            info[name] = f"unavailable ({type(exc).__name__})"
+    return info
+
+
+def _circuit(qml, n: int):
+    def circuit(x, w):
+        qml.AngleEmbedding(x, wires=range(n), rotation="Y")
+        qml.StronglyEntanglingLayers(w, wires=range(n))
+        return [qml.expval(qml.Z(i)) for i in range(n)]
+
+    return circuit
+
+
+def _inputs(torch, wl: Workload, device: str, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(wl.batch, wl.wires, generator=g, dtype=torch.float64) * 3.1
+    w = torch.rand(wl.layers, wl.wires, 3, generator=g, dtype=torch.float64) * 6.2
+    return x.to(device).requires_grad_(), w.to(device).requires_grad_()
+
+
+def _make_step(torch, fn, x, w):
+    def step():
+        out = fn(x, w)
+        out = torch.stack(list(out)) if isinstance(out, (list, tuple)) else out
+        loss = out.sum()
+        gx, gw = torch.autograd.grad(loss, (x, w))
+        return loss.detach(), gx, gw
+
+    return step
+
+
+def _systems(args, torch, qml, wl: Workload):
+    """name -> (build() -> step, info()) for every system measured on this workload."""
+    import qhybrid
+
+    circuit = _circuit(qml, wl.wires)
+    systems = {}
+    for backend in ("torch", "cutensornet"):
+        for closed in (False, True) if args.closed else (False,):
+            name = f"qhybrid[{backend}{',closed' if closed else ''}]"
+
+            def build(backend=backend, closed=closed):
+                from qhybrid.devices.tensornet import _simulate
+
+                dev = qhybrid.device("tensornet", wires=wl.wires, torch_device=args.device, backend=backend)
+                qn = qhybrid.qnode(dev, diff_method="adjoint")(circuit)
+                x, w = _inputs(torch, wl, args.device)
+                inner = _make_step(torch, qn, x, w)
+
+                def step():
+                    _simulate.STATE_MODE_MAX_WIRES = 0 if closed else default_state_max
+                    try:
+                        return inner()
+                    finally:
+                        _simulate.STATE_MODE_MAX_WIRES = default_state_max
+
+                return step, lambda: _programs(dev, args.device)
+
+            systems[name] = build
+    if not args.skip_pennylane:
+
+        def build_pl():
+            dev = qml.device("default.qubit", wires=wl.wires)
+            qn = qml.QNode(circuit, dev, interface="torch", diff_method="backprop")
+            x, w = _inputs(torch, wl, args.device)
+            return _make_step(torch, qn, x, w), dict
+
+        systems[f"pennylane[default.qubit,backprop,torch-{args.device}]"] = build_pl
+    return systems
+
+
+def _programs(dev, device) -> dict:
+    """Which compiled program kinds (state vector, state contraction, closed networks) ran, and why any
+    network left cuTensorNet for torch: best effort."""
+    info = {}
+    try:
+        progs = list(dev._cache._programs.values())
+        info["programs"] = sorted({type(p).__name__ for p in progs})
+    except Exception:  # noqa: BLE001 - introspection of another module's internals
+        pass
+    try:
+        from qhybrid.devices.tensornet.backends import get_backend
+
+        info["backend_fallbacks"] = list(getattr(get_backend(dev.backend, device), "fallbacks", []))
+    except Exception:  # noqa: BLE001
+        pass
+    return info
+
+
+def _time(torch, step) -> tuple[float, tuple]:
+    if not torch.cuda.is_available():  # --device cpu smoke test only: wall clock
+        import time
+
+        t0 = time.perf_counter()
+        out = step()
+        return time.perf_counter() - t0, out
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    out = step()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1e3, out
+
+
+def _sync(torch) -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def run_workload(args, torch, qml, wl: Workload) -> dict:
+    record = {"workload": wl.name, "wires": wl.wires, "layers": wl.layers, "batch": wl.batch, "note": wl.note,
+              "systems": {}}
+    built, outs = {}, {}
+    for name, build in _systems(args, torch, qml, wl).items():
+        entry = record["systems"][name] = {}
+        try:
+            _sync(torch)
+            if torch.cuda.is_available():
+                torch.cuda.reset_peak_memory_stats()
+            step, info = build()
+            first, out = _time(torch, step)  # first call: planning / network building / autotuning
+            for _ in range(args.warmup - 1):
+                _time(torch, step)
+            peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
+            entry.update(first_step_s=first, peak_memory_gib=peak, **info())
+            built[name], outs[name], entry["times_s"] = step, out, []
+        except Exception as exc:  # noqa: BLE001 - one failing system must not end the run
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            entry["traceback"] = traceback.format_exc(limit=6)
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+    for _ in range(args.repeats):  # alternate the systems, repeat by repeat
+        for name, step in built.items():
+            try:
+                t, _ = _time(torch, step)
+                record["systems"][name]["times_s"].append(t)
+            except Exception as exc:  # noqa: BLE001
+                record["systems"][name]["error"] = f"{type(exc).__name__}: {exc}"
+    for name, entry in record["systems"].items():
+        if entry.get("times_s"):
+            entry["median_s"] = statistics.median(entry["times_s"])
+    _agreement(torch, record, outs)
+    return record
+
+
+def _agreement(torch, record, outs) -> None:
+    """Loss and gradients of every system against PennyLane's (max abs difference)."""
+    ref_name = next((n for n in outs if n.startswith("pennylane")), None)
+    if ref_name is None:
+        return
+    ref = outs[ref_name]
+    ref_t = record["systems"][ref_name].get("median_s")
+    for name, out in outs.items():
+        if name == ref_name:
+            continue
+        diff = max(float((a - b).abs().max()) for a, b in zip(out, ref))
+        entry = record["systems"][name]
+        entry["max_abs_diff_vs_pennylane"] = diff
+        if ref_t and entry.get("median_s"):
+            entry["speedup_vs_pennylane"] = ref_t / entry["median_s"]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--workloads", default="W1,W2,W5,W22", help=f"comma-separated, from {sorted(WORKLOADS)}")
+    p.add_argument("--wide-wires", type=int, default=22, help="wires of the wide variant W22 (20-24)")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--closed", action="store_true", help="also run qhybrid with every circuit as closed networks")
+    p.add_argument("--skip-pennylane", action="store_true")
+    p.add_argument("--device", default="cuda",
+                   help="torch device (default cuda); 'cpu' is a smoke test of this script only")
+    p.add_argument("--out", default=None,
+                   help="JSON file (default: $OUT/gpu_benchmark.json, else ./gpu_benchmark.json)")
+    args = p.parse_args(argv)
+
+    import torch
+
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(
+            "benchmarks/gpu.py: no CUDA GPU is visible to torch (torch.cuda.is_available() is False); nothing "
+            "was measured. Run it on a machine with an NVIDIA GPU and a CUDA build of torch (see docs/GPU.md).",
+            file=sys.stderr,
+        )
+        return NO_GPU_EXIT
+    import pennylane as qml
+
+    global default_state_max
+    from qhybrid.devices.tensornet import _simulate
+
+    default_state_max = _simulate.STATE_MODE_MAX_WIRES
+    if not 20 <= args.wide_wires <= 24:
+        p.error("--wide-wires must be between 20 and 24")
+    WORKLOADS["W22"] = Workload(f"W{args.wide_wires}", args.wide_wires, 2, 4, WORKLOADS["W22"].note)
+    report = {
+        "when": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "protocol": {"warmup": args.warmup, "repeats": args.repeats, "statistic": "median",
+                     "timing": "CUDA events around forward+backward", "dtype": "complex128/float64",
+                     "order": "systems alternate within each repeat"},
+        "environment": _versions(torch) if torch.cuda.is_available() else {"device_name": "cpu (smoke test)"},
+        "workloads": [],
+    }
+    for key in [k.strip() for k in args.workloads.split(",") if k.strip()]:
+        if key not in WORKLOADS:
+            p.error(f"unknown workload {key!r}; choose from {sorted(WORKLOADS)}")
+        wl = WORKLOADS[key]
+        print(f"[gpu benchmark] {wl.name}: {wl.wires} wires, {wl.layers} layers, batch {wl.batch}", file=sys.stderr)
+        report["workloads"].append(run_workload(args, torch, qml, wl))
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    out = args.out or os.path.join(os.environ.get("OUT", "."), "gpu_benchmark.json")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(report, f, indent=2)
+    print(json.dumps(report, indent=2))
+    print(f"[gpu benchmark] written to {out}", file=sys.stderr)
+    return 0
+
+
+default_state_max = 20
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    raise SystemExit(main())

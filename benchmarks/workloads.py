@@ -1,0 +1,145 @@
+"""The benchmark workloads of WORKLOADS.md, each as ``step()`` closures for qhybrid and for every peer.
+
+A step is one forward + backward: gradients for all weights, and for the inputs x where a system
+supports it. ``make(workload, system, dtype)`` returns the closure (warm-up is the runner's job) or
+None where that system cannot run that workload.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import pennylane as qml
+import torch
+
+import qhybrid
+
+
+@dataclass(frozen=True)
+class Workload:
+    id: str
+    kind: str  # "sel" | "ladder"
+    n_qubits: int
+    batch: int | None = None
+    layers: int = 4
+    hamiltonian: bool = False
+    diff: str = "adjoint"  # qhybrid's method; "parameter-shift" for W4
+
+
+WORKLOADS = {
+    "W1": Workload("W1", "sel", 8, 128, 4),
+    "W2": Workload("W2", "sel", 16, 32, 4),
+    "W3": Workload("W3", "ladder", 64),
+    "W3b": Workload("W3b", "ladder", 64, hamiltonian=True),
+    "W4": Workload("W4", "sel", 8, 1, 4, diff="parameter-shift"),
+    "W5": Workload("W5", "sel", 12, 1024, 6),
+}
+
+# system name -> (device factory, diff_method, torch interface differentiates x too)
+PEERS = {
+    "default.qubit backprop": ("default.qubit", "backprop"),
+    "default.qubit adjoint": ("default.qubit", "adjoint"),
+    "default.qubit parameter-shift": ("default.qubit", "parameter-shift"),
+    "lightning.qubit adjoint": ("lightning.qubit", "adjoint"),
+    "lightning.qubit parameter-shift": ("lightning.qubit", "parameter-shift"),
+    "default.tensor mps": ("default.tensor", "best"),
+}
+
+PEERS_FOR = {
+    "W1": ["default.qubit backprop", "lightning.qubit adjoint"],
+    "W2": ["default.qubit backprop", "lightning.qubit adjoint"],
+    "W3": ["default.tensor mps"],
+    "W3b": ["default.tensor mps"],
+    "W4": ["lightning.qubit parameter-shift", "default.qubit parameter-shift"],
+    "W5": ["default.qubit backprop", "lightning.qubit adjoint"],
+}
+"""The peers each workload is compared with (the first is the one its target names)."""
+
+
+def _real(dtype):
+    return torch.float64 if dtype == torch.complex128 else torch.float32
+
+
+def sel_function(n: int, measure_all: bool = True) -> Callable:
+    def circuit(x, w):
+        qml.AngleEmbedding(x, wires=range(n), rotation="Y")
+        qml.StronglyEntanglingLayers(w, wires=range(n))
+        return [qml.expval(qml.Z(i)) for i in range(n)]
+
+    return circuit
+
+
+def ladder_function(n: int, hamiltonian: bool) -> Callable:
+    def circuit(theta):
+        for layer in range(2):
+            for i in range(n):
+                qml.RY(theta[layer, i], wires=i)
+            for i in range(n - 1):
+                qml.CNOT(wires=[i, i + 1])
+        if hamiltonian:
+            return qml.expval(qml.sum(*[qml.Z(i) for i in range(n)]))
+        return qml.expval(qml.Z(n // 2))
+
+    return circuit
+
+
+def _device(system: str, n: int, dtype):
+    if system == "qhybrid":
+        return qhybrid.device("tensornet", wires=n, dtype=dtype)
+    name, _ = PEERS[system]
+    if name == "default.tensor":
+        return qml.device("default.tensor", wires=n, method="mps")
+    if name == "lightning.qubit":
+        return qml.device(name, wires=n, c_dtype=dtype.__repr__().split(".")[-1] if False else _np_c(dtype))
+    return qml.device(name, wires=n)
+
+
+def _np_c(dtype):
+    import numpy as np
+
+    return np.complex128 if dtype == torch.complex128 else np.complex64
+
+
+def make(workload: str, system: str, dtype=torch.complex128, *, batch: int | None = None, n_qubits: int | None = None):
+    """A ``step()`` closure (forward + backward) or None where ``system`` cannot run ``workload``."""
+    wl = WORKLOADS[workload]
+    n = n_qubits or wl.n_qubits
+    B = batch if batch is not None else wl.batch
+    real = _real(dtype)
+    gen = torch.Generator().manual_seed(7)
+    dev = _device(system, n, dtype)
+    if system == "qhybrid":
+        wrap = lambda f: qhybrid.qnode(dev, diff_method=wl.diff)(f)  # noqa: E731
+    else:
+        wrap = lambda f: qml.QNode(f, dev, interface="torch", diff_method=PEERS[system][1])  # noqa: E731
+    if wl.kind == "sel":
+        circuit = wrap(sel_function(n))
+        x = torch.rand(B, n, generator=gen, dtype=torch.float64).to(real) * 3
+        w = torch.rand(wl.layers, n, 3, generator=gen, dtype=torch.float64).to(real) * 3
+        # x is trainable where the system can differentiate broadcast inputs (qhybrid, backprop, adjoint)
+        x_grad = not system.endswith("parameter-shift") and wl.diff != "parameter-shift"
+        x.requires_grad_(x_grad)
+        w.requires_grad_(True)
+
+        def step():
+            out = circuit(x, w)
+            loss = torch.stack(list(out)).sum()
+            loss.backward()
+            w.grad = None
+            x.grad = None
+            return loss.detach()
+
+        step.device = dev
+        return step
+    circuit = wrap(ladder_function(n, wl.hamiltonian))
+    theta = (torch.rand(2, n, generator=gen, dtype=torch.float64).to(real) * 3).requires_grad_(True)
+
+    def step():
+        out = circuit(theta)
+        out.backward()
+        theta.grad = None
+        return out.detach()
+
+    step.device = dev
+    return step

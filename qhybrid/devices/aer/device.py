@@ -1,0 +1,341 @@
+"""``qhybrid.aer``: PennyLane tapes on Qiskit Aer, one job per circuit structure, torch results."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+import pennylane as qml
+import torch
+from pennylane.devices import Device, ExecutionConfig
+from pennylane.devices.preprocess import decompose, validate_device_wires
+from pennylane.exceptions import DeviceError
+from pennylane.measurements import MeasurementProcess, Shots
+from pennylane.tape import QuantumScript
+from pennylane.transforms.core import CompilePipeline
+
+from ..._variant import Variant, tape_parameters
+from ...errors import UnsupportedOperationError
+from ..tensornet._simulate import CacheInfo, PlanCache
+from ._convert import is_ready
+from ._errors import AerSimulationError
+from ._gpu import check_gpu
+from ._measure import sampling_groups_conflict, supported_analytic, supported_sample
+from ._simulate import RunContext, simulate
+
+METHODS = ("statevector", "density_matrix", "matrix_product_state")
+"""Aer simulation methods the device drives ("automatic" picks one of these, see ``AerDevice``)."""
+
+DEVICES = ("CPU", "GPU")
+
+ZERO_THRESHOLD = 1e-15
+"""Aer sets result entries below this to zero; its default (1e-10) would cost that much accuracy."""
+
+SEED_BOUND = 2**31 - 1
+"""Per-job simulator seeds are drawn from [0, SEED_BOUND) by the device's seeded generator."""
+
+
+class AerDevice(Device):
+    """Qiskit Aer simulator as a PennyLane device and a qhybrid launcher target.
+
+    Args:
+        wires: number of wires or their labels (None: each circuit's own wires).
+        shots: None for exact results, an int, or a shot vector such as ``[100, 1000]`` (results then
+            come as a tuple over shot settings, as in PennyLane).
+
+    Keyword Args:
+        seed: seeds the per-job simulator seeds, so a run of the same jobs is reproducible.
+        method: ``"statevector"`` (default), ``"density_matrix"``, ``"matrix_product_state"`` or
+            ``"automatic"`` (density_matrix with a noise model and no shots, statevector otherwise).
+        device: ``"CPU"`` or ``"GPU"`` (needs qiskit-aer-gpu and a CUDA GPU; checked here).
+        noise_model: a ``qiskit_aer.noise.NoiseModel``. Exact noisy results need
+            ``method="density_matrix"``; with shots any method samples noisy trajectories. Circuits using
+            gates outside the noise model's basis are transpiled to it (``optimization_level=0``).
+        shot_sampling: ``"auto"`` (default) draws the shots from Aer's exact outcome probabilities
+            (one exact run per parameter set, counts drawn with the device's seeded generator) whenever
+            that is the same distribution: no noise model, or ``density_matrix`` with noise that does
+            not touch measurements. ``"aer"`` always samples with Aer's measure instructions (slower:
+            Aer keeps per-shot bookkeeping). Noisy statevector trajectories and readout errors always
+            use Aer's sampling.
+        aer_options: further ``AerSimulator`` options (``max_parallel_threads``, ``precision``,
+            ``cuStateVec_enable``, ...).
+        cache_size: how many compiled circuit structures to keep.
+
+    Every parameter set of one circuit structure (broadcast batch elements, parameter-shift variants) runs
+    in a single Aer job (``parameter_binds``); ``job_count`` counts jobs.
+
+    >>> dev = AerDevice(wires=2)
+    >>> tape = qml.tape.QuantumScript([qml.Hadamard(0), qml.CNOT([0, 1])], [qml.probs()])
+    >>> dev.execute(tape)
+    array([0.5, 0. , 0. , 0.5])
+    """
+
+    short_name = "qhybrid.aer"
+
+    def __init__(
+        self,
+        wires=None,
+        shots=None,
+        *,
+        seed: int | None = None,
+        method: str = "statevector",
+        device: str = "CPU",
+        noise_model=None,
+        shot_sampling: str = "auto",
+        aer_options: dict[str, Any] | None = None,
+        cache_size: int = 256,
+    ) -> None:
+        super().__init__(wires=wires)
+        self._shots = Shots(shots)
+        from qiskit_aer import AerSimulator
+        from qiskit_aer.noise import NoiseModel
+
+        if noise_model is not None and not isinstance(noise_model, NoiseModel):
+            raise TypeError(f"noise_model must be a qiskit_aer.noise.NoiseModel, got {type(noise_model).__name__}.")
+        if method == "automatic":
+            method = "density_matrix" if noise_model is not None and not self._shots else "statevector"
+        if method not in METHODS:
+            raise ValueError(f"method {method!r} is not supported by qhybrid.aer; choose one of {METHODS} or 'automatic'.")
+        if device not in DEVICES:
+            raise ValueError(f"device must be 'CPU' or 'GPU', got {device!r}.")
+        if noise_model is not None and not self._shots and method != "density_matrix":
+            raise ValueError(
+                f"Exact (shots=None) noisy results need method='density_matrix'; method={method!r} would give one "
+                "noisy trajectory. Use method='density_matrix', or set shots to sample trajectories."
+            )
+        if shot_sampling not in ("auto", "aer"):
+            raise ValueError(f"shot_sampling must be 'auto' or 'aer', got {shot_sampling!r}.")
+        if device == "GPU":
+            check_gpu()
+        self.shot_sampling = shot_sampling
+        self._probability_sampling = shot_sampling == "auto" and (
+            noise_model is None or (method == "density_matrix" and "measure" not in noise_model.noise_instructions)
+        )
+        self.method = method
+        self.aer_device = device
+        self.noise_model = noise_model
+        self.seed = seed
+        options = {"runtime_parameter_bind_enable": True, "zero_threshold": ZERO_THRESHOLD, **(aer_options or {})}
+        self.simulator = AerSimulator(method=method, device=device, noise_model=noise_model, **options)
+        self._basis = frozenset(AerSimulator(method=method).configuration().basis_gates)
+        self._noise_basis = frozenset(self.simulator.configuration().basis_gates)
+        self._rng = np.random.default_rng(seed)
+        self._lock = threading.Lock()
+        self._cache = PlanCache(cache_size)
+        self.job_count = 0
+        """Aer jobs run so far (one per circuit structure and shot count in each batch)."""
+
+    @property
+    def name(self) -> str:
+        return self.short_name
+
+    # --- qhybrid's own API ------------------------------------------------------------------
+    def circuit_cache_info(self) -> CacheInfo:
+        """Hits, misses and size of the compiled-circuit cache (one entry per circuit structure)."""
+        return self._cache.info()
+
+    def clear_circuit_cache(self) -> None:
+        self._cache.clear()
+
+    def _context(self) -> RunContext:
+        return RunContext(
+            wires=self.wires,
+            basis=self._basis,
+            mixed=self.method == "density_matrix",
+            cache=self._cache,
+            run_job=self._run_job,
+            sampling_rng=self._sampling_rng,
+            probability_sampling=self._probability_sampling,
+            finalize=self._finalize,
+        )
+
+    def _sampling_rng(self) -> np.random.Generator:
+        with self._lock:
+            return np.random.default_rng(int(self._rng.integers(SEED_BOUND)))
+
+    def _run_job(self, circuits, parameter_binds, shots: int | None, memory: bool):
+        if shots is None and self.noise_model is not None and self.method != "density_matrix":
+            raise ValueError(
+                "Exact (shots=None) noisy results need method='density_matrix'; set shots on the tape or the device."
+            )
+        with self._lock:
+            self.job_count += 1
+            seed = int(self._rng.integers(SEED_BOUND))
+        binds = parameter_binds if any(parameter_binds) else None
+        job = self.simulator.run(circuits, parameter_binds=binds, shots=shots or 1, memory=memory, seed_simulator=seed)
+        result = job.result()
+        if not result.success:
+            raise AerSimulationError(f"Aer job failed: {getattr(result, 'status', 'no status')}")
+        return result
+
+    def _finalize(self, qc):
+        """Transpile the gates to the noise model's basis when it does not name some of them."""
+        if self.noise_model is None:
+            return qc
+        names = {inst.operation.name for inst in qc.data}
+        if names <= self._noise_basis:
+            return qc
+        from qiskit import transpile
+        from qiskit.circuit.library import get_standard_gate_name_mapping
+
+        standard = set(get_standard_gate_name_mapping())
+        basis = sorted(n for n in self._noise_basis if n in standard)
+        return transpile(qc, basis_gates=basis, optimization_level=0)
+
+    def _stopping_condition(self, op: qml.operation.Operator) -> bool:
+        if isinstance(op, MeasurementProcess) or op.name == "MidMeasureMP":
+            return False
+        return is_ready(op, self._basis)
+
+    def _ready(self, tape: QuantumScript) -> bool:
+        """Whether a tape can go to Aer as it is (else it is run through this device's preprocessing)."""
+        shots = tape.shots if tape.shots else self.shots
+        if shots.has_partitioned_shots:
+            return True  # reported by the runner with a clear message
+        if not all(is_ready(op, self._basis) for op in tape.operations):
+            return False
+        supported = supported_sample if shots else supported_analytic
+        if not all(supported(mp) for mp in tape.measurements):
+            return False
+        wires = self.wires if self.wires is not None else tape.wires
+        return not (shots and sampling_groups_conflict(tape, wires))
+
+    def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple]:
+        """Run each (tape, parameters) variant: one Aer job per circuit structure in the batch.
+
+        Each result is a tuple with one entry per measurement: float64 (complex128 for states) torch
+        tensors on the parameters' device, a dict (list of dicts when broadcast) for counts. Tapes that
+        were not preprocessed for this device (e.g. gradient runs of tapes preprocessed for tensornet)
+        are first run through :meth:`preprocess_transforms`, parameter set by parameter set.
+        """
+        ready_memo: dict[int, bool] = {}
+        direct: list[Variant] = []
+        plan: list[tuple] = []  # ("direct", index) or ("expanded", start, count, postprocess, n_measurements)
+        program = None
+        for v in variants:
+            ready = ready_memo.get(id(v.tape))
+            if ready is None:
+                ready = ready_memo[id(v.tape)] = self._ready(v.tape)
+            if ready:
+                plan.append(("direct", len(direct)))
+                direct.append(v)
+                continue
+            program = program or self.preprocess_transforms()
+            tapes, post = program((_bound(v),))
+            plan.append(("expanded", len(direct), len(tapes), post, len(v.tape.measurements)))
+            direct.extend(Variant(t, tape_parameters(t)) for t in tapes)
+        raw = simulate(direct, self._context(), self.shots) if direct else []
+        out = []
+        for entry in plan:
+            if entry[0] == "direct":
+                out.append(raw[entry[1]])
+                continue
+            _, start, count, post, n_meas = entry
+            shaped = [r[0] if len(r) == 1 else tuple(r) for r in raw[start : start + count]]
+            (res,) = post(shaped)
+            out.append((res,) if n_meas == 1 else tuple(res))
+        return out
+
+    def execute_torch(self, tapes: Sequence[QuantumScript]) -> list[tuple]:
+        """Torch results of already-preprocessed tapes, a tuple per tape with one entry per measurement."""
+        return self.simulate_variants([Variant.of(t) for t in tapes])
+
+    # --- PennyLane device API --------------------------------------------------------------
+    def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> CompilePipeline:
+        program = CompilePipeline()
+        program.add_transform(apply_shots, default_shots=self.shots)
+        program.add_transform(validate_device_wires, self.wires, name=self.name)
+        program.add_transform(
+            decompose,
+            stopping_condition=self._stopping_condition,
+            skip_initial_state_prep=False,
+            name=self.name,
+            error=UnsupportedOperationError,
+        )
+        program.add_transform(validate_aer_measurements, default_shots=self.shots, name=self.name)
+        program.add_transform(split_for_sampling, default_shots=self.shots, wires=self.wires)
+        return program
+
+    def supports_derivatives(self, execution_config: ExecutionConfig | None = None, circuit=None) -> bool:
+        return False
+
+    def supports_vjp(self, execution_config: ExecutionConfig | None = None, circuit=None) -> bool:
+        return False
+
+    def execute(self, circuits, execution_config: ExecutionConfig | None = None):
+        single = isinstance(circuits, QuantumScript)
+        tapes = [circuits] if single else list(circuits)
+        flat, spans = [], []
+        for t in tapes:
+            split, post = apply_shots(t, default_shots=self.shots)
+            spans.append((len(flat), len(split), post))
+            flat.extend(split)
+        variants = [Variant.of(t) for t in flat]
+        as_torch = any(isinstance(p, torch.Tensor) for v in variants for p in v.params)
+        raw = self.simulate_variants(variants)
+        shaped = [_pennylane_structure(r, as_torch) for r in raw]
+        results = tuple(post(shaped[a : a + n]) for a, n, post in spans)
+        return results[0] if single else results
+
+
+# --- transforms -----------------------------------------------------------------------------
+
+
+@qml.transform
+def apply_shots(tape: QuantumScript, default_shots: Shots = Shots(None)):
+    """Split a shot vector (the tape's, else the device's) into one tape per setting.
+
+    The results of a split tape come back as a tuple over shot settings, as PennyLane returns them.
+    Other tapes are left as they are: a tape without shots runs with the shots of whichever device
+    runs it, so a gradient device keeps its own (exact or sampled) setting.
+    """
+    shots = tape.shots if tape.shots else default_shots
+    if not shots.has_partitioned_shots:
+        return (tape,), _first
+    settings = [s.shots for s in shots.shot_vector for _ in range(s.copies)]
+    return tuple(tape.copy(shots=s) for s in settings), tuple
+
+
+@qml.transform
+def validate_aer_measurements(tape: QuantumScript, default_shots: Shots = Shots(None), name: str = "qhybrid.aer"):
+    """Every measurement must suit the shots the tape runs with (its own, else the device's)."""
+    shots = tape.shots if tape.shots else default_shots
+    supported = supported_sample if shots else supported_analytic
+    for mp in tape.measurements:
+        if not supported(mp):
+            mode = f"with shots={shots}" if shots else "without shots (shots=None)"
+            raise DeviceError(
+                f"Measurement {mp} is not accepted {mode} on {name}; exact runs measure expval, var, probs, "
+                "state and density_matrix, sampled runs expval, var, probs, sample and counts."
+            )
+    return (tape,), _first
+
+
+@qml.transform
+def split_for_sampling(tape: QuantumScript, default_shots: Shots = Shots(None), wires=None):
+    """With shots, split measurements that cannot be read from one set of samples (qubit-wise groups)."""
+    shots = tape.shots if tape.shots else default_shots
+    if not shots or not sampling_groups_conflict(tape, wires if wires is not None else tape.wires):
+        return (tape,), _first
+    return qml.transforms.split_non_commuting(tape, grouping_strategy="qwc")
+
+
+def _first(results):
+    return results[0]
+
+
+def _bound(v: Variant) -> QuantumScript:
+    current = tape_parameters(v.tape)
+    if len(current) == len(v.params) and all(a is b for a, b in zip(v.params, current)):
+        return v.tape
+    return v.tape.bind_new_parameters(v.params, list(range(len(v.params))))
+
+
+def _pennylane_structure(result: tuple, as_torch: bool):
+    if not as_torch:
+        result = tuple(r.detach().cpu().numpy() if isinstance(r, torch.Tensor) else r for r in result)
+    return result[0] if len(result) == 1 else result
+
+
+__all__ = ["AerDevice", "apply_shots", "validate_aer_measurements", "split_for_sampling", "METHODS"]

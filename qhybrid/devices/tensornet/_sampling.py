@@ -1,0 +1,61 @@
+"""Finite shots: contract a tape's state once, then sample it with PennyLane's own sampler.
+
+``sample``, ``counts``, finite-shot ``expval``/``var``/``probs``, classical shadows and shot vectors
+all come from ``pennylane.devices.qubit.sampling.measure_with_samples``, which groups commuting
+measurements, rotates the state into each group's eigenbasis and draws bitstrings with a numpy
+``Generator``. The device contributes the state: every shot tape of a batch becomes a ``StateMP``
+tape over the wires it touches or measures (wires no gate touches and no measurement reads stay
+|0> and are left out), and all of them run through ``simulate_variants`` in one call.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+from pennylane.devices.qubit.sampling import measure_with_samples
+from pennylane.measurements import StateMP
+from pennylane.tape import QuantumScript
+from pennylane.wires import Wires
+
+from ._readout import state_wires
+
+PROBABILITY_NORM_DTYPE = np.complex128
+"""States are sampled in double precision, whatever the simulation dtype, so their probabilities pass
+PennyLane's sum-to-one check (1e-6) even after a complex64 contraction."""
+
+
+def state_tape(tape: QuantumScript, device_wires: Wires | None) -> tuple[QuantumScript, Wires]:
+    """An analytic tape returning the state of ``tape``'s wires, and those wires in the state's order."""
+    wires = state_wires(tape, device_wires)
+    return QuantumScript(tape.operations, [StateMP(wires=wires)], shots=None, trainable_params=[]), wires
+
+
+def sample_tapes(
+    tapes: Sequence[QuantumScript],
+    device_wires: Wires | None,
+    run_states: Callable[[list[QuantumScript]], list],
+    rng: np.random.Generator,
+) -> list:
+    """PennyLane-shaped results of shot tapes; ``run_states`` maps state tapes to their state tensors."""
+    prepared = [state_tape(t, device_wires) for t in tapes]
+    states = run_states([s for s, _ in prepared])
+    return [
+        measure_tape(tape, np.asarray(psi, dtype=PROBABILITY_NORM_DTYPE), wires, rng)
+        for tape, psi, (_, wires) in zip(tapes, states, prepared)
+    ]
+
+
+def measure_tape(tape: QuantumScript, psi: np.ndarray, wires: Wires, rng: np.random.Generator):
+    """Sample ``tape``'s measurements from its flat (or ``(batch, 2**n)``) state ``psi`` over ``wires``."""
+    batched = tape.batch_size is not None
+    n = len(wires)
+    psi = psi.reshape(((psi.shape[0],) if batched else ()) + (2,) * n)
+    mapping = {w: i for i, w in enumerate(wires)}
+    mps = [mp.map_wires(mapping) for mp in tape.measurements]
+    results = measure_with_samples(mps, psi, tape.shots, is_state_batched=batched, rng=rng)
+    if len(tape.measurements) == 1:
+        if tape.shots.has_partitioned_shots:
+            return tuple(r[0] for r in results)
+        return results[0]
+    return results

@@ -1,0 +1,549 @@
+"""The cuTensorNet backend: NVIDIA cuTensorNet (cuquantum-python) executes OUR contraction path.
+
+One ``cuquantum.tensornet.Network`` per plan (and operand shapes / dtype / which operands need
+gradients), built the first time the plan is contracted: its path is set from the plan
+(``contract_path(optimize={"path": ...})``, so cuTensorNet does no planning of its own and no
+slicing), autotuned once, and afterwards only pointed at new operand values
+(``reset_operands``) and contracted. Gradients come from ``Network.gradients`` (cuTensorNet's
+``compute_gradients_backward``), which reuses the intermediates the forward left in the network's
+CACHE workspace, wrapped in a ``torch.autograd.Function``.
+
+What cuTensorNet is given differs from the plan in ways that keep the result identical:
+
+* extent-1 axes are squeezed (cuTensorNet's gradients refuse "singleton modes"; an extent-1 axis is
+  also how ``torch.einsum`` broadcasts, e.g. an unbatched gate against a batch index);
+* a mode that only one operand carries and the output lacks is summed beforehand in torch;
+* operands left without any mode (global phases) are multiplied in afterwards in torch;
+* operands are made contiguous with conjugation resolved (a lazily conjugated torch view would be
+  read unconjugated through its data pointer).
+
+Torch autograd differentiates those wrappers; only the core contraction is cuTensorNet's. Where the
+library answers NOT_SUPPORTED (building the network, or its experimental gradients — cf.
+NVIDIA/cuQuantum#145), that network falls back to torch for good, without a warning; the reasons
+are kept in ``CuTensorNetBackend.fallbacks``.
+
+cuquantum-python is imported at first use, and its shared libraries (libcutensornet, libcutensor)
+load only when the first network runs, so availability is probed with a real 2x2 contraction.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import warnings
+import weakref
+from collections import Counter
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from . import Backend
+
+AUTOTUNE_ITERATIONS = 3
+"""Autotuning iterations spent once per network (0: no autotuning). Pays off over a training run."""
+
+INSTALL_HINT = (
+    "pip install 'qhybrid[gpu]' (cuquantum-python-cu13==26.9.0, which brings cutensornet-cu13 and cutensor-cu13)"
+)
+
+_EXPERIMENTAL_GRADIENTS = r"Network\.gradients\(\) is an experimental API"
+
+NETWORK_OPTIONS = {"blocking": "auto"}
+"""``NetworkOptions`` for every network: cuquantum-python blocks (synchronises) after each call by default;
+"auto" only queues the work on the stream when the operands are on the GPU."""
+
+_PROBES: dict[str, str | None] = {}
+_CONVENTIONS: dict[tuple[str, torch.dtype], str] = {}
+
+
+# --- library loading and availability ------------------------------------------------------------
+
+
+def _load():
+    """``(cuquantum.tensornet, cuquantum.bindings.cutensornet)``, imported now (first use)."""
+    try:
+        tn = importlib.import_module("cuquantum.tensornet")
+        cutn = importlib.import_module("cuquantum.bindings.cutensornet")
+    except (ImportError, OSError) as exc:
+        raise RuntimeError(
+            f"backend='cutensornet' needs cuquantum-python, which is not installed or does not import "
+            f"({type(exc).__name__}: {exc}). Install the GPU extra: {INSTALL_HINT}; or use backend='torch'."
+        ) from exc
+    return tn, cutn
+
+
+def unavailable_reason(device: torch.device | str) -> str | None:
+    """``None`` if cuTensorNet can contract on ``device``, else what is missing (cached per device)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return (
+            f"cuTensorNet contracts CUDA tensors only and {device} is not a CUDA device; create the device "
+            "with torch_device='cuda', or use backend='torch'"
+        )
+    if not torch.cuda.is_available():
+        return (
+            "no CUDA GPU is visible to torch (torch.cuda.is_available() is False); use backend='torch' on "
+            "this machine"
+        )
+    key = str(device)
+    if key not in _PROBES:
+        try:
+            tn, _ = _load()
+        except RuntimeError as exc:
+            _PROBES[key] = str(exc)
+        else:
+            _PROBES[key] = _probe(tn, device)
+    return _PROBES[key]
+
+
+def _probe(tn, device: torch.device) -> str | None:
+    """Run one tiny contraction: the shared libraries load (or fail to) only now."""
+    try:
+        with torch.cuda.device(device):
+            a = torch.eye(2, dtype=torch.complex128, device=device)
+            with tn.Network(a, [0, 1], a, [1, 2], [0, 2]) as network:
+                network.contract_path()
+                network.contract()
+    except Exception as exc:  # noqa: BLE001 - any failure here means "not usable", with its message
+        return (
+            f"cuquantum-python imports, but cuTensorNet failed to run on {device} ({type(exc).__name__}: {exc}). "
+            f"Its libraries (libcutensornet, libcutensor) load at first use; install matching CUDA 13 wheels: "
+            f"{INSTALL_HINT}"
+        )
+    return None
+
+
+def clear_probe_cache() -> None:
+    _PROBES.clear()
+    _CONVENTIONS.clear()
+
+
+def _gradient_convention(lib, device: torch.device, dtype: torch.dtype, stream) -> str:
+    """How cuTensorNet's complex gradients relate to torch's, found once per device and dtype.
+
+    torch's backward of ``y = f(x)`` returns ``J^H g`` for the output gradient ``g``; a library following
+    the holomorphic convention returns ``J^T g`` instead (then torch's is ``conj(J^T conj(g))``). One
+    2x3 @ 3x2 product tells which: ``"torch"``, ``"holomorphic"`` or ``"unknown"`` (torch does the backward).
+    """
+    if not dtype.is_complex:
+        return "torch"
+    key = (str(device), dtype)
+    if key not in _CONVENTIONS:
+        tn, cutn = lib
+        gen = torch.Generator().manual_seed(0)
+        a, b, seed = (torch.randn(shape, dtype=dtype, generator=gen).to(device) for shape in ((2, 3), (3, 2), (2, 2)))
+        qualifiers = np.zeros(2, dtype=cutn.tensor_qualifiers_dtype)
+        qualifiers["requires_gradient"] = 1
+        network = tn.Network(a, [0, 1], b, [1, 2], [0, 2], qualifiers=qualifiers, options=dict(NETWORK_OPTIONS),
+                             stream=stream)
+        try:
+            network.contract_path(optimize={"path": [(0, 1)]})
+            network.contract(stream=stream)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=_EXPERIMENTAL_GRADIENTS)
+                ga, gb = network.gradients(seed, stream=stream)
+        finally:
+            network.free()
+        tol = 1e-4 if dtype == torch.complex64 else 1e-10
+
+        def close(x, y):
+            return x is not None and torch.allclose(x, y, atol=tol, rtol=tol)
+
+        if close(ga, seed @ b.conj().T) and close(gb, a.conj().T @ seed):
+            _CONVENTIONS[key] = "torch"
+        elif close(ga, seed @ b.T) and close(gb, a.T @ seed):
+            _CONVENTIONS[key] = "holomorphic"
+        else:
+            _CONVENTIONS[key] = "unknown"
+    return _CONVENTIONS[key]
+
+
+def _is_not_supported(exc: Exception) -> bool:
+    return "NOT_SUPPORTED" in str(exc) or "NOT SUPPORTED" in str(exc).upper()
+
+
+# --- the network as cuTensorNet sees it ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """How a plan's operands become cuTensorNet's network, and its result the plan's output."""
+
+    squeeze: tuple[tuple[int, ...], ...]  # per operand: extent-1 axes to drop
+    presum: tuple[tuple[int, ...], ...]  # per operand: axes (after squeezing) summed beforehand
+    kept: tuple[int, ...]  # operands that reach cuTensorNet
+    kept_modes: tuple[tuple[int, ...], ...]  # their mode labels
+    scalars: tuple[int, ...]  # operands with no mode left: multiplied in afterwards
+    out_modes: tuple[int, ...]  # the output modes cuTensorNet produces (plan.output order)
+    out_view: tuple[int, ...]  # plan.output extents, 1 where cuTensorNet produces no axis
+    out_shape: tuple[int, ...]  # the plan's output shape
+    path: tuple[tuple[int, int], ...]  # the plan's path, renumbered over the kept operands
+    unsupported: str | None  # why this network stays with torch, if it does
+
+    def prepare(self, operands: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        out = []
+        for t, sq, ps in zip(operands, self.squeeze, self.presum):
+            if sq:
+                t = t.squeeze(sq)
+            if ps:
+                t = t.sum(dim=ps)
+            out.append(t)
+        return out
+
+    def finish(self, core: torch.Tensor, prepared: Sequence[torch.Tensor]) -> torch.Tensor:
+        if tuple(core.shape) != self.out_view:
+            core = core.reshape(self.out_view)
+        if self.out_view != self.out_shape:
+            core = core.expand(self.out_shape)
+        for i in self.scalars:
+            core = core * prepared[i]
+        return core
+
+
+def _layout(plan, shapes: Sequence[tuple[int, ...]]) -> _Layout:
+    ext: dict[int, int] = {}
+    for i, (ix, shape) in enumerate(zip(plan.inputs, shapes)):
+        if len(ix) != len(shape):
+            raise ValueError(
+                f"Operand {i} has shape {tuple(shape)} but the plan gives it the indices {ix} "
+                f"({len(ix)} axes); build the operands from the same network as the plan."
+            )
+        for label, e in zip(ix, shape):
+            have = ext.get(label, 1)
+            if e != 1 and have not in (1, e):
+                raise ValueError(
+                    f"Index {label} has extent {have} in one operand and {e} in operand {i}; extents of one "
+                    "index must agree (or be 1, to broadcast)."
+                )
+            ext[label] = max(have, e)
+    squeeze, modes0 = [], []
+    for ix, shape in zip(plan.inputs, shapes):
+        squeeze.append(tuple(a for a, e in enumerate(shape) if e == 1))
+        modes0.append(tuple(label for label, e in zip(ix, shape) if e != 1))
+    unsupported = None
+    if any(len(set(m)) != len(m) for m in modes0):
+        unsupported = "an operand carries one index twice (a diagonal)"
+    count = Counter(label for m in modes0 for label in set(m))
+    out_set = {label for label in plan.output if ext.get(label, 1) != 1}
+    presum, modes = [], []
+    for m in modes0:
+        drop = tuple(a for a, label in enumerate(m) if count[label] == 1 and label not in out_set)
+        presum.append(drop)
+        modes.append(tuple(label for a, label in enumerate(m) if a not in drop))
+    kept = tuple(i for i, m in enumerate(modes) if m)
+    scalars = tuple(i for i, m in enumerate(modes) if not m)
+    present = {label for i in kept for label in modes[i]}
+    out_modes = tuple(label for label in plan.output if label in out_set and label in present)
+    out_view = tuple(ext.get(label, 1) if label in out_modes else 1 for label in plan.output)
+    out_shape = tuple(ext.get(label, 1) for label in plan.output)
+    if len(kept) < 2 and unsupported is None:
+        unsupported = "fewer than two tensors are left to contract"
+    path = _renumber([step.operands for step in plan.steps], len(plan.inputs), kept) if unsupported is None else ()
+    return _Layout(
+        tuple(squeeze), tuple(presum), kept, tuple(modes[i] for i in kept), scalars,
+        out_modes, out_view, out_shape, path, unsupported,
+    )
+
+
+def _renumber(steps: Sequence[tuple[int, ...]], n: int, kept: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """The plan's linear path (opt_einsum format) over only the kept operands.
+
+    A step that meets a dropped (scalar) operand contracts nothing, so the kept partner simply moves
+    on; positions are recomputed on the shorter working list.
+    """
+    node_of = {op: k for k, op in enumerate(kept)}
+    full: list[int | None] = [node_of.get(i) for i in range(n)]
+    reduced = list(range(len(kept)))
+    next_node = len(kept)
+    path = []
+    for positions in steps:
+        items = [full.pop(p) for p in sorted(positions, reverse=True)]
+        real = [x for x in items if x is not None]
+        if not real:
+            full.append(None)
+            continue
+        current = real[0]
+        for other in real[1:]:
+            pair = (reduced.index(current), reduced.index(other))
+            path.append(pair)
+            for p in sorted(pair, reverse=True):
+                reduced.pop(p)
+            reduced.append(next_node)
+            current, next_node = next_node, next_node + 1
+        full.append(current)
+    return tuple(path)
+
+
+def _torch_contract(layout: _Layout, operands: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The kept network contracted by torch along the renumbered path (the gradient fallback)."""
+    working = list(zip(operands, layout.kept_modes))
+    for k, pair in enumerate(layout.path):
+        (tb, mb), (ta, ma) = [working.pop(p) for p in sorted(pair, reverse=True)]
+        if k == len(layout.path) - 1:
+            result = layout.out_modes
+        else:
+            elsewhere = {label for _, m in working for label in m} | set(layout.out_modes)
+            result = tuple(dict.fromkeys(label for label in ma + mb if label in elsewhere))
+        local = {label: j for j, label in enumerate(dict.fromkeys(ma + mb + result))}
+        t = torch.einsum(ta, [local[x] for x in ma], tb, [local[x] for x in mb], [local[x] for x in result])
+        working.append((t, result))
+    return working[0][0]
+
+
+# --- one cuTensorNet network -----------------------------------------------------------------------
+
+
+class _NetworkEntry:
+    """A cuTensorNet ``Network`` for one plan, operand layout and gradient mask: planned once."""
+
+    def __init__(self, lib, layout: _Layout, operands, grad_mask, stream, autotune_iterations: int,
+                 notes: list[str]):
+        tn, cutn = lib
+        self.lib, self.layout, self.notes = lib, layout, notes
+        qualifiers = np.zeros(len(operands), dtype=cutn.tensor_qualifiers_dtype)
+        qualifiers["requires_gradient"] = [int(m) for m in grad_mask]
+        args: list = []
+        for t, modes in zip(operands, layout.kept_modes):
+            args += [t, list(modes)]
+        args.append(list(layout.out_modes))
+        self.network = tn.Network(*args, qualifiers=qualifiers, options=dict(NETWORK_OPTIONS), stream=stream)
+        try:
+            # our path and no slicing (a path given without sliced modes is contracted as one slice,
+            # which cuTensorNet's gradients require)
+            self.network.contract_path(optimize={"path": [tuple(p) for p in layout.path]})
+            if autotune_iterations:
+                self.network.autotune(iterations=autotune_iterations, stream=stream)
+        except Exception:
+            self.free()
+            raise
+        self.fresh = True  # the network still points at the operands it was built with
+        self.token: object | None = None  # identifies the contraction whose intermediates the CACHE holds
+        self.out_stride: tuple[int, ...] | None = None
+        self.grad_fallback: str | None = None
+
+    def _fall_back(self, reason: str) -> None:
+        self.grad_fallback = reason
+        if reason not in self.notes:
+            self.notes.append(reason)
+
+    def contract(self, operands, stream) -> torch.Tensor:
+        if not self.fresh:
+            self.network.reset_operands(*operands, stream=stream)
+        self.fresh = False
+        out = self.network.contract(stream=stream)
+        self.token = object()
+        self.out_stride = tuple(out.stride())
+        return out
+
+    def gradients(self, token, operands, grad_out, needs, stream) -> list[torch.Tensor | None]:
+        if self.grad_fallback is None:
+            try:
+                return self._library_gradients(token, operands, grad_out, needs, stream)
+            except Exception as exc:
+                if not (isinstance(exc, self.lib[1].cuTensorNetError) and _is_not_supported(exc)):
+                    raise
+                self._fall_back(
+                    f"cuTensorNet's gradients answered NOT_SUPPORTED for a network of {len(operands)} tensors "
+                    f"({exc}); its backward runs in torch."
+                )
+        return _torch_gradients(self.layout, operands, grad_out, needs)
+
+    def _library_gradients(self, token, operands, grad_out, needs, stream):
+        network = self.network
+        if not getattr(network, "valid_state", True):  # freed (backend.clear()) while a graph held it
+            return _torch_gradients(self.layout, operands, grad_out, needs)
+        if getattr(network, "num_slices", 1) != 1:  # cuTensorNet's gradients need a single slice
+            self._fall_back(f"the network was sliced ({network.num_slices} slices); its backward runs in torch.")
+            return _torch_gradients(self.layout, operands, grad_out, needs)
+        if self.token is not token or not getattr(network, "contracted", True):
+            # another contraction of this plan ran since: restore this one's intermediates first
+            network.reset_operands(*operands, stream=stream)
+            network.contract(stream=stream)
+            self.token = token
+        convention = _gradient_convention(self.lib, grad_out.device, grad_out.dtype, stream)
+        if convention == "unknown":
+            self._fall_back(
+                "cuTensorNet's complex gradients matched neither torch's convention nor the holomorphic one "
+                "on a test product; backward runs in torch."
+            )
+            return _torch_gradients(self.layout, operands, grad_out, needs)
+        seed = grad_out.conj() if convention == "holomorphic" else grad_out
+        seed = seed.resolve_conj()
+        if self.out_stride is not None and tuple(seed.stride()) != self.out_stride:
+            buf = torch.empty_strided(seed.shape, self.out_stride, dtype=seed.dtype, device=seed.device)
+            seed = buf.copy_(seed)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_EXPERIMENTAL_GRADIENTS)
+            grads = network.gradients(seed, stream=stream)
+        if convention == "holomorphic":
+            grads = [None if g is None else g.conj().resolve_conj() for g in grads]
+        return [g if need else None for g, need in zip(grads, needs)]
+
+    def free(self) -> None:
+        try:
+            self.network.free()
+        except Exception:  # noqa: BLE001 - freeing is best effort (e.g. at interpreter exit)
+            pass
+
+
+def _torch_gradients(layout: _Layout, operands, grad_out, needs) -> list[torch.Tensor | None]:
+    with torch.enable_grad():
+        leaves = [o.detach().requires_grad_(bool(n)) for o, n in zip(operands, needs)]
+        out = _torch_contract(layout, leaves)
+        wanted = [x for x in leaves if x.requires_grad]
+        got = iter(torch.autograd.grad(out, wanted, grad_out, allow_unused=True) if wanted else ())
+    grads = []
+    for x in leaves:
+        g = next(got) if x.requires_grad else None
+        grads.append(torch.zeros_like(x) if g is None and x.requires_grad else g)
+    return grads
+
+
+class _Contract(torch.autograd.Function):
+    """cuTensorNet contraction of prepared operands; backward by ``Network.gradients``."""
+
+    @staticmethod
+    def forward(plan, entry: _NetworkEntry, stream, *operands: torch.Tensor) -> torch.Tensor:
+        return entry.contract(operands, stream)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        plan, entry, stream, *operands = inputs
+        # the plan rides along so that its networks (freed when it is collected) outlive this graph
+        ctx.plan, ctx.entry, ctx.token = plan, entry, entry.token
+        ctx.save_for_backward(*operands)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):
+        operands = ctx.saved_tensors
+        device = operands[0].device
+        with _device_ctx(device):
+            stream = _current_stream(device)
+            grads = ctx.entry.gradients(ctx.token, operands, grad_out, ctx.needs_input_grad[3:], stream)
+        return (None, None, None, *grads)
+
+
+def _device_ctx(device: torch.device):
+    return torch.cuda.device(device) if device.type == "cuda" else nullcontext()
+
+
+def _current_stream(device: torch.device):
+    return torch.cuda.current_stream(device) if device.type == "cuda" else None
+
+
+def _free_entries(entries: dict) -> None:
+    for entry in entries.values():
+        if isinstance(entry, _NetworkEntry):
+            entry.free()
+
+
+# --- the backend ----------------------------------------------------------------------------------
+
+
+class CuTensorNetBackend(Backend):
+    """Contracts plans with cuTensorNet on one CUDA device; gradients by its backward propagation.
+
+    Args:
+        device: the CUDA device whose tensors it contracts.
+
+    Keyword Args:
+        autotune_iterations: cuTensorNet autotuning iterations per network (once, when it is built).
+
+    The first call for a plan builds and autotunes its network (milliseconds); later calls with new
+    operand values only rebind them. Results and gradients stay on the device, queued on the current
+    CUDA stream. Gradients are first order (``once_differentiable``); use ``backend="torch"`` for
+    higher derivatives.
+    """
+
+    name = "cutensornet"
+
+    def __init__(self, device: torch.device | str = "cuda", *, autotune_iterations: int = AUTOTUNE_ITERATIONS,
+                 _library=None):
+        super().__init__(device)
+        self.autotune_iterations = int(autotune_iterations)
+        self._library = _library  # (tensornet module, bindings module); None: import at first use
+        self._networks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.fallbacks: list[str] = []
+        """Distinct reasons a network went (wholly or for its gradients) to torch instead."""
+
+    def _lib(self):
+        if self._library is None:
+            reason = unavailable_reason(self.device)
+            if reason is not None:
+                raise RuntimeError(f"backend='cutensornet' cannot run on {self.device}: {reason}")
+            self._library = _load()
+        return self._library
+
+    def _per_plan(self, plan) -> dict:
+        entries = self._networks.get(plan)
+        if entries is None:
+            entries = self._networks[plan] = {}
+            weakref.finalize(plan, _free_entries, entries)  # free the networks when the plan goes
+        return entries
+
+    def _note(self, reason: str) -> None:
+        if reason not in self.fallbacks:
+            self.fallbacks.append(reason)
+
+    def contract(self, plan, operands: Sequence[torch.Tensor]) -> torch.Tensor:
+        if len(operands) != len(plan.inputs):
+            raise ValueError(
+                f"The plan contracts {len(plan.inputs)} tensors but {len(operands)} operands were given; "
+                "pass one operand per network tensor, in the plan's order."
+            )
+        lib = self._lib()
+        for i, t in enumerate(operands):
+            if t.device.type != self.device.type or (
+                self.device.index is not None and t.device.index != self.device.index
+            ):
+                raise ValueError(
+                    f"Operand {i} is on {t.device}, but this cutensornet backend contracts on {self.device}; "
+                    "create the device with torch_device set to that GPU (or use backend='torch')."
+                )
+        entries = self._per_plan(plan)
+        shapes = tuple(tuple(t.shape) for t in operands)
+        layout = entries.get(("layout", shapes))
+        if layout is None:
+            layout = entries[("layout", shapes)] = _layout(plan, shapes)
+        if layout.unsupported is not None:
+            self._note(f"{layout.unsupported}: contracted by torch")
+            return plan.contract(operands)
+        dtype = functools.reduce(torch.promote_types, (t.dtype for t in operands))
+        prepared = layout.prepare(operands)
+        kept = [prepared[i].to(dtype).resolve_conj().contiguous() for i in layout.kept]
+        grad = torch.is_grad_enabled() and any(t.requires_grad for t in kept)
+        mask = tuple(grad and t.requires_grad for t in kept)
+        device = kept[0].device
+        key = ("network", shapes, dtype, device, mask)
+        with _device_ctx(device):
+            stream = _current_stream(device)
+            entry = entries.get(key)
+            if entry is None:
+                try:
+                    entry = _NetworkEntry(lib, layout, kept, mask, stream, self.autotune_iterations, self.fallbacks)
+                except Exception as exc:
+                    if not (isinstance(exc, lib[1].cuTensorNetError) and _is_not_supported(exc)):
+                        raise
+                    entry = f"cuTensorNet answered NOT_SUPPORTED for this network ({exc}): contracted by torch"
+                entries[key] = entry
+            if isinstance(entry, str):
+                self._note(entry)
+                return plan.contract(operands)
+            if grad:
+                core = _Contract.apply(plan, entry, stream, *kept)
+            else:
+                core = entry.contract(kept, stream)
+        return layout.finish(core, prepared)
+
+    def clear(self) -> None:
+        for entries in list(self._networks.values()):
+            _free_entries(entries)
+            entries.clear()
+        self._networks = weakref.WeakKeyDictionary()
+
+
+__all__ = ["CuTensorNetBackend", "unavailable_reason", "AUTOTUNE_ITERATIONS", "INSTALL_HINT"]

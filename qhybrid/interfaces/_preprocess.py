@@ -1,0 +1,201 @@
+"""The device's preprocessing (template decomposition, validation), done once per tape structure.
+
+PennyLane decomposes templates such as StronglyEntanglingLayers on every call (milliseconds per step).
+Most decompositions only *index* their inputs (``weights[l, i, k]``), so the decomposed tape of a
+structure is fixed and its parameters are a gather from the inputs. On the first call of a structure the
+preprocessing runs normally and twice more on probe inputs (each input element replaced by its own
+position, then by an affine image of it); when every output parameter is found to be a gather of one
+input, in both probes, the decomposed tape is cached with those index maps. Later calls of the structure
+gather their parameters (one indexing op per input, differentiable) and reuse the cached tape and
+postprocessing. Anything else (non-tensor inputs, arithmetic on inputs, tapes that split) is
+preprocessed normally every time, and so are tapes with shots.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Sequence
+
+import pennylane as qml
+import torch
+
+from .._variant import Variant, tape_parameters
+
+PREPROCESS_CACHE_SIZE = 256
+"""Tape structures whose preprocessing is remembered (least recently used dropped)."""
+
+_PROBE_SCALE, _PROBE_OFFSET = 3.0, 7.0
+
+_CACHE: OrderedDict = OrderedDict()
+_UNCACHEABLE = object()
+
+
+def _structure_key(device, tape: qml.tape.QuantumScript, params: Sequence[torch.Tensor]):
+    ops = tuple(
+        (type(op), op.name, tuple(op.wires), repr(op.hyperparameters) if op.hyperparameters else "", len(op.data))
+        for op in tape.operations
+    )
+    meas = tuple(mp.hash if not (mp.obs is not None and mp.obs.data) else (type(mp), repr(mp.obs)) for mp in tape.measurements)
+    shapes = tuple((tuple(p.shape), p.dtype, p.device, p.requires_grad) for p in params)
+    return (id(device), ops, meas, shapes, repr(tape.shots), repr(tape.trainable_params))
+
+
+def _probe(tape, params, scale, offset):
+    probes, start = [], 0
+    for p in params:
+        n = p.numel()
+        probes.append((torch.arange(start, start + n, dtype=torch.float64) * scale + offset).reshape(p.shape))
+        start += n
+    return tape.bind_new_parameters(probes, list(range(len(probes)))), [start]
+
+
+def _index_maps(program, tape, params, new_tape):
+    """Per output parameter: (source input, flat indices) or ("const", value); None if not a gather."""
+    bounds, start = [], 0
+    for p in params:
+        bounds.append((start, start + p.numel()))
+        start += p.numel()
+    outs = []
+    for scale, offset in ((1.0, 0.0), (_PROBE_SCALE, _PROBE_OFFSET)):
+        probe_tape, _ = _probe(tape, params, scale, offset)
+        probed, _ = program([probe_tape])
+        if len(probed) != 1:
+            return None
+        outs.append(tape_parameters(probed[0]))
+    real = tape_parameters(new_tape)
+    if not (len(outs[0]) == len(outs[1]) == len(real)):
+        return None
+    maps = []
+    for r, a, b in zip(real, outs[0], outs[1]):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            if a is r and b is r or (not isinstance(r, torch.Tensor) and a == r and b == r):
+                maps.append(("const", r))
+                continue
+            return None
+        if a.dtype != torch.float64 or a.is_complex() or not isinstance(r, torch.Tensor) or a.shape != r.shape:
+            return None
+        idx = a.round()
+        if not torch.equal(idx, a) or not torch.equal(idx * _PROBE_SCALE + _PROBE_OFFSET, b):
+            return None
+        idx = idx.long()
+        if idx.numel() == 0:
+            return None
+        lo, hi = int(idx.min()), int(idx.max())
+        src = next((k for k, (s, e) in enumerate(bounds) if s <= lo and hi < e), None)
+        if src is None:
+            return None
+        maps.append((src, idx - bounds[src][0]))
+    return maps
+
+
+def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
+    """(variants of the device-ready tapes, postprocessing) — from the structure cache where possible."""
+    program = device.preprocess_transforms()
+    entries = []
+    for tape in tapes:
+        params = tape_parameters(tape)
+        if tape.shots or not params or not all(isinstance(p, torch.Tensor) and not p.is_complex() for p in params):
+            entries.append(None)
+            continue
+        key = _structure_key(device, tape, params)
+        entry = _CACHE.get(key)
+        if entry is None:
+            new_tapes, post = program([tape])
+            entry = _UNCACHEABLE
+            if len(new_tapes) == 1:
+                try:
+                    maps = _index_maps(program, tape, params, new_tapes[0])
+                except Exception:  # a transform that rejects probe values: no cache for this structure
+                    maps = None
+                if maps is not None:
+                    entry = (new_tapes[0], post, maps)
+            _CACHE[key] = entry
+            if len(_CACHE) > PREPROCESS_CACHE_SIZE:
+                _CACHE.popitem(last=False)
+            if entry is _UNCACHEABLE:
+                entries.append((new_tapes, post))
+                continue
+            entries.append((new_tapes, post))  # this call's own tape; the cache serves later calls
+            continue
+        _CACHE.move_to_end(key)
+        if entry is _UNCACHEABLE:
+            entries.append(None)
+            continue
+        entries.append(_gathered(entry, params))
+    # tapes without a cached form go through the program together, as before
+    plain = [i for i, e in enumerate(entries) if e is None]
+    plain_post = None
+    if plain:
+        plain_tapes, plain_post = program([tapes[i] for i in plain])
+        if len(plain_tapes) != len(plain):  # a transform split tapes: run everything the plain way
+            new_tapes, post = program(list(tapes))
+            return [Variant.of(t) for t in new_tapes], post
+        for i, t in zip(plain, plain_tapes):
+            entries[i] = ([t], None)
+    variants, posts = [], []
+    for e in entries:
+        new_tapes, post = e
+        if isinstance(new_tapes, Variant):
+            variants.append(new_tapes)
+        else:
+            variants.append(Variant.of(new_tapes[0]))
+        posts.append(post)
+
+    def postprocess(results):
+        out = []
+        plain_results = []
+        for r, post, i in zip(results, posts, range(len(posts))):
+            if post is None:
+                plain_results.append(r)
+                out.append(None)
+            else:
+                out.append(post((r,))[0])
+        if plain_results:
+            processed = list(plain_post(tuple(plain_results)))
+            k = 0
+            for i, post in enumerate(posts):
+                if post is None:
+                    out[i] = processed[k]
+                    k += 1
+        return tuple(out)
+
+    return variants, postprocess
+
+
+def _gathered(entry, params):
+    template, post, maps = entry
+    groups = entry_groups(entry)
+    new_params: list = [m[1] if m[0] == "const" else None for m in maps]
+    for src, (positions, index, sizes, shapes) in groups.items():
+        values = params[src].reshape(-1)[index]
+        if all(s == 1 for s in sizes) and all(not sh for sh in shapes):
+            parts = values.unbind(0)
+            for pos, v in zip(positions, parts):
+                new_params[pos] = v
+        else:
+            for pos, v, sh in zip(positions, values.split(sizes), shapes):
+                new_params[pos] = v.view(sh)
+    return Variant(template, new_params), post
+
+
+_GROUPS: dict[int, tuple] = {}
+
+
+def entry_groups(entry) -> dict:
+    """Per input: the output positions it feeds, their concatenated flat indices, sizes and shapes."""
+    hit = _GROUPS.get(id(entry))
+    if hit is not None and hit[0] is entry:
+        return hit[1]
+    groups: dict[int, list] = {}
+    for pos, m in enumerate(entry[2]):
+        if m[0] != "const":
+            groups.setdefault(m[0], []).append((pos, m[1]))
+    out = {}
+    for src, items in groups.items():
+        positions = [pos for pos, _ in items]
+        index = torch.cat([idx.reshape(-1) for _, idx in items])
+        out[src] = (positions, index, [idx.numel() for _, idx in items], [tuple(idx.shape) for _, idx in items])
+    if len(_GROUPS) > 4 * PREPROCESS_CACHE_SIZE:
+        _GROUPS.clear()
+    _GROUPS[id(entry)] = (entry, out)
+    return out

@@ -1,0 +1,45 @@
+"""Smoke tests of the example scripts: each runs for one or two epochs and writes its plot to tmp_path."""
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def load_example(name: str):
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def digits_learns(result):
+    assert result["test_accuracy"] >= 0.9  # 0 vs 1 is nearly separable after one epoch
+
+
+def vqe_is_variational(result):
+    assert result["exact"] == pytest.approx(-7.296229810558761, abs=1e-9)  # 6-site open chain, J = h = 1
+    assert result["energy"] >= result["exact"] - 1e-9
+
+
+@pytest.mark.parametrize(
+    "name, argv, png, check",
+    [
+        ("train_digits", ["--epochs", "1"], "train_digits.png", digits_learns),
+        ("train_moons_vqc", ["--epochs", "1", "--samples", "60", "--n-layers", "2"], "train_moons_vqc.png", None),
+        ("qnode_vqe", ["--epochs", "2", "--n-layers", "1"], "qnode_vqe.png", vqe_is_variational),
+    ],
+)
+def test_example_runs_and_saves_its_plot(name, argv, png, check, tmp_path, capsys):
+    result = load_example(name).main([*argv, "--out", str(tmp_path), "--quiet"])
+    path = tmp_path / png
+    assert path.exists() and path.stat().st_size > 1000
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert result["plot"] == path
+    assert all(math.isfinite(v) for v in result.values() if isinstance(v, float))
+    assert str(path) in capsys.readouterr().out
+    if check is not None:
+        check(result)
