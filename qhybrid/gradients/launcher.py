@@ -40,6 +40,7 @@ class Launcher:
         if not variants:
             return []
         self.calls += 1
+        variants = _at_device_shots(variants, self.device)
         if hasattr(self.device, "simulate_variants"):
             return self.device.simulate_variants(variants)
         tapes = [_bind(v) for v in variants]
@@ -158,6 +159,24 @@ def structure_key(tape: qml.tape.QuantumScript) -> tuple:
         for mp in tape.measurements
     )
     return ops, meas, tape.batch_size, bool(tape.shots)
+
+
+def _at_device_shots(variants: Sequence[Variant], device) -> list[Variant]:
+    """An analytic device runs tapes analytically, a sampling device samples tapes that set no shots:
+    an exact gradient device beside a sampling forward device (or the reverse) each keep their mode."""
+    shots = getattr(device, "shots", None)
+    if shots is None:
+        return list(variants)
+    copies: dict[int, qml.tape.QuantumScript] = {}
+    out = []
+    for v in variants:
+        tape = v.tape
+        if (not shots and tape.shots) or (shots and not tape.shots):
+            tape = copies.get(id(v.tape))
+            if tape is None:
+                tape = copies[id(v.tape)] = v.tape.copy(shots=shots)
+        out.append(v if tape is v.tape else Variant(tape, v.params))
+    return out
 
 
 def _bind(v: Variant) -> qml.tape.QuantumScript:
