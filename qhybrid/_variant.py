@@ -22,6 +22,13 @@ class Variant:
     def of(cls, tape: qml.tape.QuantumScript) -> "Variant":
         return cls(tape, tape_parameters(tape))
 
+    def bound_tape(self, *, detach: bool = False) -> qml.tape.QuantumScript:
+        """The tape with ``params`` bound in, for devices that only take tapes (the tape itself if unchanged)."""
+        params = [p.detach() if detach and hasattr(p, "detach") else p for p in self.params]
+        if all(a is b for a, b in zip(params, tape_parameters(self.tape))):
+            return self.tape
+        return self.tape.bind_new_parameters(params, list(range(len(params))))
+
 
 def tape_parameters(tape: qml.tape.QuantumScript) -> list:
     """Operator data in order, then each measured observable's data (PennyLane's own order)."""

@@ -43,7 +43,7 @@ class Launcher:
         variants = _at_device_shots(variants, self.device)
         if hasattr(self.device, "simulate_variants"):
             return self.device.simulate_variants(variants)
-        tapes = [_bind(v) for v in variants]
+        tapes = [v.bound_tape() for v in variants]
         results = self.device.execute(tapes)
         return [_as_tuple(r, len(v.tape.measurements)) for r, v in zip(results, variants)]
 
@@ -177,14 +177,6 @@ def _at_device_shots(variants: Sequence[Variant], device) -> list[Variant]:
                 tape = copies[id(v.tape)] = v.tape.copy(shots=shots)
         out.append(v if tape is v.tape else Variant(tape, v.params))
     return out
-
-
-def _bind(v: Variant) -> qml.tape.QuantumScript:
-    current = [p for op in v.tape.operations for p in op.data]
-    n = len(current)
-    if all(a is b for a, b in zip(v.params[:n], current)):
-        return v.tape
-    return v.tape.bind_new_parameters(v.params, list(range(len(v.params))))
 
 
 def _as_tuple(result, n_measurements: int) -> tuple:

@@ -281,10 +281,7 @@ class TensorNetworkDevice(Device):
                     f"Shot vectors ({v.tape.shots}) are served through PennyLane's API "
                     "(qml.qnode on qml.device('qhybrid.tensornet')); qhybrid.execute takes one shot count."
                 )
-        tapes = []
-        for v in variants:
-            params = [p.detach() if isinstance(p, torch.Tensor) else p for p in v.params]
-            tapes.append(v.tape.bind_new_parameters(params, list(range(len(params)))))
+        tapes = [v.bound_tape(detach=True) for v in variants]
         out = []
         for tape, res in zip(tapes, sample_tapes(tapes, self.wires, self._run_states, self._rng)):
             items = (res,) if len(tape.measurements) == 1 else tuple(res)
