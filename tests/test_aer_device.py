@@ -55,6 +55,10 @@ MEASUREMENTS = {
     "probs_obs": lambda: qml.probs(op=qml.X(1)),
     "state": lambda: qml.state(),
     "density_matrix": lambda: qml.density_matrix([2, 1]),
+    # state measurements Aer has no save for: computed by their own process_state from the saved state
+    "vn_entropy": lambda: qml.vn_entropy(wires=[0]),
+    "purity": lambda: qml.purity(wires=[1, 2]),
+    "mutual_info": lambda: qml.mutual_info(wires0=[0], wires1=[2]),
 }
 
 
@@ -216,6 +220,61 @@ def test_hamiltonian_with_shots_is_split_and_within_error():
     assert abs(got - np.dot(coeffs, exact_terms)) <= SIGMAS * sigma
 
 
+def test_projectors_with_equal_matrices_but_different_bases_on_one_device():
+    # BasisStateProjector([0, 1]) and StateVectorProjector([0, 1, 0, 0]) share a matrix but not their
+    # diagonalizing gates; a sampling plan cached for one must not be read with the other's eigenvalues
+    ops = [qml.RY(0.732, 0), qml.RY(0.523, 1), qml.CNOT([0, 1])]
+    dev = AerDevice(wires=2, seed=1)
+    for state in ([0, 0], [1, 0, 0, 0], [0, 1], [0, 1, 0, 0], [0, 0, 0, 1], [1, 1]):
+        tape = qml.tape.QuantumScript(ops, [qml.expval(qml.Projector(state, [0, 1]))], shots=SHOTS)
+        exact = run(qml.device("default.qubit"), tape.copy(shots=None))
+        got = run(dev, tape)
+        assert abs(got - exact) <= SIGMAS * np.sqrt(exact * (1 - exact) / SHOTS) + 1e-12, state
+
+
+class _OnesFraction(qml.measurements.SampleMeasurement):
+    """A user-defined sampled measurement: the fraction of shots reading 1 on its wires."""
+
+    def process_samples(self, samples, wire_order, shot_range=None, bin_size=None):
+        return np.mean(samples[:, [wire_order.index(w) for w in self.wires]])
+
+    def process_counts(self, counts, wire_order):
+        raise AssertionError("the device hands samples, not counts")
+
+
+class _Amplitude(qml.measurements.StateMeasurement):
+    """A user-defined state measurement: |<11|psi>|^2, or <11|rho|11>."""
+
+    def process_state(self, state, wire_order):
+        return np.abs(np.reshape(state, -1)[3]) ** 2
+
+    def process_density_matrix(self, density_matrix, wire_order):
+        return np.real(density_matrix[3, 3])
+
+
+@pytest.mark.parametrize("method", ["statevector", "density_matrix"])
+def test_custom_measurements_are_processed_from_samples_and_states(method):
+    ops = [qml.RY(0.9, 0), qml.CNOT([0, 1]), qml.RX(np.array([0.3, 1.4]), 1)]
+    exact = run(qml.device("default.qubit", wires=2), qml.tape.QuantumScript(ops, [qml.probs(wires=[0, 1])]))
+    amp = run(AerDevice(wires=2, method=method), qml.tape.QuantumScript(ops, [_Amplitude(wires=[0, 1])]))
+    np.testing.assert_allclose(amp, exact[:, 3], atol=ATOL)
+    tape = qml.tape.QuantumScript(ops, [_OnesFraction(wires=[1]), qml.expval(qml.Z(1))], shots=SHOTS)
+    ones, z = run(AerDevice(wires=2, method=method, seed=9), tape)
+    p1 = exact[:, 1] + exact[:, 3]
+    assert np.all(np.abs(ones - p1) <= SIGMAS * np.sqrt(p1 * (1 - p1) / SHOTS))
+    np.testing.assert_allclose(z, 1 - 2 * ones, atol=1e-12)  # both read from the same shots
+
+
+def test_tracker_counts_batches_executions_and_shots():
+    dev = qml.device("qhybrid.aer", wires=1)
+    circuit = qml.QNode(lambda: qml.expval(qml.X(0)), dev, diff_method="parameter-shift")
+    with qml.Tracker(dev) as tracker:
+        circuit()
+        qml.set_shots(circuit, 100)()
+    assert tracker.history["batches"] == [1, 1] and tracker.history["executions"] == [1, 1]
+    assert tracker.totals["shots"] == 100
+
+
 def test_sample_and_counts_have_pennylane_structure():
     shots = 50
     ops = [qml.Hadamard(0), qml.CNOT([0, 1])]
@@ -252,9 +311,9 @@ def test_shot_vectors_return_a_tuple_over_settings():
 
 
 def test_measurements_that_need_the_other_mode_raise():
-    with pytest.raises(Exception, match="state"):
+    with pytest.raises(qml.exceptions.DeviceError, match="state.* not accepted with finite shots"):
         run(AerDevice(wires=1, shots=10), qml.tape.QuantumScript([], [qml.state()], shots=10))
-    with pytest.raises(Exception, match="sample"):
+    with pytest.raises(qml.exceptions.DeviceError, match="sample.* not accepted for analytic simulation"):
         run(AerDevice(wires=1), qml.tape.QuantumScript([], [qml.sample(wires=[0])]))
 
 

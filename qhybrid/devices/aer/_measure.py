@@ -23,7 +23,9 @@ from pennylane.measurements import (
     ExpectationMP,
     MeasurementProcess,
     ProbabilityMP,
+    SampleMeasurement,
     SampleMP,
+    StateMeasurement,
     StateMP,
     VarianceMP,
 )
@@ -39,15 +41,32 @@ PROBABILITY_SAMPLING_MAX_WIRES = 20
 measurements use Aer's own measure instructions."""
 
 ANALYTIC_MEASUREMENTS = (ExpectationMP, VarianceMP, ProbabilityMP, StateMP, DensityMatrixMP)
+"""Read from Aer's saves directly; any other ``StateMeasurement`` (entropies, purity, user-defined ones)
+is computed by its own ``process_state`` / ``process_density_matrix`` from the saved state."""
 SAMPLE_MEASUREMENTS = (ExpectationMP, VarianceMP, ProbabilityMP, SampleMP, CountsMP)
+"""Read from the counts directly; any other ``SampleMeasurement`` gets the shots in order through its own
+``process_samples``."""
+
+
+def _on_mid_circuit_values(mp: MeasurementProcess) -> bool:
+    return getattr(mp, "mv", None) is not None
 
 
 def supported_analytic(mp: MeasurementProcess) -> bool:
-    return isinstance(mp, ANALYTIC_MEASUREMENTS)
+    return isinstance(mp, StateMeasurement) and not _on_mid_circuit_values(mp)
 
 
 def supported_sample(mp: MeasurementProcess) -> bool:
-    return isinstance(mp, SAMPLE_MEASUREMENTS) and not isinstance(mp, StateMP)
+    return isinstance(mp, SampleMeasurement) and not isinstance(mp, StateMP) and not _on_mid_circuit_values(mp)
+
+
+def _generic_state(mp: MeasurementProcess) -> bool:
+    return isinstance(mp, StateMeasurement) and not isinstance(mp, ANALYTIC_MEASUREMENTS)
+
+
+def _ordered_samples(mp: MeasurementProcess) -> bool:
+    """Whether ``mp`` needs each shot's outcome in order (else the counts suffice)."""
+    return not isinstance(mp, (ExpectationMP, VarianceMP, ProbabilityMP, CountsMP))
 
 
 def _label(word: PauliWord, wires: Wires) -> str:
@@ -113,9 +132,11 @@ class AnalyticPlan:
             reader, k = self._plan(mp)
             self.readers.append(reader)
             key.append((type(mp).__name__, tuple(mp.wires), k))
-        # a global phase shows only in qml.state() of a state vector
+        # a global phase shows only in qml.state() of a state vector (or in what a custom measurement
+        # computes from it)
         self.needs_phase = not mixed and any(
-            isinstance(mp, StateMP) and not isinstance(mp, DensityMatrixMP) for mp in tape.measurements
+            (isinstance(mp, StateMP) and not isinstance(mp, DensityMatrixMP)) or _generic_state(mp)
+            for mp in tape.measurements
         )
         self.key = ("analytic", mixed, tuple(key))
 
@@ -170,6 +191,14 @@ class AnalyticPlan:
         if isinstance(mp, StateMP):
             label = self._save("dm" if self.mixed else "state", self.wires)
             return (lambda rows, m, _l=label: rows[_l]), ()
+        if _generic_state(mp) and not _on_mid_circuit_values(mp):
+            label = self._save("dm" if self.mixed else "state", self.wires)
+            order = self.wires
+            if self.mixed:
+                return (
+                    lambda rows, m, _l=label: np.stack([np.asarray(m.process_density_matrix(r, order)) for r in rows[_l]])
+                ), ()
+            return (lambda rows, m, _l=label: np.stack([np.asarray(m.process_state(r, order)) for r in rows[_l]])), ()
         raise UnsupportedOperationError(
             f"Measurement {type(mp).__name__} is not supported without shots by qhybrid.aer; supported: "
             "expval, var, probs, state, density_matrix (sample and counts need shots)."
@@ -256,7 +285,9 @@ def _basis_tokens(mp: MeasurementProcess, wires: Wires) -> dict | None:
                 if tokens.setdefault(w, letter) != letter:
                     return None
         return tokens
-    token = ("M", tuple(obs.wires), _obs_matrix(obs).tobytes())
+    # keyed on the basis change, not the matrix: equal matrices can come with different diagonalizing
+    # gates (BasisStateProjector vs StateVectorProjector), and the eigenvalues are read in that basis
+    token = ("M", tuple(obs.wires), np.round(_diag_unitary(obs), 14).tobytes())
     return {w: token for w in obs.wires}
 
 
@@ -309,7 +340,7 @@ class SamplePlan:
                 done.add(t)
                 obs = next(mp.obs for mp in tape.measurements if mp.obs is not None and _basis_tokens(mp, wires).get(w) == t)
                 self.rotations += obs.diagonalizing_gates()
-        self.memory = any(isinstance(mp, SampleMP) and not isinstance(mp, CountsMP) for mp in tape.measurements)
+        self.memory = any(_ordered_samples(mp) for mp in tape.measurements)
         self._pos = {w: i for i, w in enumerate(self.measured)}
         self.readers = [self._plan(mp) for mp in tape.measurements]
         key_tokens = tuple((w, tokens[w] if isinstance(tokens[w], str) else tokens[w][2]) for w in self.measured)
@@ -411,7 +442,7 @@ class SamplePlan:
                 )
 
             return probs
-        if isinstance(mp, (SampleMP, CountsMP)):
+        if isinstance(mp, SampleMeasurement):  # sample, counts and any custom sampled measurement
 
             def samples(rows, mp_):
                 out = []
@@ -422,7 +453,7 @@ class SamplePlan:
                         idx = row["memory"]
                     bits = (idx[:, None] >> np.arange(m - 1, -1, -1)) & 1
                     out.append(mp_.process_samples(bits, wire_order=self.measured))
-                return out if isinstance(mp_, CountsMP) else np.stack([np.asarray(o) for o in out])
+                return out if isinstance(mp_, CountsMP) else np.stack([np.asarray(qml.math.unwrap(o)) for o in out])
 
             return samples
         raise UnsupportedOperationError(

@@ -9,6 +9,7 @@ import numpy as np
 import pennylane as qml
 import torch
 from pennylane.devices import Device, ExecutionConfig
+from pennylane.devices.modifiers import simulator_tracking
 from pennylane.devices.preprocess import decompose, validate_device_wires
 from pennylane.exceptions import DeviceError
 from pennylane.measurements import MeasurementProcess, Shots
@@ -36,6 +37,7 @@ SEED_BOUND = 2**31 - 1
 """Per-job simulator seeds are drawn from [0, SEED_BOUND) by the device's seeded generator."""
 
 
+@simulator_tracking
 class AerDevice(Device):
     """Qiskit Aer simulator as a PennyLane device and a qhybrid launcher target.
 
@@ -304,10 +306,13 @@ def validate_aer_measurements(tape: QuantumScript, default_shots: Shots = Shots(
     supported = supported_sample if shots else supported_analytic
     for mp in tape.measurements:
         if not supported(mp):
-            mode = f"with shots={shots}" if shots else "without shots (shots=None)"
+            # PennyLane's wording (its device suite matches on it), then what would be accepted
+            mode = f"with finite shots ({shots})" if shots else "for analytic simulation (shots=None)"
             raise DeviceError(
-                f"Measurement {mp} is not accepted {mode} on {name}; exact runs measure expval, var, probs, "
-                "state and density_matrix, sampled runs expval, var, probs, sample and counts."
+                f"Measurement {mp} not accepted {mode} on {name}: exact runs take state measurements "
+                "(expval, var, probs, state, density_matrix, entropies, purity, ...), sampled runs take sample "
+                "measurements (expval, var, probs, sample, counts, ...); measurements on mid-circuit "
+                "measurement values are not supported."
             )
     return (tape,), _first
 
