@@ -104,6 +104,8 @@ class ParameterShift(JacobianProductCalculator):
                 mean_row = len(shifted)
                 shifted.append(Variant(tape, list(v.params[:n_ops]) + tail))
             entries = []
+            todo = []  # (position, multiplier, shift) of every shifted run of this variant
+            base = list(v.params[:n_ops]) + tail
             for j in tr:
                 op_index, k = owners[j]
                 if op_index < 0:
@@ -120,12 +122,13 @@ class ParameterShift(JacobianProductCalculator):
                         "differentiates scalar (or broadcast) parameters only. Use diff_method='adjoint'."
                     )
                 rule = shift_rule(op, k)
-                start = len(shifted)
-                for _, mult, shift in rule:
-                    params = list(v.params[:n_ops]) + tail
-                    params[j] = p * mult + shift if mult != 1 else p + shift
-                    shifted.append(Variant(tape, params))
-                entries.append((rule[:, 0].tolist(), range(start, len(shifted)), batched))
+                start = len(shifted) + len(todo)
+                todo.extend((j, mult, shift) for _, mult, shift in rule)
+                entries.append((rule[:, 0].tolist(), range(start, start + len(rule)), batched))
+            for j, value in zip((t[0] for t in todo), _shifted_values(v.params, todo)):
+                params = base.copy()
+                params[j] = value
+                shifted.append(Variant(tape, params))
             layout.append((entries, recipe, mean_row))
         return shifted, layout
 
@@ -161,6 +164,27 @@ class ParameterShift(JacobianProductCalculator):
                 grads.append(total.reshape(torch.as_tensor(p).shape).to(p.dtype))
             out.append(tuple(grads))
         return out
+
+
+def _shifted_values(params: Sequence, todo: Sequence[tuple]) -> list:
+    """``m * p_j + s`` for each (j, m, s): one tensor op for all of them when the parameters are 0-dim
+    tensors of one dtype and device (the usual case), else one by one."""
+    ps = [params[j] for j, _, _ in todo]
+    first = ps[0] if ps else None
+    if (
+        len(ps) > 1
+        and isinstance(first, torch.Tensor)
+        and all(isinstance(p, torch.Tensor) and p.ndim == 0 and p.dtype == first.dtype and p.device == first.device for p in ps)
+        and first.is_floating_point()
+    ):
+        uniq = sorted({j for j, _, _ in todo})
+        where = {j: i for i, j in enumerate(uniq)}
+        stacked = torch.stack([params[j] for j in uniq])
+        index = torch.tensor([where[j] for j, _, _ in todo], device=first.device)
+        mult = torch.tensor([m for _, m, _ in todo], dtype=first.dtype, device=first.device)
+        shift = torch.tensor([s for _, _, s in todo], dtype=first.dtype, device=first.device)
+        return list((stacked[index] * mult + shift).unbind(0))
+    return [p * m + s if m != 1 else p + s for p, (_, m, s) in zip(ps, todo)]
 
 
 COMBINE_MIN_PARAMETERS = 4

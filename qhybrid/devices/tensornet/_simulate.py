@@ -102,6 +102,7 @@ class StateProgram:
         self.contraction = _Contraction(ket_network(structure, stacked, stack_size), opts, "the circuit's state")
 
     def run(self, values, variant: Variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:
+        values.prefetch(range(len(structure.slots)))
         c = self.contraction
         psi = c.plan.contract([values.operand(o) for o in c.network.operands])
         psi = _expand_lead(psi, c.network.lead, lead_shape)
@@ -192,6 +193,7 @@ class ClosedProgram:
         return self._matrix_expval(values, obs.matrix(wire_order=obs.wires), obs.wires, lead_shape)
 
     def run(self, values, variant: Variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:
+        values.prefetch(range(len(structure.slots)))  # one matrix builder per gate kind, not per gate
         out = []
         for mp in variant.tape.measurements:
             if isinstance(mp, ExpectationMP):
@@ -292,6 +294,37 @@ class _Values:
         self.real_dtype = torch.empty((), dtype=opts.dtype).real.dtype
         self._slots: dict[int, torch.Tensor] = {}
         self._matrices: dict[int, torch.Tensor] = {}
+        self._table = None  # (position -> column, [S, P] table) of the stacked scalar parameters
+
+    def _stack_table(self) -> dict:
+        """Every differing scalar parameter's column over the stack, built in a few ops for the whole
+        group: a [S, P] table of row 0's values with the other rows' values scattered in. Empty where
+        some differing value is not a 0-dim tensor of the real dtype (then columns are built one by one)."""
+        if self._table is not None:
+            return self._table
+        self._table = {}
+        rows = _differences(self.group)
+        first = self.group[0].params
+        positions = sorted(rows)
+        if len(positions) < 2:
+            return self._table
+        scalar = lambda p: isinstance(p, torch.Tensor) and p.ndim == 0 and p.dtype == self.real_dtype  # noqa: E731
+        entries = [(k, r) for k, j in enumerate(positions) for r in rows[j]]
+        values = [self.group[r].params[positions[k]] for k, r in entries]
+        base = [first[j] for j in positions]
+        if not all(map(scalar, values)) or not all(map(scalar, base)):
+            return self._table
+        device = base[0].device
+        if any(p.device != device for p in values) or any(p.device != device for p in base):
+            return self._table
+        table = torch.stack(base).expand(len(self.group), len(positions))
+        r_idx = torch.tensor([r for _, r in entries], device=device)
+        k_idx = torch.tensor([k for k, _ in entries], device=device)
+        table = table.index_put((r_idx, k_idx), torch.stack(values))
+        if device != self.device:
+            table = table.to(self.device)
+        self._table = {j: table[:, k] for k, j in enumerate(positions)}
+        return self._table
 
     def _params(self, si: int) -> list:
         """The slot's parameters; those that differ across stacked variants get a leading stack axis.
@@ -305,11 +338,16 @@ class _Values:
         if si not in self.stacked:
             return first[a:b]
         rows = _differences(self.group)
+        table = self._stack_table()
         out = []
         for j in range(a, b):
             changed = rows.get(j)
             if not changed:
                 out.append(first[j])
+                continue
+            column = table.get(j)
+            if column is not None:
+                out.append(column.unsqueeze(-1) if slot.batched else column)
                 continue
             base = torch.as_tensor(first[j], device=self.device).to(self.real_dtype)
             if len(changed) == len(self.group) - 1:
@@ -323,6 +361,18 @@ class _Values:
             if slot.batched and column.ndim == 1:
                 column = column.unsqueeze(-1)  # a stacked scalar broadcasts against the batch axis
             out.append(column)
+        return out
+
+    def changed_rows(self, si: int) -> set | None:
+        """Stack rows whose parameters of slot ``si`` are not row 0's; None where rows may differ in more
+        than parameters (operator settings of matrix / prep / phase slots)."""
+        slot = self.structure.slots[si]
+        if slot.kind != "fast":
+            return None
+        rows = _differences(self.group)
+        out: set = set()
+        for j in range(*slot.params):
+            out.update(rows.get(j, ()))
         return out
 
     def _per_variant(self, si: int, fn) -> torch.Tensor:

@@ -35,6 +35,10 @@ from ._structure import TapeStructure
 KRON_MAX_WIRES = 4
 """Pending single-qubit gates on this many adjacent wires are applied as one Kronecker-product matmul."""
 
+SPARSE_MAX_FRACTION = 3
+"""A stacked gate is applied as row 0's gate plus a redo of the rows that differ when those are at most
+1/SPARSE_MAX_FRACTION of the stack."""
+
 SIGN_MATRIX_MAX_ELEMENTS = 1 << 24
 """Z-word expectations use one sign-matrix product when (words x 2**n) stays below this."""
 
@@ -249,24 +253,69 @@ class StateVectorProgram:
         return psi.expand(psi.shape[0], S, B).contiguous() if psi.shape[1:] != (S, B) else psi
 
     def _local(self, values, pending, psi, S, B) -> torch.Tensor:
-        plain, leaded = [], []
+        plain, leaded, sparse = [], [], []
         for w, slots in pending.items():
             m, lead = self._fused(values, slots)
-            (leaded if lead else plain).append((w, m))
-        # adjacent plain wires in Kronecker blocks
-        block: list = []
+            rows = self._sparse_rows(values, slots) if lead else None
+            if rows is not None:  # stacked variants that differ here in a few rows only
+                sparse.append((w, m, rows))
+                plain.append((w, m[0, 0]))
+            else:
+                (leaded if lead else plain).append((w, m))
+        blocks = self._kron_blocks(plain)
+        out = psi
+        for q, k, K in blocks:
+            out = _apply_plain(out, K, q, k, self.n)
+        if sparse:
+            # the rows whose gates here are not row 0's: recompute them from the old state with their own
+            # gates (a gather of a few columns), and write them over the shared-gate result
+            idx = torch.tensor(sorted(set().union(*(r for _, _, r in sparse))), device=psi.device)
+            mine = {w for w, _, _ in sparse}
+            sub = psi.index_select(1, idx)
+            for q, k, K in self._kron_blocks([(w, m) for w, m in plain if w not in mine]):
+                sub = _apply_plain(sub, K, q, k, self.n)
+            for w, m, _ in sparse:
+                sub = _apply_lead(sub, m.index_select(0, idx), w, 1, self.n, len(idx), B)
+            out = out.index_copy(1, idx, sub)
+        for w, m in leaded:
+            out = _apply_lead(out, m, w, 1, self.n, S, B)
+        return out
+
+    @staticmethod
+    def _kron_blocks(plain):
+        """(first wire, wires, Kronecker product) of adjacent plain wires, up to KRON_MAX_WIRES each."""
+        blocks, block = [], []
         for w, m in sorted(plain, key=lambda t: t[0]) + [(None, None)]:
             if block and (w is None or w != block[-1][0] + 1 or len(block) == KRON_MAX_WIRES):
                 k = block[0][1]
                 for _, other in block[1:]:
                     k = torch.kron(k, other)
-                psi = _apply_plain(psi, k, block[0][0], len(block), self.n)
+                blocks.append((block[0][0], len(block), k))
                 block = []
             if w is not None:
                 block.append((w, m))
-        for w, m in leaded:
-            psi = _apply_lead(psi, m, w, 1, self.n, S, B)
-        return psi
+        return blocks
+
+    def _sparse_rows(self, values, slots) -> set | None:
+        """Stack rows where a wire's fused gates differ from row 0's, when they are few (else None).
+
+        Parameter-shift stacks differ from their first variant in one parameter each, so a gate is
+        row 0's gate in all but a handful of rows: applying row 0's gate as a plain (Kronecker-fused)
+        matmul and redoing those rows beats an element-wise gate over every row."""
+        if self.stack_size < 2:
+            return None
+        rows: set = set()
+        for si in slots:
+            if self.structure.slots[si].batched:
+                return None
+            if si in self.stacked:
+                r = values.changed_rows(si)
+                if r is None:
+                    return None
+                rows |= r
+        if not rows or len(rows) * SPARSE_MAX_FRACTION > self.stack_size:
+            return None
+        return rows
 
     def _gate(self, values, si, psi, S, B) -> torch.Tensor:
         slot = self.structure.slots[si]
