@@ -197,6 +197,47 @@ def test_cutensornet_without_cuquantum_is_a_clear_error(monkeypatch):
         get_backend("cutensornet", "cuda")
 
 
+def test_device_contracts_its_plans_through_the_chosen_backend(monkeypatch):
+    """State-prep circuits contract plans: through the device's backend ("auto" on CPU: torch)."""
+    import pennylane as qml
+
+    import qhybrid
+
+    planned = []
+    original = TorchBackend.contract
+
+    def spy(self, plan, operands):
+        planned.append(plan)
+        return original(self, plan, operands)
+
+    monkeypatch.setattr(TorchBackend, "contract", spy)
+    state = torch.tensor([0.6, 0.0, 0.0, 0.8], dtype=torch.complex128)
+
+    def f(x):
+        qml.StatePrep(state, wires=[0, 1])
+        qml.RX(x, wires=0)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.Z(1))
+
+    x = torch.tensor(0.37, dtype=torch.float64, requires_grad=True)
+    out = qhybrid.qnode(qhybrid.device("tensornet", wires=2, backend="auto"), diff_method="adjoint")(f)(x)
+    (g,) = torch.autograd.grad(out, x)
+    xr = x.detach().clone().requires_grad_(True)
+    ref = qml.QNode(f, qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")(xr)
+    (gr,) = torch.autograd.grad(ref, xr)
+    assert planned and abs(out.item() - ref.item()) < 1e-10 and abs(g.item() - gr.item()) < 1e-10
+
+
+def test_device_refuses_cutensornet_where_it_cannot_run(monkeypatch):
+    import qhybrid
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match=r"cannot run on cuda: no CUDA GPU is visible"):
+        qhybrid.device("tensornet", wires=2, backend="cutensornet")
+    with pytest.raises(RuntimeError, match=r"cpu is not a CUDA device"):
+        qhybrid.device("tensornet", wires=2, backend="cutensornet", torch_device="cpu")
+
+
 def test_cutensornet_imports_lazily_and_guards_first_use(monkeypatch):
     """Constructing the backend loads nothing; the first contraction says what is missing."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

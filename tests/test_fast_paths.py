@@ -291,3 +291,27 @@ def test_wide_hamiltonian_as_one_mpo_network_matches_its_terms():
     ref.backward()
     assert torch.allclose(got, ref, atol=1e-10)
     assert torch.allclose(ta.grad, tb.grad, atol=1e-10)
+
+
+@pytest.mark.parametrize("setting, calls", [("0", 0), ("1", 2)])
+def test_allocator_tuning_can_be_switched_off(monkeypatch, setting, calls):
+    import ctypes
+    import sys
+
+    from qhybrid.devices.tensornet import _statevector
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("glibc tuning applies on Linux only")
+    seen = []
+
+    class FakeLibc:
+        def mallopt(self, option, value):
+            seen.append((option, value))
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: FakeLibc())
+    monkeypatch.setattr(_statevector, "_ALLOCATOR_TUNED", False)
+    monkeypatch.setenv("QHYBRID_MALLOC_TUNING", setting)
+    _statevector._tune_allocator(_statevector.LARGE_STATE_BYTES - 1)  # small states never tune
+    assert seen == []
+    _statevector._tune_allocator(_statevector.LARGE_STATE_BYTES)
+    assert len(seen) == calls

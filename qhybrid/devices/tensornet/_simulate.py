@@ -24,6 +24,7 @@ from ._plan import ContractionPlan, _fmt_bytes
 from ._statevector import StateVectorProgram, z_expvals
 from ..._variant import Variant
 from ._structure import TapeStructure, observable_parameter_slices, tape_structure
+from .backends import get_backend
 
 STATE_MODE_MAX_WIRES = 20
 """Circuits on at most this many wires are contracted to their state once and every measurement is read
@@ -43,6 +44,7 @@ class SimOptions:
     device: torch.device
     max_memory: float
     optimizer: str = "auto"
+    backend: str = "torch"  # what executes contraction plans (backends.get_backend)
 
 
 @dataclass
@@ -93,6 +95,10 @@ class _Contraction:
         )
         itemsize = torch.empty((), dtype=opts.dtype).element_size()
         self.plan.check_memory(itemsize, opts.max_memory, what)
+        self.backend = get_backend(opts.backend, opts.device)
+
+    def contract(self, operands) -> torch.Tensor:
+        return self.backend.contract(self.plan, operands)
 
 
 class StateProgram:
@@ -104,7 +110,7 @@ class StateProgram:
     def run(self, values, variant: Variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:
         values.prefetch(range(len(structure.slots)))
         c = self.contraction
-        psi = c.plan.contract([values.operand(o) for o in c.network.operands])
+        psi = c.contract([values.operand(o) for o in c.network.operands])
         psi = _expand_lead(psi, c.network.lead, lead_shape)
         reader = StateReader(psi, len(lead_shape), structure.sim_wires)
         return [reader.measure(mp) for mp in variant.tape.measurements]
@@ -162,7 +168,7 @@ class ClosedProgram:
     def _value(self, values, spec, lead_shape, matrix=None) -> torch.Tensor:
         c = self._contraction(spec)
         ops = [values.operand(o, matrix) for o in c.network.operands]
-        return _expand_lead(c.plan.contract(ops), c.network.lead, lead_shape)
+        return _expand_lead(c.contract(ops), c.network.lead, lead_shape)
 
     def _pauli_expval(self, values, ps, lead_shape) -> torch.Tensor:
         pos = {w: i for i, w in enumerate(self.structure.sim_wires)}
@@ -610,7 +616,7 @@ def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOpti
     stacked = _stacked_slots(structure, group)
     stack_size = len(group) if stacked else 0
     wide = len(structure.sim_wires) > STATE_MODE_MAX_WIRES
-    key = (structure.key, stacked, stack_size, wide, opts.dtype, str(opts.device))
+    key = (structure.key, stacked, stack_size, wide, opts.dtype, str(opts.device), opts.backend)
     tape = group[0].tape
     if wide:
         program = cache.get(key, lambda: ClosedProgram(structure, stacked, stack_size, opts, tape))

@@ -57,10 +57,18 @@ _ALLOCATOR_TUNED = False
 
 
 def _tune_allocator(state_bytes: int) -> None:
+    """Process-wide glibc settings, once, when a state of LARGE_STATE_BYTES is first simulated.
+
+    Opt out with the environment variable ``QHYBRID_MALLOC_TUNING=0`` (e.g. when the process must hand
+    freed memory back to the system promptly)."""
     global _ALLOCATOR_TUNED
     if _ALLOCATOR_TUNED or state_bytes < LARGE_STATE_BYTES:
         return
     _ALLOCATOR_TUNED = True
+    import os
+
+    if os.environ.get("QHYBRID_MALLOC_TUNING", "1").strip().lower() in ("0", "false", "no", "off"):
+        return
     try:
         import ctypes
         import sys

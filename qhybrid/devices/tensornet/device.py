@@ -40,6 +40,7 @@ from ._autograd import execute_traced, is_traced
 from ._readout import ReadoutPlan, plan_readout
 from ._sampling import sample_tapes
 from ._simulate import CacheInfo, PlanCache, SimOptions, simulate
+from .backends import BACKEND_NAMES, get_backend
 from ._structure import SKIPPED_OPS
 
 DEFAULT_MEMORY_FRACTION = 0.5
@@ -48,7 +49,6 @@ DEFAULT_MEMORY_FRACTION = 0.5
 MATRIX_MAX_WIRES = 10
 """Operators on more wires than this are decomposed rather than turned into one dense tensor."""
 
-_BACKENDS = ("torch",)
 
 _DEVICE_GRADIENTS = frozenset({"adjoint", "backprop", "best", "device"})
 """Gradient methods the device answers itself (anything else is a PennyLane gradient transform)."""
@@ -185,7 +185,11 @@ class TensorNetworkDevice(Device):
     Keyword Args:
         dtype: ``torch.complex128`` (default) or ``torch.complex64``; results are the matching real dtype.
         torch_device: where tensors live; None follows the circuit's parameters (CPU if none are tensors).
-        backend: ``"torch"`` (CPU or CUDA). The seam for ``"cutensornet"`` is the contraction plan.
+        backend: what executes contraction plans: ``"torch"`` (default; CPU or CUDA), ``"cutensornet"``
+            (NVIDIA cuTensorNet on a CUDA GPU, ``pip install 'qhybrid[gpu]'``) or ``"auto"`` (cutensornet
+            where it runs, else torch). Plans serve circuits with state preparation and circuits on
+            more than 20 wires; narrower circuits run the compiled state-vector program in torch on the
+            parameters' device. See docs/GPU.md.
         max_memory: bytes a single intermediate tensor may take; None means half of the RAM available.
         optimizer: contraction-path finder, ``"auto"``, ``"greedy"``, ``"optimal"`` or ``"cotengra"``.
         plan_cache_size: how many compiled circuit structures to keep.
@@ -219,15 +223,15 @@ class TensorNetworkDevice(Device):
             self._shots = qml.measurements.Shots(shots)
         if dtype not in (torch.complex128, torch.complex64):
             raise ValueError(f"dtype must be torch.complex128 or torch.complex64, got {dtype}.")
-        if backend == "auto":
-            backend = "torch"
-        if backend not in _BACKENDS:
+        if backend not in BACKEND_NAMES:
             raise ValueError(
-                f"backend {backend!r} is not available; choose one of {_BACKENDS} (cutensornet comes with "
-                "the GPU extra)."
+                f"backend {backend!r} is not known; choose one of {BACKEND_NAMES} (cutensornet comes with the "
+                "GPU extra: pip install 'qhybrid[gpu]')."
             )
         self.dtype = dtype
         self.torch_device = None if torch_device is None else torch.device(torch_device)
+        if backend == "cutensornet":  # refuse now, with the reason, rather than at the first circuit
+            get_backend(backend, self.torch_device if self.torch_device is not None else "cuda")
         self.backend = backend
         self.max_memory = max_memory
         self.optimizer = optimizer
@@ -253,7 +257,7 @@ class TensorNetworkDevice(Device):
         max_memory = self.max_memory
         if max_memory is None:
             max_memory = DEFAULT_MEMORY_FRACTION * psutil.virtual_memory().available
-        return SimOptions(self.dtype, device, float(max_memory), self.optimizer)
+        return SimOptions(self.dtype, device, float(max_memory), self.optimizer, self.backend)
 
     def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
         """Run each (tape, parameters) variant; variants of one structure share one contraction.
