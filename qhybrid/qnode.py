@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import weakref
 from typing import Callable
 
 import pennylane as qml
@@ -45,13 +44,9 @@ class QNode:
         self.diff_method = diff_method
         self.max_diff = max_diff
         self.gradient_device = gradient_device
-        self._last_tape = None  # a weak reference: the tape holds the caller's tensors (and their graph)
+        self.tape: qml.tape.QuantumScript | None = None
+        """The tape recorded by the last call (for drawing and inspection); it holds that call's parameters."""
         functools.update_wrapper(self, func)
-
-    @property
-    def tape(self) -> qml.tape.QuantumScript | None:
-        """The tape recorded by the last call, while anything (e.g. the autograd graph) still holds it."""
-        return None if self._last_tape is None else self._last_tape()
 
     def construct(self, args, kwargs) -> tuple[qml.tape.QuantumScript, object]:
         """Record the quantum function into a tape; also returns what the function returned."""
@@ -68,7 +63,7 @@ class QNode:
             )
         if measurements != list(tape.measurements):
             tape = tape.copy(measurements=measurements)
-        self._last_tape = weakref.ref(tape)
+        self.tape = tape
         return tape, out
 
     def __call__(self, *args, **kwargs):

@@ -265,6 +265,65 @@ def test_custom_measurements_are_processed_from_samples_and_states(method):
     np.testing.assert_allclose(z, 1 - 2 * ones, atol=1e-12)  # both read from the same shots
 
 
+class _EigenProbs(qml.measurements.StateMeasurement):
+    """A user-defined state measurement on an observable: reads the state rotated into its eigenbasis."""
+
+    def process_state(self, state, wire_order):
+        p = np.abs(np.reshape(state, (2,) * len(wire_order))) ** 2
+        drop = tuple(i for i, w in enumerate(wire_order) if w not in self.wires)
+        return np.sum(p, axis=drop).reshape(-1)
+
+    def process_density_matrix(self, density_matrix, wire_order):
+        n = len(wire_order)
+        p = np.real(np.diagonal(density_matrix)).reshape((2,) * n)
+        drop = tuple(i for i, w in enumerate(wire_order) if w not in self.wires)
+        return np.sum(p, axis=drop).reshape(-1)
+
+    def shape(self, shots=None, num_device_wires=0):
+        return (2 ** len(self.wires),)
+
+
+@pytest.mark.parametrize("method", ["statevector", "density_matrix"])
+def test_custom_state_measurement_on_an_observable_reads_its_eigenbasis(method):
+    def f():
+        qml.RY(0.9, "q")
+        qml.RX(0.3, "r")
+        return _EigenProbs(obs=qml.X("q")), qml.probs(op=qml.X("q"))
+
+    mine, probs = qml.QNode(f, qml.device("qhybrid.aer", wires=["r", "q"], method=method))()
+    np.testing.assert_allclose(mine, probs, atol=ATOL)
+    np.testing.assert_allclose(mine, [np.cos(0.45 - np.pi / 4) ** 2, np.sin(0.45 - np.pi / 4) ** 2], atol=ATOL)
+
+
+@pytest.mark.parametrize("wires", [[2, 1, 0], ["a", "b", "c"], None])
+def test_entropies_and_custom_measurements_with_any_wire_labels(wires):
+    labels = wires or [1, 2, 0]
+
+    def f():
+        qml.RY(1.2, labels[1])
+        qml.CNOT([labels[1], labels[2]])
+        qml.RX(0.4, labels[0])
+        return (
+            qml.vn_entropy(wires=[labels[0]]),
+            qml.vn_entropy(wires=[labels[1]]),
+            qml.mutual_info(wires0=[labels[1]], wires1=[labels[2]]),
+        )
+
+    ref = qml.QNode(f, qml.device("default.qubit", wires=wires))()
+    got = qml.QNode(f, qml.device("qhybrid.aer", wires=wires))()
+    np.testing.assert_allclose(np.array(got, dtype=float), np.array(ref, dtype=float), atol=ATOL)
+
+    def sampled():
+        qml.RY(1.2, labels[1])
+        qml.CNOT([labels[1], labels[2]])
+        return _OnesFraction(wires=[labels[2]]), qml.expval(qml.Z(labels[2]))
+
+    ones, z = qml.QNode(sampled, qml.device("qhybrid.aer", wires=wires, seed=3), shots=SHOTS)()
+    assert ones == pytest.approx((1 - z) / 2, abs=1e-12)
+    p1 = np.sin(0.6) ** 2
+    assert abs(ones - p1) <= SIGMAS * np.sqrt(p1 * (1 - p1) / SHOTS)
+
+
 def test_tracker_counts_batches_executions_and_shots():
     dev = qml.device("qhybrid.aer", wires=1)
     circuit = qml.QNode(lambda: qml.expval(qml.X(0)), dev, diff_method="parameter-shift")

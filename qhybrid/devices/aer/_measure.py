@@ -29,6 +29,7 @@ from pennylane.measurements import (
     StateMP,
     VarianceMP,
 )
+from pennylane.devices.qubit.measure import state_diagonalizing_gates
 from pennylane.pauli import PauliWord
 from pennylane.wires import Wires
 from qiskit import QuantumCircuit
@@ -193,12 +194,28 @@ class AnalyticPlan:
             return (lambda rows, m, _l=label: rows[_l]), ()
         if _generic_state(mp) and not _on_mid_circuit_values(mp):
             label = self._save("dm" if self.mixed else "state", self.wires)
-            order = self.wires
-            if self.mixed:
-                return (
-                    lambda rows, m, _l=label: np.stack([np.asarray(m.process_density_matrix(r, order)) for r in rows[_l]])
-                ), ()
-            return (lambda rows, m, _l=label: np.stack([np.asarray(m.process_state(r, order)) for r in rows[_l]])), ()
+            # as default.qubit does: the measurement sees wires 0..n-1 (PennyLane's entropies read their
+            # wires as positions in the state, whatever the wire order says)
+            positions = {w: i for i, w in enumerate(self.wires)}
+            order = Wires(range(len(self.wires)))
+
+            def process(rows, m, _l=label):
+                m = m.map_wires(positions)
+                n = len(order)
+                if not self.mixed:  # PennyLane's own path: rotate into the observable's eigenbasis, then read
+                    return np.stack(
+                        [np.asarray(state_diagonalizing_gates(m, np.reshape(r, (2,) * n))) for r in rows[_l]]
+                    )
+                gates = m.diagonalizing_gates()
+                u = qml.matrix(qml.prod(*reversed(gates)), wire_order=order) if gates else None
+                out = []
+                for rho in rows[_l]:
+                    if u is not None:
+                        rho = u @ rho @ u.conj().T
+                    out.append(np.asarray(m.process_density_matrix(rho, order)))
+                return np.stack(out)
+
+            return process, ()
         raise UnsupportedOperationError(
             f"Measurement {type(mp).__name__} is not supported without shots by qhybrid.aer; supported: "
             "expval, var, probs, state, density_matrix (sample and counts need shots)."
@@ -444,7 +461,13 @@ class SamplePlan:
             return probs
         if isinstance(mp, SampleMeasurement):  # sample, counts and any custom sampled measurement
 
+            generic = not isinstance(mp, (SampleMP, CountsMP))
+            positions = {w: i for i, w in enumerate(self.measured)}
+            order = Wires(range(m)) if generic else self.measured
+
             def samples(rows, mp_):
+                if generic:  # a custom measurement sees wires 0..m-1, as default.qubit hands them
+                    mp_ = mp_.map_wires(positions)
                 out = []
                 for row in rows:
                     if isinstance(mp_, CountsMP) or row.get("memory") is None:
@@ -452,7 +475,7 @@ class SamplePlan:
                     else:
                         idx = row["memory"]
                     bits = (idx[:, None] >> np.arange(m - 1, -1, -1)) & 1
-                    out.append(mp_.process_samples(bits, wire_order=self.measured))
+                    out.append(mp_.process_samples(bits, wire_order=order))
                 return out if isinstance(mp_, CountsMP) else np.stack([np.asarray(qml.math.unwrap(o)) for o in out])
 
             return samples

@@ -402,7 +402,11 @@ class _Values:
             columns = [[torch.as_tensor(p, device=self.device).to(self.real_dtype) for p in self._params(si)] for si in members]
             shape = torch.broadcast_shapes(*(p.shape for col in columns for p in col))
             n_params = len(columns[0])
-            stacked = [torch.stack([col[k].expand(shape) for col in columns]) for k in range(n_params)]
+            # an expand to the same shape is still an autograd node (and a reduction in the backward)
+            stacked = [
+                torch.stack([col[k] if col[k].shape == shape else col[k].expand(shape) for col in columns])
+                for k in range(n_params)
+            ]
             mats = fast_matrix(name, stacked, self.dtype, self.device).unbind(0)
             for si, m in zip(members, mats):
                 self._matrices[si] = m

@@ -95,6 +95,8 @@ class _Permute(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
+        if not torch.is_grad_enabled():  # first order: a plain gather (Function.apply binds its signature)
+            return g.index_select(0, ctx.inverse), None, None
         return _Permute.apply(g, ctx.inverse, ctx.perm), None, None
 
 
