@@ -126,3 +126,30 @@ def test_structure_key_ignores_values():
     b = qml.tape.QuantumScript([qml.RX(0.9, 0)], [qml.expval(qml.Z(0))])
     c = qml.tape.QuantumScript([qml.RY(0.1, 0)], [qml.expval(qml.Z(0))])
     assert structure_key(a) == structure_key(b) != structure_key(c)
+
+
+@pytest.mark.parametrize(
+    "name, method, shots, batches, executions",
+    [
+        ("tensornet", "adjoint", None, [1], [1]),  # the forward keeps what the backward needs
+        ("tensornet", "backprop", None, [1], [1]),
+        ("tensornet", "parameter-shift", None, [1, 1], [1, 4]),  # forward, then all shifted runs at once
+        ("aer", "parameter-shift", 100, [1, 1], [1, 4]),
+    ],
+)
+def test_tracker_records_qhybrids_own_device_calls(name, method, shots, batches, executions):
+    dev = qhybrid.device(name, wires=2, shots=shots)
+
+    @qhybrid.qnode(dev, diff_method=method)
+    def circuit(x, y):
+        qml.RX(x, 0)
+        qml.RY(y, 1)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.Z(1))
+
+    x = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    y = torch.tensor(-0.7, dtype=torch.float64, requires_grad=True)
+    with qml.Tracker(dev) as tracker:
+        circuit(x, y).backward()
+    assert tracker.history["batches"] == batches and tracker.history["executions"] == executions
+    assert tracker.totals.get("shots", 0) == (shots or 0) * sum(executions)

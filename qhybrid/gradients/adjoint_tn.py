@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from .._tracking import track_run
 from .._variant import Variant
 from ..errors import GradientError
 from .jpc import JacobianProductCalculator, Results
@@ -71,6 +72,7 @@ class AdjointTN(JacobianProductCalculator):
         inputs = [v.params[j] for v, tr in zip(variants, trainable) for j in tr]
         if torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in inputs):
             # create_graph: differentiate the caller's own parameters so the products carry history
+            track_run(self.device, variants)
             with torch.enable_grad():
                 results = self.device.simulate_variants(list(variants))
             grads = _grad(results, inputs, flat_dy, create_graph=True, dedupe=True)

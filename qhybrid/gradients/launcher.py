@@ -18,6 +18,7 @@ from typing import Sequence
 import pennylane as qml
 import torch
 
+from .._tracking import track_run
 from .._variant import Variant
 
 
@@ -42,6 +43,8 @@ class Launcher:
         self.calls += 1
         variants = _at_device_shots(variants, self.device)
         if hasattr(self.device, "simulate_variants"):
+            if not isinstance(self.device, MultiDeviceLauncher):  # its own launchers record
+                track_run(self.device, variants)
             return self.device.simulate_variants(variants)
         tapes = [v.bound_tape() for v in variants]
         results = self.device.execute(tapes)

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import pennylane as qml
 import torch
 
+from .._tracking import track_run
 from .._variant import Variant
 from ..gradients.jpc import JacobianProductCalculator, get_jpc
 from ..gradients.launcher import Launcher
@@ -38,6 +39,8 @@ class ExecuteTapes(torch.autograd.Function):
 
     @staticmethod
     def forward(call: _Call, *parameters: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if getattr(call.jpc, "launcher", None) is None:  # a launcher records its own device calls
+            track_run(call.jpc.device, call.variants)
         results, call.saved = call.jpc.forward(call.variants, call.trainable)
         call.counts = [len(r) for r in results]
         return tuple(r for res in results for r in res)
@@ -79,6 +82,7 @@ def execute_variants(
         with torch.no_grad():
             return runner.run(variants)
     if jpc.name == "backprop":
+        track_run(jpc.device, variants)
         return jpc.device.simulate_variants(variants)
     call = _Call(variants, trainable, jpc)
     flat = [v.params[j] for v, tr in zip(variants, trainable) for j in tr]
