@@ -25,9 +25,46 @@ class Variant:
     def bound_tape(self, *, detach: bool = False) -> qml.tape.QuantumScript:
         """The tape with ``params`` bound in, for devices that only take tapes (the tape itself if unchanged)."""
         params = [p.detach() if detach and hasattr(p, "detach") else p for p in self.params]
-        if all(a is b for a, b in zip(params, tape_parameters(self.tape))):
+        current = tape_parameters(self.tape)
+        if len(current) == len(params) and all(a is b for a, b in zip(params, current)):
             return self.tape
         return self.tape.bind_new_parameters(params, list(range(len(params))))
+
+    def with_observables_bound(self, n_op_params: int | None = None, memo: dict | None = None) -> "Variant":
+        """This variant with its tape's measured observables carrying the variant's own observable
+        parameters (readers take coefficients and matrices from the tape, e.g. after the adjoint JPC
+        detached them). The tape is copied only where they differ; ``memo`` shares the copies among
+        variants that pass the same parameter objects. ``n_op_params``: the operators' parameter count,
+        when the caller knows it.
+
+        >>> tape = qml.tape.QuantumScript([], [qml.expval(qml.Hermitian([[1.0, 0.0], [0.0, -1.0]], 0))])
+        >>> v = Variant(tape, [qml.numpy.array([[0.0, 1.0], [1.0, 0.0]])]).with_observables_bound()
+        >>> v.tape.measurements[0].obs.data[0] is v.params[0]
+        True
+        """
+        tape = self.tape
+        if n_op_params is None:
+            n_op_params = sum(len(op.data) for op in tape.operations)
+        theirs = self.params[n_op_params:]
+        if not theirs:
+            return self  # no observable carries data
+        ours = [p for mp in tape.measurements if mp.obs is not None for p in mp.obs.data]
+        if len(theirs) == len(ours) and all(a is b for a, b in zip(theirs, ours)):
+            return self
+        key = (id(tape), tuple(map(id, theirs)))
+        new = None if memo is None else memo.get(key)
+        if new is None:
+            mps, k = [], 0
+            for mp in tape.measurements:
+                if mp.obs is not None and mp.obs.data:
+                    n = len(mp.obs.data)
+                    mp = type(mp)(obs=qml.ops.functions.bind_new_parameters(mp.obs, theirs[k : k + n]))
+                    k += n
+                mps.append(mp)
+            new = tape.copy(measurements=mps)
+            if memo is not None:
+                memo[key] = new
+        return Variant(new, self.params)
 
 
 def tape_parameters(tape: qml.tape.QuantumScript) -> list:

@@ -115,6 +115,18 @@ NETWORKS = [
 # --- get_backend -----------------------------------------------------------------------------------
 
 
+def assert_contracts_like_einsum(backend, inputs, output, sizes, ops, which):
+    """``backend`` contracts the network as one whole-network einsum does: value and the gradients of
+    the operands ``which``."""
+    plan = ContractionPlan(inputs, output, sizes)
+    got, g = grads_of(lambda xs: backend.contract(plan, xs), ops, which)
+    want, h = grads_of(lambda xs: full_einsum(inputs, output, xs), ops, which)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, atol=TOL, rtol=TOL)
+    for a, b in zip(g, h):
+        torch.testing.assert_close(a, b, atol=TOL, rtol=TOL)
+
+
 def test_backend_base_class_states_the_contract():
     doc = Backend.__doc__
     for phrase in ("plan.contract(operands)", "autograd", "synchronisation", "identity"):
@@ -262,15 +274,8 @@ def test_importing_qhybrid_does_not_import_cuquantum():
 @pytest.mark.parametrize("net", NETWORKS, ids=lambda n: f"seed{n['seed']}-{n['n_tensors']}t")
 def test_torch_backend_matches_whole_network_einsum(net):
     inputs, output, sizes, ops = random_network(**net)
-    plan = ContractionPlan(inputs, output, sizes)
     backend = get_backend("torch", "cpu")
-    which = list(range(0, len(ops), 2)) or [0]
-    got, g = grads_of(lambda xs: backend.contract(plan, xs), ops, which)
-    want, h = grads_of(lambda xs: full_einsum(inputs, output, xs), ops, which)
-    assert got.shape == want.shape
-    torch.testing.assert_close(got, want, atol=TOL, rtol=TOL)
-    for a, b in zip(g, h):
-        torch.testing.assert_close(a, b, atol=TOL, rtol=TOL)
+    assert_contracts_like_einsum(backend, inputs, output, sizes, ops, list(range(0, len(ops), 2)) or [0])
 
 
 def test_torch_backend_checks_the_operand_count():
@@ -396,14 +401,7 @@ def fake():
 @pytest.mark.parametrize("net", NETWORKS, ids=lambda n: f"seed{n['seed']}-{n['n_tensors']}t")
 def test_cutensornet_glue_matches_whole_network_einsum(fake, net):
     inputs, output, sizes, ops = random_network(**net)
-    plan = ContractionPlan(inputs, output, sizes)
-    which = list(range(len(ops)))
-    got, g = grads_of(lambda xs: fake.contract(plan, xs), ops, which)
-    want, h = grads_of(lambda xs: full_einsum(inputs, output, xs), ops, which)
-    assert got.shape == want.shape
-    torch.testing.assert_close(got, want, atol=TOL, rtol=TOL)
-    for a, b in zip(g, h):
-        torch.testing.assert_close(a, b, atol=TOL, rtol=TOL)
+    assert_contracts_like_einsum(fake, inputs, output, sizes, ops, list(range(len(ops))))
     assert fake.fallbacks == [] or "fewer than two" in fake.fallbacks[0]
 
 

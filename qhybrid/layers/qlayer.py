@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import pennylane as qml
 import torch
 
-from ..typing import DiffMethod
-from ._ansatz import AnsatzLike
 from ._base import VariationalLayer
-from ._encodings import EncodingName, Rotation
 
 
 class QLayer(VariationalLayer):
@@ -34,33 +29,9 @@ class QLayer(VariationalLayer):
     tensor([1.0000, 1.0000, 1.0000, 1.0000], grad_fn=<SumBackward1>)
     """
 
-    def __init__(
-        self,
-        n_qubits: int,
-        n_layers: int = 1,
-        *,
-        encoding: EncodingName = "angle",
-        rotation: Rotation = "Y",
-        ansatz: AnsatzLike = "strongly-entangling",
-        weight_shape: Sequence[int] | int | None = None,
-        n_features: int | None = None,
-        device=None,
-        diff_method: DiffMethod = "best",
-        reupload: bool = False,
-    ) -> None:
-        super().__init__(
-            n_qubits,
-            n_layers,
-            encoding=encoding,
-            rotation=rotation,
-            ansatz=ansatz,
-            weight_shape=weight_shape,
-            n_features=n_features,
-            device=device,
-            diff_method=diff_method,
-            reupload=reupload,
-        )
-        self.out_features = 2**self.n_qubits
+    @property
+    def out_features(self) -> int:
+        return 2**self.n_qubits
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Bitstring probabilities for a batch (or one sample) of inputs.

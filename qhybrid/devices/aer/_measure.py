@@ -308,17 +308,26 @@ def _basis_tokens(mp: MeasurementProcess, wires: Wires) -> dict | None:
     return {w: token for w in obs.wires}
 
 
-def sampling_groups_conflict(tape: qml.tape.QuantumScript, wires: Wires) -> bool:
-    """True when the tape's measurements cannot all be read from one set of samples."""
+def _wire_bases(tape: qml.tape.QuantumScript, wires: Wires) -> tuple[dict, dict] | None:
+    """(basis token of each measured wire, an observable of each matrix token), or None when the tape's
+    measurements cannot all be read from one set of samples."""
     seen: dict = {}
+    owners: dict = {}
     for mp in tape.measurements:
         tokens = _basis_tokens(mp, wires)
         if tokens is None:
-            return True
+            return None
         for w, t in tokens.items():
             if seen.setdefault(w, t) != t:
-                return True
-    return False
+                return None
+            if isinstance(t, tuple):
+                owners.setdefault(t, mp.obs)
+    return seen, owners
+
+
+def sampling_groups_conflict(tape: qml.tape.QuantumScript, wires: Wires) -> bool:
+    """True when the tape's measurements cannot all be read from one set of samples."""
+    return _wire_bases(tape, wires) is None
 
 
 class SamplePlan:
@@ -335,14 +344,13 @@ class SamplePlan:
     """
 
     def __init__(self, tape: qml.tape.QuantumScript, wires: Wires, *, from_probabilities: bool = False):
-        if sampling_groups_conflict(tape, wires):
+        bases = _wire_bases(tape, wires)
+        if bases is None:
             raise UnsupportedOperationError(
                 "These measurements do not commute qubit-wise and cannot be sampled together; run the tape "
                 "through the device's preprocessing (qhybrid.execute or a QNode), which splits them."
             )
-        tokens: dict = {}
-        for mp in tape.measurements:
-            tokens.update(_basis_tokens(mp, wires))
+        tokens, owners = bases
         self.wires = wires
         self.measured = Wires([w for w in wires if w in tokens])
         self.rotations: list = []
@@ -355,8 +363,7 @@ class SamplePlan:
                 self.rotations += qml.Y(w).diagonalizing_gates()
             elif isinstance(t, tuple) and t not in done:
                 done.add(t)
-                obs = next(mp.obs for mp in tape.measurements if mp.obs is not None and _basis_tokens(mp, wires).get(w) == t)
-                self.rotations += obs.diagonalizing_gates()
+                self.rotations += owners[t].diagonalizing_gates()
         self.memory = any(_ordered_samples(mp) for mp in tape.measurements)
         self._pos = {w: i for i, w in enumerate(self.measured)}
         self.readers = [self._plan(mp) for mp in tape.measurements]

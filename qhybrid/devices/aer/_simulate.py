@@ -107,36 +107,11 @@ def _result_device(params: Sequence):
     return None
 
 
-def with_observable_params(v: Variant, rebound: dict) -> Variant:
-    """The variant with its tape's observables rebound to the variant's own observable parameters.
-
-    Readers take Hamiltonian coefficients and observable matrices from the tape, so a variant whose
-    observable parameters are not the tape's (e.g. gathered by a preprocessing cache) gets a tape copy.
-    """
-    tape = v.tape
-    n_ops = sum(len(op.data) for op in tape.operations)
-    theirs = v.params[n_ops:]
-    ours = [p for mp in tape.measurements if mp.obs is not None for p in mp.obs.data]
-    if len(theirs) == len(ours) and all(a is b for a, b in zip(theirs, ours)):
-        return v
-    key = (id(tape), tuple(id(p) for p in theirs))
-    new = rebound.get(key)
-    if new is None:
-        mps, k = [], 0
-        for mp in tape.measurements:
-            if mp.obs is not None and mp.obs.data:
-                n = len(mp.obs.data)
-                mp = type(mp)(obs=qml.ops.functions.bind_new_parameters(mp.obs, theirs[k : k + n]))
-                k += n
-            mps.append(mp)
-        new = rebound[key] = tape.copy(measurements=mps)
-    return Variant(new, v.params)
-
-
 def simulate(variants: Sequence[Variant], ctx: RunContext, default_shots) -> list[tuple]:
     """Results of every variant, a tuple with one entry per measurement (torch tensors; counts are dicts)."""
+    # readers take Hamiltonian coefficients and observable matrices from the tape
     rebound: dict = {}
-    variants = [with_observable_params(v, rebound) for v in variants]
+    variants = [v.with_observables_bound(memo=rebound) for v in variants]
     memo: dict[int, tuple] = {}
     groups: dict[tuple, list[int]] = {}
     info = []
@@ -263,4 +238,4 @@ def _count(binds: Sequence[dict]) -> int:
     return sum(len(next(iter(b.values()))) if b else 1 for b in binds)
 
 
-__all__ = ["RunContext", "Program", "simulate", "tape_shots", "with_observable_params"]
+__all__ = ["RunContext", "Program", "simulate", "tape_shots"]

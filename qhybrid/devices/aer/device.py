@@ -224,7 +224,7 @@ class AerDevice(Device):
                 direct.append(v)
                 continue
             program = program or self.preprocess_transforms()
-            tapes, post = program((_bound(v),))
+            tapes, post = program((v.bound_tape(),))
             plan.append(("expanded", len(direct), len(tapes), post, len(v.tape.measurements)))
             direct.extend(Variant(t, tape_parameters(t)) for t in tapes)
         raw = simulate(direct, self._context(), self.shots) if direct else []
@@ -328,13 +328,6 @@ def split_for_sampling(tape: QuantumScript, default_shots: Shots = Shots(None), 
 
 def _first(results):
     return results[0]
-
-
-def _bound(v: Variant) -> QuantumScript:
-    current = tape_parameters(v.tape)
-    if len(current) == len(v.params) and all(a is b for a, b in zip(v.params, current)):
-        return v.tape
-    return v.tape.bind_new_parameters(v.params, list(range(len(v.params))))
 
 
 def _pennylane_structure(result: tuple, as_torch: bool):

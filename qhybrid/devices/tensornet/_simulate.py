@@ -23,7 +23,7 @@ from ._network import BATCH, STACK, Network, closed_network, ket_network
 from ._plan import ContractionPlan, _fmt_bytes
 from ._statevector import StateVectorProgram, z_expvals
 from ..._variant import Variant
-from ._structure import TapeStructure, observable_parameter_slices, tape_structure
+from ._structure import TapeStructure, tape_structure
 from .backends import get_backend
 
 STATE_MODE_MAX_WIRES = 20
@@ -546,24 +546,6 @@ def _observables_shared(structure: TapeStructure, group: Sequence[Variant]) -> b
     return all(len(v.params) == len(group[0].params) and all(x is y for x, y in zip(v.params[n:], first)) for v in group[1:])
 
 
-def _with_observable_params(variant: Variant, structure: TapeStructure) -> Variant:
-    """Rebind measured observables whose data the caller replaced (e.g. detached for autograd)."""
-    if len(variant.params) == structure.n_op_params:
-        return variant  # no observable carries data
-    tape = variant.tape
-    slices = observable_parameter_slices(tape, structure.n_op_params)
-    mps, changed = [], False
-    for mp, sl in zip(tape.measurements, slices):
-        if sl is not None and any(p is not q for p, q in zip(variant.params[sl[0] : sl[1]], mp.obs.data)):
-            obs = qml.ops.functions.bind_new_parameters(mp.obs, variant.params[sl[0] : sl[1]])
-            mp = type(mp)(obs=obs)
-            changed = True
-        mps.append(mp)
-    if not changed:
-        return variant
-    return Variant(tape.copy(measurements=mps), variant.params)
-
-
 STRUCTURE_CACHE_SIZE = 64
 """Tapes (by identity: a cached preprocessed tape comes back every step) whose structure is remembered."""
 
@@ -609,7 +591,7 @@ def simulate(
         else:
             subgroups = [members]
         for sub in subgroups:
-            grp = [_with_observable_params(variants[i], structure) for i in sub]
+            grp = [variants[i].with_observables_bound(structure.n_op_params) for i in sub]
             outs = _run_group(structure, grp, opts, cache)
             for i, out in zip(sub, outs):
                 results[i] = out

@@ -7,7 +7,6 @@ share one structure, hence one network topology and one contraction plan.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
 import pennylane as qml
 from pennylane.measurements import DensityMatrixMP, ProbabilityMP, StateMP
@@ -128,20 +127,3 @@ def tape_structure(tape: qml.tape.QuantumScript, device_wires: Wires | None) -> 
     mkey = tuple(mp.hash for mp in tape.measurements)
     key = (tuple(keys), mkey, tuple(sim_wires), batch_size)
     return TapeStructure(key, tuple(slots), sim_wires, batch_size, start)
-
-
-def observable_parameter_slices(tape: qml.tape.QuantumScript, n_op_params: int) -> list[tuple[int, int] | None]:
-    """For each measurement, where its observable's data sits in the flat parameter list."""
-    out, start = [], n_op_params
-    for mp in tape.measurements:
-        if mp.obs is None:
-            out.append(None)
-            continue
-        n = len(mp.obs.data)
-        out.append((start, start + n))
-        start += n
-    return out
-
-
-def same_objects(a: Sequence, b: Sequence) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
