@@ -2,9 +2,56 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pennylane as qml
+import torch
+
+
+@dataclass(eq=False)
+class Gather:
+    """How a tape's parameters are gathered from a few input tensors (found by preprocessing).
+
+    ``maps[j]`` is ``(input position, flat indices)`` or ``("const", value)`` for parameter ``j``. Gradients
+    can then be taken with respect to the inputs themselves (one autograd leaf each) and parameters of one
+    gate kind read from an input with one indexing op, instead of one scalar tensor per gate parameter.
+    """
+
+    inputs: tuple
+    maps: tuple
+    _groups: dict | None = field(default=None, repr=False)
+
+    def groups(self) -> dict:
+        """Per input: the parameter positions it feeds, their concatenated flat indices, sizes and shapes."""
+        if self._groups is None:
+            groups: dict[int, list] = {}
+            for pos, m in enumerate(self.maps):
+                if m[0] != "const":
+                    groups.setdefault(m[0], []).append((pos, m[1]))
+            out = {}
+            for src, items in groups.items():
+                positions = [pos for pos, _ in items]
+                index = torch.cat([idx.reshape(-1) for _, idx in items])
+                out[src] = (positions, index, [idx.numel() for _, idx in items], [tuple(idx.shape) for _, idx in items])
+            self._groups = out
+        return self._groups
+
+    def params(self, inputs) -> list:
+        """The parameters gathered from ``inputs`` (differentiable: one indexing op per input)."""
+        new: list = [m[1] if m[0] == "const" else None for m in self.maps]
+        for src, (positions, index, sizes, shapes) in self.groups().items():
+            values = inputs[src].reshape(-1)[index.to(inputs[src].device)]
+            if all(s == 1 for s in sizes) and all(not sh for sh in shapes):
+                for pos, v in zip(positions, values.unbind(0)):
+                    new[pos] = v
+            else:
+                for pos, v, sh in zip(positions, values.split(sizes), shapes):
+                    new[pos] = v.view(sh)
+        return new
+
+    def rebound(self, inputs) -> "Gather":
+        """The same gather over other inputs (shares the cached groups)."""
+        return Gather(tuple(inputs), self.maps, self.groups())
 
 
 @dataclass
@@ -17,6 +64,8 @@ class Variant:
 
     tape: qml.tape.QuantumScript
     params: list
+    gather: Gather | None = None
+    """Where ``params`` were gathered from, when preprocessing found that they are gathers of inputs."""
 
     @classmethod
     def of(cls, tape: qml.tape.QuantumScript) -> "Variant":
@@ -64,7 +113,12 @@ class Variant:
             new = tape.copy(measurements=mps)
             if memo is not None:
                 memo[key] = new
-        return Variant(new, self.params)
+        return Variant(new, self.params, self.gather)
+
+    def regathered(self, inputs) -> "Variant":
+        """This variant with its parameters gathered anew from ``inputs`` (in place of ``gather.inputs``)."""
+        gather = self.gather.rebound(inputs)
+        return Variant(self.tape, gather.params(gather.inputs), gather)
 
 
 def tape_parameters(tape: qml.tape.QuantumScript) -> list:

@@ -48,12 +48,22 @@ class AdjointTN(JacobianProductCalculator):
     """
 
     name = "adjoint"
+    differentiates_sources = True
+    """``forward`` / ``compute_vjp`` accept ``sources=``: the gather inputs of the variants' parameters, which
+    are then the leaves differentiated (one per input tensor instead of one per gate parameter)."""
 
     def __init__(self, device):
         _check_analytic(device)
         self.device = device
 
-    def forward(self, variants: Sequence[Variant], trainable) -> tuple[Results, Any]:
+    def forward(self, variants: Sequence[Variant], trainable, sources=None) -> tuple[Results, Any]:
+        if sources is not None:
+            leaves = [s.detach().requires_grad_(True) for s in sources]
+            swap = {id(s): leaf for s, leaf in zip(sources, leaves)}
+            with torch.enable_grad():  # the gathers are part of the recorded graph
+                graph_variants = [v.regathered([swap.get(id(x), x) for x in v.gather.inputs]) for v in variants]
+                results = self.device.simulate_variants(graph_variants)
+            return [tuple(r.detach() for r in res) for res in results], (leaves, results)
         leaves = []
         graph_variants = []
         for v, tr in zip(variants, trainable):
@@ -67,8 +77,24 @@ class AdjointTN(JacobianProductCalculator):
         detached = [tuple(r.detach() for r in res) for res in results]
         return detached, (leaves, results)
 
-    def compute_vjp(self, variants, trainable, dy, saved=None):
+    def compute_vjp(self, variants, trainable, dy, saved=None, sources=None):
+        """Per variant, one product per trainable position; with ``sources``, one per source instead."""
         flat_dy = [d for per in dy for d in per]
+        if sources is not None:
+            if torch.is_grad_enabled() and any(x.requires_grad for x in sources):
+                track_run(self.device, variants)
+                with torch.enable_grad():
+                    # create_graph: differentiate aliases of the caller's tensors, so the products carry their
+                    # history, yet a source that is a view of another (w and w[0]) is not counted twice
+                    aliases = [x.view_as(x) for x in sources]
+                    swap = {id(x): a for x, a in zip(sources, aliases)}
+                    again = [v.regathered([swap.get(id(x), x) for x in v.gather.inputs]) for v in variants]
+                    results = self.device.simulate_variants(again)
+                return _grad(results, aliases, flat_dy, create_graph=True, dedupe=False)
+            if saved is None:
+                saved = self.forward(variants, trainable, sources)[1]
+            leaves, results = saved
+            return _grad(results, leaves, flat_dy, create_graph=False, dedupe=False)
         inputs = [v.params[j] for v, tr in zip(variants, trainable) for j in tr]
         if torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in inputs):
             # create_graph: differentiate the caller's own parameters so the products carry history

@@ -19,7 +19,7 @@ from typing import Sequence
 import pennylane as qml
 import torch
 
-from .._variant import Variant, tape_parameters
+from .._variant import Gather, Variant, tape_parameters
 
 PREPROCESS_CACHE_SIZE = 256
 """Tape structures whose preprocessing is remembered (least recently used dropped)."""
@@ -164,38 +164,13 @@ def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
 
 def _gathered(entry, params):
     template, post, maps = entry
-    groups = entry_groups(entry)
-    new_params: list = [m[1] if m[0] == "const" else None for m in maps]
-    for src, (positions, index, sizes, shapes) in groups.items():
-        values = params[src].reshape(-1)[index]
-        if all(s == 1 for s in sizes) and all(not sh for sh in shapes):
-            parts = values.unbind(0)
-            for pos, v in zip(positions, parts):
-                new_params[pos] = v
-        else:
-            for pos, v, sh in zip(positions, values.split(sizes), shapes):
-                new_params[pos] = v.view(sh)
-    return Variant(template, new_params), post
+    gather = _GATHERS.get(id(maps))
+    if gather is None or gather[0] is not maps:
+        if len(_GATHERS) > 4 * PREPROCESS_CACHE_SIZE:
+            _GATHERS.clear()
+        gather = _GATHERS[id(maps)] = (maps, Gather((), tuple(maps)))
+    g = gather[1].rebound(params)
+    return Variant(template, g.params(g.inputs), g), post
 
 
-_GROUPS: dict[int, tuple] = {}
-
-
-def entry_groups(entry) -> dict:
-    """Per input: the output positions it feeds, their concatenated flat indices, sizes and shapes."""
-    hit = _GROUPS.get(id(entry))
-    if hit is not None and hit[0] is entry:
-        return hit[1]
-    groups: dict[int, list] = {}
-    for pos, m in enumerate(entry[2]):
-        if m[0] != "const":
-            groups.setdefault(m[0], []).append((pos, m[1]))
-    out = {}
-    for src, items in groups.items():
-        positions = [pos for pos, _ in items]
-        index = torch.cat([idx.reshape(-1) for _, idx in items])
-        out[src] = (positions, index, [idx.numel() for _, idx in items], [tuple(idx.shape) for _, idx in items])
-    if len(_GROUPS) > 4 * PREPROCESS_CACHE_SIZE:
-        _GROUPS.clear()
-    _GROUPS[id(entry)] = (entry, out)
-    return out
+_GATHERS: dict[int, tuple] = {}

@@ -29,19 +29,27 @@ class _Call:
         self.jpc = jpc
         self.saved: Any = None
         self.counts: list[int] = []
+        self.sources: list[torch.Tensor] | None = None
+        """The inputs the parameters were gathered from, when the JPC differentiates those directly."""
 
 
 class ExecuteTapes(torch.autograd.Function):
     """Forward: every variant of the call in one device execution. Backward: ``jpc.compute_vjp``.
 
-    Inputs are ``(call, *trainable_parameters)``; outputs are the flat list of all measurement results.
+    Inputs are ``(call, *trainable_parameters)`` or, where preprocessing found every parameter to be a gather
+    of a few input tensors and the JPC can use that, ``(call, *inputs)``: then the whole circuit is one
+    autograd node between the user's tensors and the results. Outputs are the flat list of all
+    measurement results.
     """
 
     @staticmethod
     def forward(call: _Call, *parameters: torch.Tensor) -> tuple[torch.Tensor, ...]:
         if getattr(call.jpc, "launcher", None) is None:  # a launcher records its own device calls
             track_run(call.jpc.device, call.variants)
-        results, call.saved = call.jpc.forward(call.variants, call.trainable)
+        if call.sources is None:
+            results, call.saved = call.jpc.forward(call.variants, call.trainable)
+        else:
+            results, call.saved = call.jpc.forward(call.variants, call.trainable, sources=call.sources)
         call.counts = [len(r) for r in results]
         return tuple(r for res in results for r in res)
 
@@ -56,6 +64,8 @@ class ExecuteTapes(torch.autograd.Function):
         for n in call.counts:
             nested.append(list(dy[k : k + n]))
             k += n
+        if call.sources is not None:
+            return (None, *call.jpc.compute_vjp(call.variants, call.trainable, nested, call.saved, sources=call.sources))
         vjps = call.jpc.compute_vjp(call.variants, call.trainable, nested, call.saved)
         return (None, *(g for per in vjps for g in per))
 
@@ -64,6 +74,23 @@ def _trainable_positions(variants: Sequence[Variant]) -> list[list[int]]:
     return [
         [j for j, p in enumerate(v.params) if isinstance(p, torch.Tensor) and p.requires_grad] for v in variants
     ]
+
+
+def _sources(variants: Sequence[Variant], trainable) -> list[torch.Tensor] | None:
+    """The distinct gather inputs that need a gradient, when every trainable parameter of every variant is
+    gathered from an input (else None: the parameters themselves are then the autograd inputs)."""
+    out: dict[int, torch.Tensor] = {}
+    for v, tr in zip(variants, trainable):
+        g = v.gather
+        if g is None:
+            return None
+        for j in tr:
+            if g.maps[j][0] == "const":
+                return None
+        for x in g.inputs:
+            if isinstance(x, torch.Tensor) and x.requires_grad:
+                out.setdefault(id(x), x)
+    return list(out.values()) or None
 
 
 def execute_variants(
@@ -85,7 +112,11 @@ def execute_variants(
         track_run(jpc.device, variants)
         return jpc.device.simulate_variants(variants)
     call = _Call(variants, trainable, jpc)
-    flat = [v.params[j] for v, tr in zip(variants, trainable) for j in tr]
+    call.sources = _sources(variants, trainable) if getattr(jpc, "differentiates_sources", False) else None
+    if call.sources is not None:
+        flat = call.sources
+    else:
+        flat = [v.params[j] for v, tr in zip(variants, trainable) for j in tr]
     out = ExecuteTapes.apply(call, *flat)
     results, k = [], 0
     for n in call.counts:

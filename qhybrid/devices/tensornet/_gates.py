@@ -92,9 +92,22 @@ def has_fast_builder(name: str) -> bool:
     return name in _BUILDERS
 
 
+def broadcast_shape(*shapes) -> tuple:
+    """``torch.broadcast_shapes`` for the few short shapes of gate parameters (that one is slow Python)."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = [1] * rank
+    for s in shapes:
+        for i, d in enumerate(s, rank - len(s)):
+            if d != 1:
+                if out[i] != 1 and out[i] != d:
+                    raise RuntimeError(f"shapes {[tuple(x) for x in shapes]} do not broadcast")
+                out[i] = d
+    return tuple(out)
+
+
 def _assemble(dim: int, re: list, im: list, params, dtype, device) -> torch.Tensor:
     real_dtype = torch.empty((), dtype=dtype).real.dtype
-    lead = torch.broadcast_shapes(*(p.shape for p in params)) if params else ()
+    lead = broadcast_shape(*(p.shape for p in params)) if params else ()
     zero = torch.zeros(lead, dtype=real_dtype, device=device)
 
     def fill(v):

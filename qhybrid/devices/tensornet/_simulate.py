@@ -17,11 +17,11 @@ import torch
 from pennylane.measurements import ExpectationMP, ProbabilityMP, VarianceMP
 
 from ...errors import ContractionTooLargeError, UnsupportedOperationError
-from ._gates import constant_matrix, fast_matrix, generic_matrix, global_phase, state_vector
+from ._gates import broadcast_shape, constant_matrix, fast_matrix, generic_matrix, global_phase, state_vector
 from ._measure import StateReader, measurement_function
 from ._network import BATCH, STACK, Network, closed_network, ket_network
 from ._plan import ContractionPlan, _fmt_bytes
-from ._statevector import StateVectorProgram, z_expvals
+from ._statevector import StateVectorProgram
 from ..._variant import Variant
 from ._structure import TapeStructure, tape_structure
 from .backends import get_backend
@@ -134,11 +134,10 @@ class VectorProgram:
 
     def run(self, values, variant: Variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:
         values.prefetch(range(len(structure.slots)))
-        psi = self.program.run(values, lead_shape)
-        signs = self.program.measure
-        if signs is not None:
-            vals = z_expvals(signs, psi)
+        if self.program.measure is not None:
+            vals = self.program.run_expvals(values)
             return [v.reshape(lead_shape) for v in vals.unbind(0)]
+        psi = self.program.run(values, lead_shape)
         n = len(structure.sim_wires)
         psi = psi.reshape(psi.shape[0], -1).transpose(0, 1).reshape(*lead_shape, *(2,) * n)
         reader = StateReader(psi, len(lead_shape), structure.sim_wires)
@@ -396,20 +395,46 @@ class _Values:
             slot = self.structure.slots[si]
             if slot.kind == "fast" and si not in self._matrices:
                 groups.setdefault((slot.name, si in self.stacked, slot.batched), []).append(si)
-        for (name, _, _), members in groups.items():
+        for (name, stacked_kind, _), members in groups.items():
             if len(members) == 1:
                 continue
-            columns = [[torch.as_tensor(p, device=self.device).to(self.real_dtype) for p in self._params(si)] for si in members]
-            shape = torch.broadcast_shapes(*(p.shape for col in columns for p in col))
-            n_params = len(columns[0])
-            # an expand to the same shape is still an autograd node (and a reduction in the backward)
-            stacked = [
-                torch.stack([col[k] if col[k].shape == shape else col[k].expand(shape) for col in columns])
-                for k in range(n_params)
-            ]
+            stacked = None if stacked_kind else self._gathered_columns(members)
+            if stacked is None:
+                columns = [[torch.as_tensor(p, device=self.device).to(self.real_dtype) for p in self._params(si)] for si in members]
+                shape = broadcast_shape(*(p.shape for col in columns for p in col))
+                n_params = len(columns[0])
+                # an expand to the same shape is still an autograd node (and a reduction in the backward)
+                stacked = [
+                    torch.stack([col[k] if col[k].shape == shape else col[k].expand(shape) for col in columns])
+                    for k in range(n_params)
+                ]
             mats = fast_matrix(name, stacked, self.dtype, self.device).unbind(0)
             for si, m in zip(members, mats):
                 self._matrices[si] = m
+
+    def _gathered_columns(self, members: list[int]) -> list[torch.Tensor] | None:
+        """The parameter columns of same-kind slots read straight from the inputs the variant's parameters
+        were gathered from (one indexing op per column), where each column comes from one input."""
+        gather = self.group[0].gather
+        if gather is None or len(self.group) > 1:
+            return None
+        key = (id(gather.maps), tuple(members))
+        hit = _COLUMN_INDEX.get(key)
+        if hit is None or hit[0] is not gather.maps:
+            hit = (gather.maps, _column_index(self.structure, gather.maps, members))
+            if len(_COLUMN_INDEX) > 1024:
+                _COLUMN_INDEX.clear()
+            _COLUMN_INDEX[key] = hit
+        spec = hit[1]
+        if spec is None:
+            return None
+        out = []
+        for src, index in spec:
+            x = gather.inputs[src]
+            if not isinstance(x, torch.Tensor):
+                return None
+            out.append(x.reshape(-1)[index.to(x.device)].to(device=self.device, dtype=self.real_dtype))
+        return out
 
     def matrix(self, si: int) -> torch.Tensor:
         """The slot's matrix, shape ``lead + (D, D)`` (lead: stack then batch axes where present)."""
@@ -463,6 +488,23 @@ class _Values:
             k = m.shape[-1].bit_length() - 1
             t = m.reshape((2,) * (2 * k))
         return t.conj() if o.conj else t
+
+
+_COLUMN_INDEX: dict = {}
+
+
+def _column_index(structure: TapeStructure, maps, members: list[int]):
+    """Per parameter of the gate kind: (input, [gates, ...] flat indices) when every gate's value comes from
+    the same input with the same shape; else None."""
+    n_params = structure.slots[members[0]].params[1] - structure.slots[members[0]].params[0]
+    spec = []
+    for k in range(n_params):
+        entries = [maps[structure.slots[si].params[0] + k] for si in members]
+        srcs = {e[0] for e in entries}
+        if len(srcs) != 1 or "const" in srcs or len({tuple(e[1].shape) for e in entries}) != 1:
+            return None
+        spec.append((entries[0][0], torch.stack([e[1] for e in entries])))
+    return spec
 
 
 _PAULI_TENSORS: dict[tuple, torch.Tensor] = {}

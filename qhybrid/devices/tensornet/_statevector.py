@@ -30,7 +30,9 @@ import pennylane as qml
 import torch
 from pennylane.measurements import ExpectationMP
 
+from . import _sv_kernels as kernels
 from ._structure import TapeStructure
+from ._sv_kernels import Action
 
 KRON_MAX_WIRES = 4
 """Pending single-qubit gates on this many adjacent wires are applied as one Kronecker-product matmul."""
@@ -79,25 +81,6 @@ def _tune_allocator(state_bytes: int) -> None:
             libc.mallopt(-1, MALLOC_TRIM_THRESHOLD)  # M_TRIM_THRESHOLD
     except Exception:  # not glibc: nothing to tune
         pass
-
-
-class _Permute(torch.autograd.Function):
-    """``x[perm]`` along dim 0 whose backward is the inverse gather (not a scatter-add)."""
-
-    @staticmethod
-    def forward(x, perm, inverse):
-        return x.index_select(0, perm)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.inverse = inputs[2]
-        ctx.perm = inputs[1]
-
-    @staticmethod
-    def backward(ctx, g):
-        if not torch.is_grad_enabled():  # first order: a plain gather (Function.apply binds its signature)
-            return g.index_select(0, ctx.inverse), None, None
-        return _Permute.apply(g, ctx.inverse, ctx.perm), None, None
 
 
 def _monomial(matrix: np.ndarray):
@@ -184,7 +167,20 @@ class StateVectorProgram:
         flush()
         self.steps = [self._finish(s, dtype) for s in steps]
         self.phases = phases
+        # the adjoint walk inverts every action by its conjugate transpose: closed-form gates are unitary,
+        # constant ones are checked here once, operators' own matrices (user_matrices) at every run
+        self.user_matrices = [si for si, slot in enumerate(structure.slots) if slot.kind == "matrix"]
+        self.unitary = all(
+            _np_unitary(np.asarray(qml.matrix(tape.operations[slot.op_index])))
+            for slot in structure.slots
+            if slot.kind == "const"
+        )
         self.measure = _z_reader(tape, structure) if n > 0 else None
+        self.measure_signs = self.measure
+        last = self.steps[-1] if self.steps else None
+        if self.measure is not None and last is not None and last.kind == "monomial" and last.data[0] is not None:
+            # E = s . |P psi|^2 = s[:, P^-1] . |psi|^2: the last permutation moves into the sign matrix
+            self.measure_signs = self.measure[:, last.data[0][1]].contiguous()
 
     def _finish(self, step: _Step, dtype) -> _Step:
         if step.kind != "monomial":
@@ -202,31 +198,66 @@ class StateVectorProgram:
 
     # --- running -------------------------------------------------------------------------------
     def run(self, values, lead_shape) -> torch.Tensor:
-        """The final state, shape ``[2**n, S', B']`` (S', B' are 1 where absent)."""
+        """The final state, shape ``[2**n, S', B']`` (S', B' are 1 where absent).
+
+        With gradients enabled the whole program is one autograd node (``AdjointProgram``) whose backward
+        is the adjoint method; only the small gate-building ops before it are recorded one by one."""
+        return self._run(values, None)
+
+    def run_expvals(self, values) -> torch.Tensor:
+        """``[measurements, S', B']`` Z-word expectation values (``self.measure`` is not None), measured inside
+        the program's node: the basis permutation (and global phases) after the last gate are folded into
+        the sign matrix, since they do not change the probabilities."""
+        return self._run(values, self.measure_signs)
+
+    def _run(self, values, signs):
         S = self.stack_size or 1
         B = self.structure.batch_size or 1
         _tune_allocator((1 << self.n) * S * B * torch.empty((), dtype=values.dtype).element_size())
-        psi = None
-        for step in self.steps:
+        grad = torch.is_grad_enabled()
+        actions, tensors = self.actions(values, sparse_ok=not grad, measuring=signs is not None)
+        if grad and any(t.requires_grad for t in tensors):
+            if self.unitary and all(_is_unitary(values.matrix(si)) for si in self.user_matrices):
+                return AdjointProgram.apply(actions, self.n, S, B, signs, *tensors)
+            psi = kernels.run(actions, tensors, self.n, S, B, values.dtype, values.device, differentiable=True)
+            return psi if signs is None else z_expvals(signs, psi)
+        with torch.no_grad():
+            psi = kernels.run(actions, tensors, self.n, S, B, values.dtype, values.device)
+            return psi if signs is None else z_expvals(signs, psi)
+
+    def actions(self, values, sparse_ok: bool, measuring: bool = False) -> tuple[list[Action], list[torch.Tensor]]:
+        """The program's actions for these values, and their tensors in one flat list (``measuring``: without
+        the final permutation and global phases, which ``measure_signs`` accounts for)."""
+        actions: list[Action] = []
+        tensors: list[torch.Tensor] = []
+
+        def add(kind, info, *ts):
+            actions.append(Action(kind, info, len(tensors), len(tensors) + len(ts)))
+            tensors.extend(ts)
+
+        steps = self.steps[:-1] if measuring and self.steps[-1].kind == "monomial" else self.steps
+        for step in steps:
             if step.kind == "product":
-                psi = self._product(values, step.data, S, B)
+                add("product", None, *self._product_vectors(values, step.data))
             elif step.kind == "local":
-                psi = self._local(values, step.data, psi, S, B)
+                self._local(values, step.data, add, sparse_ok)
             elif step.kind == "monomial":
                 perm, phase = step.data
-                if perm is not None:
-                    perm_t, inv_t = perm
-                    if perm_t.device != psi.device:
-                        perm_t, inv_t = perm_t.to(psi.device), inv_t.to(psi.device)
-                        step.data = ((perm_t, inv_t), phase)
-                    psi = _Permute.apply(psi, perm_t, inv_t)
-                if phase is not None:
-                    psi = psi * phase.to(psi.device)[:, None, None]
+                if perm is None and phase is None:
+                    continue
+                device = values.device
+                if perm is not None and perm[0].device != device:
+                    perm = (perm[0].to(device), perm[1].to(device))
+                    step.data = (perm, phase)
+                if phase is not None and phase.device != device:
+                    phase = phase.to(device)
+                    step.data = (perm, phase)
+                add("monomial", (perm, phase))
             else:
-                psi = self._gate(values, step.data, psi, S, B)
-        for si in self.phases:
-            psi = psi * _lead(values.slot(si), 0, si in self.stacked, self.structure.slots[si].batched)[None]
-        return psi
+                self._gate(values, step.data, add)
+        for si in () if measuring else self.phases:
+            add("phase", None, _lead(values.slot(si), 0, si in self.stacked, self.structure.slots[si].batched))
+        return actions, tensors
 
     def _matrix(self, values, si):
         """(matrix with lead normalised to [] or [S|1, B|1], lead present?)"""
@@ -246,50 +277,41 @@ class StateVectorProgram:
             m = g if m is None else torch.matmul(g, m)
         return m, lead
 
-    def _product(self, values, pending, S, B) -> torch.Tensor:
-        psi = None
-        dtype, device = values.dtype, values.device
+    def _product_vectors(self, values, pending) -> list[torch.Tensor]:
+        """One ``[2, S|1, B|1]`` column per wire: the first column of its fused gates."""
+        out = []
         for w in range(self.n):
             slots = pending.get(w, [])
             if slots:
                 m, lead = self._fused(values, slots)
                 col = m[..., :, 0]  # [2] or [S|1, B|1, 2]
-                v = col.movedim(-1, 0) if lead else col[:, None, None]
+                out.append(col.movedim(-1, 0) if lead else col[:, None, None])
             else:
-                v = torch.tensor([1.0, 0.0], dtype=dtype, device=device)[:, None, None]
-            psi = v if psi is None else (psi[:, None] * v[None]).reshape(-1, *torch.broadcast_shapes(psi.shape[1:], v.shape[1:]))
-        if psi is None:
-            psi = torch.ones(1, 1, 1, dtype=dtype, device=device)
-        return psi.expand(psi.shape[0], S, B).contiguous() if psi.shape[1:] != (S, B) else psi
+                out.append(_zero_ket(values.dtype, values.device))
+        return out
 
-    def _local(self, values, pending, psi, S, B) -> torch.Tensor:
+    def _local(self, values, pending, add, sparse_ok: bool) -> None:
         plain, leaded, sparse = [], [], []
         for w, slots in pending.items():
             m, lead = self._fused(values, slots)
-            rows = self._sparse_rows(values, slots) if lead else None
+            rows = self._sparse_rows(values, slots) if lead and sparse_ok else None
             if rows is not None:  # stacked variants that differ here in a few rows only
                 sparse.append((w, m, rows))
                 plain.append((w, m[0, 0]))
             else:
                 (leaded if lead else plain).append((w, m))
         blocks = self._kron_blocks(plain)
-        out = psi
-        for q, k, K in blocks:
-            out = _apply_plain(out, K, q, k, self.n)
         if sparse:
-            # the rows whose gates here are not row 0's: recompute them from the old state with their own
-            # gates (a gather of a few columns), and write them over the shared-gate result
-            idx = torch.tensor(sorted(set().union(*(r for _, _, r in sparse))), device=psi.device)
+            idx = torch.tensor(sorted(set().union(*(r for _, _, r in sparse))), device=values.device)
             mine = {w for w, _, _ in sparse}
-            sub = psi.index_select(1, idx)
-            for q, k, K in self._kron_blocks([(w, m) for w, m in plain if w not in mine]):
-                sub = _apply_plain(sub, K, q, k, self.n)
-            for w, m, _ in sparse:
-                sub = _apply_lead(sub, m.index_select(0, idx), w, 1, self.n, len(idx), B)
-            out = out.index_copy(1, idx, sub)
+            sub = self._kron_blocks([(w, m) for w, m in plain if w not in mine])
+            info = ([(q, k) for q, k, _ in blocks], [(q, k) for q, k, _ in sub], [w for w, _, _ in sparse], idx)
+            add("redo", info, *(K for _, _, K in blocks), *(K for _, _, K in sub), *(m for _, m, _ in sparse))
+        else:
+            for q, k, K in blocks:
+                add("plain", (q, k), K)
         for w, m in leaded:
-            out = _apply_lead(out, m, w, 1, self.n, S, B)
-        return out
+            add("lead", (w, 1), m)
 
     @staticmethod
     def _kron_blocks(plain):
@@ -327,7 +349,7 @@ class StateVectorProgram:
             return None
         return rows
 
-    def _gate(self, values, si, psi, S, B) -> torch.Tensor:
+    def _gate(self, values, si, add) -> None:
         slot = self.structure.slots[si]
         m, lead = self._matrix(values, si)
         wires = list(slot.wires)
@@ -341,10 +363,85 @@ class StateVectorProgram:
             m = t.permute(perm).reshape(*lead_dims, 2**k, 2**k)
             wires = sorted(wires)
         if wires == list(range(wires[0], wires[0] + k)):
-            if lead:
-                return _apply_lead(psi, m, wires[0], k, self.n, S, B)
-            return _apply_plain(psi, m, wires[0], k, self.n)
-        return _apply_scattered(psi, m, wires, self.n, S, B, lead)
+            add("lead" if lead else "plain", (wires[0], k), m)
+        else:
+            add("scattered", (tuple(wires), lead), m)
+
+
+_ZERO_KETS: dict = {}
+
+
+def _zero_ket(dtype, device) -> torch.Tensor:
+    key = (dtype, str(device))
+    t = _ZERO_KETS.get(key)
+    if t is None:
+        t = _ZERO_KETS[key] = torch.tensor([1.0, 0.0], dtype=dtype, device=device)[:, None, None]
+    return t
+
+
+KEEP_STATES_MAX_BYTES = 32 << 20
+"""Programs whose intermediate states fit in this many bytes keep them for the backward walk (it then
+only carries the cotangent back); larger ones recompute each state by un-applying the actions."""
+
+UNITARY_ATOL = {torch.complex128: 1e-10, torch.complex64: 1e-5}
+
+
+def _np_unitary(m: np.ndarray) -> bool:
+    return bool(np.allclose(m @ m.conj().T, np.eye(len(m)), atol=1e-12, rtol=0))
+
+
+def _is_unitary(m: torch.Tensor) -> bool:
+    m = m.detach()
+    eye = torch.eye(m.shape[-1], dtype=m.dtype, device=m.device)
+    return float((torch.matmul(m, m.mH) - eye).abs().max()) <= UNITARY_ATOL.get(m.dtype, 1e-5)
+
+
+class AdjointProgram(torch.autograd.Function):
+    """A whole state-vector program as one autograd node whose backward is the adjoint method.
+
+    Forward runs the actions and keeps only the final state. Backward walks the actions in reverse,
+    un-applying each (unitary) action to the state and to its cotangent and reading each action's
+    matrix cotangent as ``g psi^H`` on the way: O(1) states of memory, however deep the circuit.
+    Only tensors that require a gradient get one.
+
+    Higher derivatives (``create_graph=True``) fall back to torch reverse mode over a recomputation of
+    the program from the saved tensors, so Hessians stay exact.
+    """
+
+    @staticmethod
+    def forward(ctx, actions, n, S, B, signs, *tensors):
+        t0 = tensors[0]
+        state_bytes = (1 << n) * S * B * t0.element_size()
+        keep = [] if state_bytes * len(actions) <= KEEP_STATES_MAX_BYTES else None
+        psi = kernels.run(actions, tensors, n, S, B, t0.dtype, t0.device, keep=keep)
+        if any(psi is t for t in tensors):
+            psi = psi.clone()  # saved below: must not be an input
+        ctx.actions, ctx.n, ctx.S, ctx.B, ctx.states, ctx.signs = actions, n, S, B, keep, signs
+        ctx.save_for_backward(*tensors, psi)
+        return psi if signs is None else z_expvals(signs, psi)
+
+    @staticmethod
+    def backward(ctx, g):
+        *tensors, psi = ctx.saved_tensors
+        needs = list(ctx.needs_input_grad[5:])
+        signs = ctx.signs
+        if torch.is_grad_enabled():  # a higher derivative: torch reverse mode over a recomputation
+            with torch.enable_grad():
+                out = kernels.run(ctx.actions, tensors, ctx.n, ctx.S, ctx.B, psi.dtype, psi.device, differentiable=True)
+                if signs is not None:
+                    out = z_expvals(signs, out)
+            wrt = [t for t, nd in zip(tensors, needs) if nd]
+            got = iter(torch.autograd.grad(out, wrt, g, create_graph=True, allow_unused=True))
+            grads = [next(got) if nd else None for nd in needs]
+        else:
+            if signs is None:
+                h = g.conj().resolve_conj()
+            else:  # E_m = sum_x s_mx |psi_x|^2: the cotangent of psi is 2 psi (s^T dy)
+                s = signs.to(device=g.device, dtype=g.dtype)
+                w = torch.matmul(s.T, g.reshape(g.shape[0], -1)).reshape(psi.shape)
+                h = psi.conj() * (2 * w)
+            grads = kernels.adjoint(ctx.actions, tensors, psi, h, needs, ctx.n, ctx.states)
+        return (None, None, None, None, None, *grads)
 
 
 def _lead(m: torch.Tensor, core: int, stacked: bool, batched: bool) -> torch.Tensor:
@@ -354,49 +451,6 @@ def _lead(m: torch.Tensor, core: int, stacked: bool, batched: bool) -> torch.Ten
     if stacked:
         return m.unsqueeze(m.ndim - core)
     return m.unsqueeze(0)
-
-
-def _apply_plain(psi, m, q, k, n):
-    rows = psi.shape[0]
-    view = psi.reshape(1 << q, 1 << k, -1)
-    out = torch.matmul(m, view)
-    return out.reshape(rows, *psi.shape[1:])
-
-
-def _apply_lead(psi, m, q, k, n, S, B):
-    """Gate with per-variant / per-sample matrices ``m`` of shape [S|1, B|1, D, D]."""
-    D = 1 << k
-    view = psi.reshape(1 << q, 1, D, -1, S, B)
-    mm = m.permute(2, 3, 0, 1).unsqueeze(2)  # [D, D, 1, S|1, B|1]
-    if D == 2:
-        p0, p1 = view[:, :, 0], view[:, :, 1]
-        out = torch.cat([mm[0, 0] * p0 + mm[0, 1] * p1, mm[1, 0] * p0 + mm[1, 1] * p1], 1)
-    else:
-        out = (mm.unsqueeze(0) * view).sum(2)
-    return out.reshape(psi.shape)
-
-
-def _apply_scattered(psi, m, wires, n, S, B, lead):
-    """A gate on non-adjacent wires: einsum on the tensor view."""
-    k = len(wires)
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    if n + k + 2 > len(letters):
-        letters = letters + letters.upper()
-    state = [letters[i] for i in range(n)]
-    new = [letters[n + 2 + j] for j in range(k)]
-    s, b = letters[n], letters[n + 1]
-    out = list(state)
-    for j, w in enumerate(wires):
-        out[w] = new[j]
-    t = psi.reshape(*(2,) * n, S, B)
-    if lead:
-        mt = m.expand(S, B, *m.shape[2:]).reshape(S, B, *(2,) * (2 * k))
-        meq = s + b + "".join(new) + "".join(state[w] for w in wires)
-    else:
-        mt = m.reshape(*(2,) * (2 * k))
-        meq = "".join(new) + "".join(state[w] for w in wires)
-    eq = f"{meq},{''.join(state)}{s}{b}->{''.join(out)}{s}{b}"
-    return torch.einsum(eq, mt, t).reshape(psi.shape)
 
 
 # --- measurement ------------------------------------------------------------------------------

@@ -1,0 +1,304 @@
+"""The state-vector program's actions: each applied to a ``[2**n, S, B]`` state, and walked back.
+
+An action is one of
+
+* ``product``: the initial product state from one column vector per wire (``[2, S|1, B|1]`` each);
+* ``plain``: one ``D x D`` matrix on adjacent wires ``q .. q+k-1``, the same for every stack row and sample;
+* ``lead``: per-row / per-sample matrices ``[S|1, B|1, D, D]`` on adjacent wires;
+* ``scattered``: a matrix (with or without lead) on non-adjacent wires;
+* ``monomial``: a basis permutation with phases (CNOT rings, SWAPs, Paulis: no parameters);
+* ``phase``: a global phase per row / sample ``[S|1, B|1]``;
+* ``redo``: plain blocks plus a redo of a few stack rows with their own gates (no-gradient runs only).
+
+``apply`` runs one action forward. ``unapply`` walks one back for the adjoint method: given the state
+after the action and the cotangent there, it returns the state and cotangent before it and the
+cotangent of each of the action's tensors, using that every action is unitary (its inverse is its
+conjugate transpose), so the walk keeps O(1) states instead of one per action.
+
+Cotangents follow torch's convention for complex tensors: for a real loss L, ``dL = Re(sum(conj(g) dz))``.
+For ``out = U psi`` this gives ``g_U = g_out psi^H`` and ``g_psi = U^H g_out``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+
+class Action:
+    """One step of a program: ``kind``, static ``info``, and its tensors ``[start, stop)`` of a flat list."""
+
+    __slots__ = ("kind", "info", "start", "stop")
+
+    def __init__(self, kind: str, info, start: int, stop: int):
+        self.kind, self.info, self.start, self.stop = kind, info, start, stop
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"Action({self.kind}, {self.info}, {self.start}:{self.stop})"
+
+
+class Permute(torch.autograd.Function):
+    """``x[perm]`` along dim 0 whose backward is the inverse gather (not a scatter-add)."""
+
+    @staticmethod
+    def forward(x, perm, inverse):
+        return x.index_select(0, perm)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.inverse = inputs[2]
+        ctx.perm = inputs[1]
+
+    @staticmethod
+    def backward(ctx, g):
+        if not torch.is_grad_enabled():  # first order: a plain gather (Function.apply binds its signature)
+            return g.index_select(0, ctx.inverse), None, None
+        return Permute.apply(g, ctx.inverse, ctx.perm), None, None
+
+
+# --- forward ---------------------------------------------------------------------------------
+
+
+def product_state(vectors: Sequence[torch.Tensor], S: int, B: int, dtype, device) -> torch.Tensor:
+    psi = None
+    for v in vectors:
+        if psi is None:
+            psi = v
+            continue
+        lead = (max(psi.shape[1], v.shape[1]), max(psi.shape[2], v.shape[2]))
+        psi = (psi[:, None] * v[None]).reshape(-1, *lead)
+    if psi is None:
+        psi = torch.ones(1, 1, 1, dtype=dtype, device=device)
+    return psi.expand(psi.shape[0], S, B).contiguous() if psi.shape[1:] != (S, B) else psi
+
+
+def apply_plain(psi, m, q, k):
+    view = psi.reshape(1 << q, 1 << k, -1)
+    return torch.matmul(m, view).reshape(psi.shape)
+
+
+def apply_lead(psi, m, q, k):
+    """Gate with per-variant / per-sample matrices ``m`` of shape [S|1, B|1, D, D]."""
+    D = 1 << k
+    S, B = psi.shape[1], psi.shape[2]
+    view = psi.reshape(1 << q, 1, D, -1, S, B)
+    mm = m.permute(2, 3, 0, 1).unsqueeze(2)  # [D, D, 1, S|1, B|1]
+    if D == 2:
+        p0, p1 = view[:, :, 0], view[:, :, 1]
+        out = torch.cat([mm[0, 0] * p0 + mm[0, 1] * p1, mm[1, 0] * p0 + mm[1, 1] * p1], 1)
+    else:
+        out = (mm.unsqueeze(0) * view).sum(2)
+    return out.reshape(psi.shape)
+
+
+def apply_scattered(psi, m, wires, n, lead):
+    """A gate on non-adjacent wires: einsum on the tensor view."""
+    k = len(wires)
+    S, B = psi.shape[1], psi.shape[2]
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    if n + k + 2 > len(letters):
+        letters = letters + letters.upper()
+    state = [letters[i] for i in range(n)]
+    new = [letters[n + 2 + j] for j in range(k)]
+    s, b = letters[n], letters[n + 1]
+    out = list(state)
+    for j, w in enumerate(wires):
+        out[w] = new[j]
+    t = psi.reshape(*(2,) * n, S, B)
+    if lead:
+        mt = m.expand(S, B, *m.shape[2:]).reshape(S, B, *(2,) * (2 * k))
+        meq = s + b + "".join(new) + "".join(state[w] for w in wires)
+    else:
+        mt = m.reshape(*(2,) * (2 * k))
+        meq = "".join(new) + "".join(state[w] for w in wires)
+    eq = f"{meq},{''.join(state)}{s}{b}->{''.join(out)}{s}{b}"
+    return torch.einsum(eq, mt, t).reshape(psi.shape)
+
+
+def apply_monomial(psi, perm, phase, differentiable: bool):
+    if perm is not None:
+        perm_t, inv_t = perm
+        psi = Permute.apply(psi, perm_t, inv_t) if differentiable else psi.index_select(0, perm_t)
+    if phase is not None:
+        psi = psi * phase[:, None, None]
+    return psi
+
+
+def apply_redo(psi, ts, info, n):
+    """Row 0's gates as plain (Kronecker-fused) blocks for the whole stack, then the few rows whose gates
+    differ recomputed from the old state with their own gates and written over the result."""
+    plain, sub_blocks, sparse_wires, idx = info
+    out = psi
+    for (q, k), K in zip(plain, ts):
+        out = apply_plain(out, K, q, k)
+    rest = ts[len(plain) :]
+    sub = psi.index_select(1, idx)
+    for (q, k), K in zip(sub_blocks, rest):
+        sub = apply_plain(sub, K, q, k)
+    for w, m in zip(sparse_wires, rest[len(sub_blocks) :]):
+        sub = apply_lead(sub, m.index_select(0, idx), w, 1)
+    return out.index_copy(1, idx, sub)
+
+
+def apply(psi, action: Action, ts: Sequence[torch.Tensor], n: int, differentiable: bool = False):
+    """``action`` applied to ``psi`` (``ts``: its tensors)."""
+    kind, info = action.kind, action.info
+    if kind == "plain":
+        return apply_plain(psi, ts[0], *info)
+    if kind == "lead":
+        return apply_lead(psi, ts[0], *info)
+    if kind == "monomial":
+        perm, phase = info
+        return apply_monomial(psi, perm, phase, differentiable)
+    if kind == "phase":
+        return psi * ts[0][None]
+    if kind == "scattered":
+        wires, lead = info
+        return apply_scattered(psi, ts[0], wires, n, lead)
+    if kind == "redo":
+        return apply_redo(psi, ts, info, n)
+    raise AssertionError(kind)  # pragma: no cover - "product" starts a run, it is not applied
+
+
+def run(actions: Sequence[Action], tensors: Sequence[torch.Tensor], n: int, S: int, B: int, dtype, device,
+        differentiable: bool = False, keep: list | None = None) -> torch.Tensor:
+    """The final state of ``actions`` (the first one is the product state); ``keep`` collects the state
+    before each action (index 0: None)."""
+    first = actions[0]
+    psi = product_state(tensors[first.start : first.stop], S, B, dtype, device)
+    if keep is not None:
+        keep.append(None)
+    for a in actions[1:]:
+        if keep is not None:
+            keep.append(psi)
+        psi = apply(psi, a, tensors[a.start : a.stop], n, differentiable)
+    return psi
+
+
+# --- backward (adjoint walk) -------------------------------------------------------------------
+
+
+def sum_to(t: torch.Tensor, shape) -> torch.Tensor:
+    """``t`` summed over the axes where ``shape`` (same rank) broadcasts."""
+    dims = [i for i, (a, b) in enumerate(zip(t.shape, shape)) if b == 1 and a != 1]
+    return t.sum(dims, keepdim=True) if dims else t
+
+
+def _local_vjp(fn, psi_before, m, g_after, need_m: bool):
+    """Cotangents of ``fn(psi, m)`` by torch reverse mode over that one action (rare gate layouts)."""
+    with torch.enable_grad():
+        x = psi_before.detach().requires_grad_(True)
+        mm = m.detach().requires_grad_(need_m)
+        out = fn(x, mm)
+        wrt = [x, mm] if need_m else [x]
+        grads = torch.autograd.grad(out, wrt, g_after)
+    return grads[0], (grads[1] if need_m else None)
+
+
+def _small(m: torch.Tensor) -> torch.Tensor:
+    """A gate-sized view materialised, so that BLAS sees a plain operand and no state-sized copy is made."""
+    return m.resolve_conj().contiguous()
+
+
+def unapply(psi, h, action: Action, ts, needs, n, keep_state: bool = True):
+    """Walk ``action`` back: (state before, conj cotangent before, cotangents of ``ts``).
+
+    The walk carries ``h = conj(g)`` rather than the cotangent g itself: then every product it needs is
+    a matmul with a transposed, never a conjugated, state-sized operand (``conj(g_U) = sum h psi^T``),
+    which BLAS takes without copying. ``psi`` is the state after the action; with ``keep_state=False``
+    it is already the state before (kept from the forward pass) and is returned as it is."""
+    kind, info = action.kind, action.info
+    if kind == "plain":
+        q, k = info
+        m = ts[0]
+        before = apply_plain(psi, _small(m.mH), q, k) if keep_state else psi
+        g_m = None
+        if needs[0]:
+            hv = h.reshape(1 << q, 1 << k, -1)
+            pv = before.reshape(1 << q, 1 << k, -1)
+            g_m = (torch.matmul(hv, pv.mT).sum(0) if q else torch.mm(hv[0], pv[0].T)).conj()
+        return before, apply_plain(h, _small(m.mT), q, k), [g_m]
+    if kind == "lead":
+        q, k = info
+        m = ts[0]
+        before = apply_lead(psi, _small(m.mH), q, k) if keep_state else psi
+        g_m = None
+        if needs[0]:
+            D, S, B = 1 << k, psi.shape[1], psi.shape[2]
+            hv = h.reshape(1 << q, D, -1, S, B)
+            pv = before.reshape(1 << q, D, -1, S, B)
+            g_m = sum_to(torch.einsum("aidsb,ajdsb->sbij", hv, pv), m.shape).conj()
+        return before, apply_lead(h, _small(m.mT), q, k), [g_m]
+    if kind == "monomial":
+        perm, phase = info
+        if phase is not None:
+            p = phase[:, None, None]
+            psi, h = (psi * p.conj() if keep_state else psi), h * p
+        if perm is not None:
+            inv = perm[1]
+            psi, h = (psi.index_select(0, inv) if keep_state else psi), h.index_select(0, inv)
+        return psi, h, []
+    if kind == "phase":
+        p = ts[0]
+        before = psi * p.conj()[None] if keep_state else psi
+        g_p = sum_to((h * before).sum(0), p.shape).conj() if needs[0] else None
+        return before, h * p[None], [g_p]
+    if kind == "scattered":
+        wires, lead = info
+        m = ts[0]
+        fn = lambda x, mm: apply_scattered(x, mm, wires, n, lead)  # noqa: E731
+        before = fn(psi, _small(m.mH)) if keep_state else psi
+        g_before, g_m = _local_vjp(fn, before, m, h.conj(), needs[0])
+        return before, g_before.conj(), [g_m]
+    raise AssertionError(kind)  # pragma: no cover - "redo" runs only without gradients
+
+
+def product_vjp(vectors: Sequence[torch.Tensor], h: torch.Tensor, needs) -> list:
+    """Cotangents of the product state's wire vectors from ``h``, the conjugated cotangent of the state.
+
+    For psi = v_0 (x) ... (x) v_{n-1}: g_{v_w} = conj(sum over the other wires of h * prod_{u != w} v_u),
+    from left-contracted cotangents (wires < w) and right products of the vectors (wires > w)."""
+    n = len(vectors)
+    if n == 0 or not any(needs):
+        return [None] * n
+    S, B = h.shape[1], h.shape[2]
+    full = [v.expand(2, S, B) for v in vectors]
+    right = [None] * n
+    r = torch.ones(1, S, B, dtype=h.dtype, device=h.device)
+    for w in range(n - 1, -1, -1):
+        right[w] = r
+        if w and any(needs[:w]):
+            r = (full[w][:, None] * r[None]).reshape(-1, S, B)
+    out = []
+    left = h
+    for w in range(n):
+        a = left.reshape(2, -1, S, B)
+        out.append(sum_to((a * right[w][None]).sum(1), vectors[w].shape).conj() if needs[w] else None)
+        if not any(needs[w + 1 :]):
+            out.extend([None] * (n - w - 1))
+            break
+        left = (a * full[w][:, None]).sum(0)
+    return out
+
+
+def adjoint(actions: Sequence[Action], tensors: Sequence[torch.Tensor], psi: torch.Tensor, h: torch.Tensor,
+            needs: Sequence[bool], n: int, states: Sequence[torch.Tensor] | None = None) -> list:
+    """Cotangents of every tensor of the program from the final state ``psi`` and ``h``, the conjugate of
+    its cotangent.
+
+    ``states``: the state before each action, where the forward pass kept them (small programs); without
+    them each state is recomputed by un-applying the (unitary) actions from ``psi``."""
+    grads: list = [None] * len(tensors)
+    first_needed = next((i for i, a in enumerate(actions) if any(needs[a.start : a.stop])), None)
+    if first_needed is None:
+        return grads
+    for i in range(len(actions) - 1, max(first_needed, 1) - 1, -1):
+        a = actions[i]
+        state = psi if states is None else states[i]
+        psi, h, gs = unapply(state, h, a, tensors[a.start : a.stop], needs[a.start : a.stop], n, states is None)
+        grads[a.start : a.stop] = gs
+    if first_needed == 0:
+        a = actions[0]
+        grads[a.start : a.stop] = product_vjp(tensors[a.start : a.stop], h, needs[a.start : a.stop])
+    return grads
