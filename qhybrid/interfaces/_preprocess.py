@@ -90,7 +90,13 @@ def _index_maps(program, tape, params, new_tape):
 
 def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
     """(variants of the device-ready tapes, postprocessing) — from the structure cache where possible."""
-    program = device.preprocess_transforms()
+    compiled = []
+
+    def program(batch):  # built only when some tape is not served from the cache
+        if not compiled:
+            compiled.append(device.preprocess_transforms())
+        return compiled[0](batch)
+
     entries = []
     for tape in tapes:
         params = tape_parameters(tape)

@@ -379,9 +379,10 @@ def _zero_ket(dtype, device) -> torch.Tensor:
     return t
 
 
-KEEP_STATES_MAX_BYTES = 32 << 20
-"""Programs whose intermediate states fit in this many bytes keep them for the backward walk (it then
-only carries the cotangent back); larger ones recompute each state by un-applying the actions."""
+KEEP_STATES_MAX_BYTES = 512 << 20
+"""The forward pass keeps the states before its gate actions up to this many bytes, so that the backward
+walk only carries the cotangent back through them; every other state is recomputed by un-applying the
+actions (O(1) states). Small circuits keep all of theirs; a 64 MiB state (W5) keeps 8."""
 
 UNITARY_ATOL = {torch.complex128: 1e-10, torch.complex64: 1e-5}
 
@@ -412,8 +413,9 @@ class AdjointProgram(torch.autograd.Function):
     def forward(ctx, actions, n, S, B, signs, *tensors):
         t0 = tensors[0]
         state_bytes = (1 << n) * S * B * t0.element_size()
-        keep = [] if state_bytes * len(actions) <= KEEP_STATES_MAX_BYTES else None
-        psi = kernels.run(actions, tensors, n, S, B, t0.dtype, t0.device, keep=keep)
+        budget = KEEP_STATES_MAX_BYTES // state_bytes
+        keep = [] if budget > 0 else None
+        psi = kernels.run(actions, tensors, n, S, B, t0.dtype, t0.device, keep=keep, keep_count=budget)
         if any(psi is t for t in tensors):
             psi = psi.clone()  # saved below: must not be an input
         ctx.actions, ctx.n, ctx.S, ctx.B, ctx.states, ctx.signs = actions, n, S, B, keep, signs

@@ -162,16 +162,19 @@ def apply(psi, action: Action, ts: Sequence[torch.Tensor], n: int, differentiabl
 
 
 def run(actions: Sequence[Action], tensors: Sequence[torch.Tensor], n: int, S: int, B: int, dtype, device,
-        differentiable: bool = False, keep: list | None = None) -> torch.Tensor:
-    """The final state of ``actions`` (the first one is the product state); ``keep`` collects the state
-    before each action (index 0: None)."""
+        differentiable: bool = False, keep: list | None = None, keep_count: int = 0) -> torch.Tensor:
+    """The final state of ``actions`` (the first one is the product state). ``keep`` collects the state
+    before each action (None where not kept) for the first ``keep_count`` gate actions, the ones whose
+    walk back costs a matmul (a permutation or phase is as cheap to un-apply as to keep)."""
     first = actions[0]
     psi = product_state(tensors[first.start : first.stop], S, B, dtype, device)
     if keep is not None:
         keep.append(None)
     for a in actions[1:]:
         if keep is not None:
-            keep.append(psi)
+            kept = keep_count > 0 and a.kind in ("plain", "lead", "scattered")
+            keep.append(psi if kept else None)
+            keep_count -= kept
         psi = apply(psi, a, tensors[a.start : a.stop], n, differentiable)
     return psi
 
@@ -258,27 +261,29 @@ def product_vjp(vectors: Sequence[torch.Tensor], h: torch.Tensor, needs) -> list
     """Cotangents of the product state's wire vectors from ``h``, the conjugated cotangent of the state.
 
     For psi = v_0 (x) ... (x) v_{n-1}: g_{v_w} = conj(sum over the other wires of h * prod_{u != w} v_u),
-    from left-contracted cotangents (wires < w) and right products of the vectors (wires > w)."""
+    from left-contracted cotangents (wires < w) and right products of the vectors (wires > w): O(n) ops
+    and O(2**n) work in all."""
     n = len(vectors)
     if n == 0 or not any(needs):
         return [None] * n
     S, B = h.shape[1], h.shape[2]
-    full = [v.expand(2, S, B) for v in vectors]
+    last = max(w for w in range(n) if needs[w])
     right = [None] * n
     r = torch.ones(1, S, B, dtype=h.dtype, device=h.device)
     for w in range(n - 1, -1, -1):
         right[w] = r
-        if w and any(needs[:w]):
-            r = (full[w][:, None] * r[None]).reshape(-1, S, B)
+        if w and w <= last + 1:
+            v = vectors[w]
+            r = (v[:, None] * r[None]).reshape(-1, max(v.shape[1], r.shape[1]), max(v.shape[2], r.shape[2]))
     out = []
     left = h
     for w in range(n):
         a = left.reshape(2, -1, S, B)
         out.append(sum_to((a * right[w][None]).sum(1), vectors[w].shape).conj() if needs[w] else None)
-        if not any(needs[w + 1 :]):
+        if w == last:
             out.extend([None] * (n - w - 1))
             break
-        left = (a * full[w][:, None]).sum(0)
+        left = (a * vectors[w][:, None]).sum(0)
     return out
 
 
@@ -287,16 +292,17 @@ def adjoint(actions: Sequence[Action], tensors: Sequence[torch.Tensor], psi: tor
     """Cotangents of every tensor of the program from the final state ``psi`` and ``h``, the conjugate of
     its cotangent.
 
-    ``states``: the state before each action, where the forward pass kept them (small programs); without
-    them each state is recomputed by un-applying the (unitary) actions from ``psi``."""
+    ``states``: the state before each action where the forward pass kept it (None elsewhere); every other
+    state is recomputed by un-applying the (unitary) actions from ``psi``."""
     grads: list = [None] * len(tensors)
     first_needed = next((i for i, a in enumerate(actions) if any(needs[a.start : a.stop])), None)
     if first_needed is None:
         return grads
     for i in range(len(actions) - 1, max(first_needed, 1) - 1, -1):
         a = actions[i]
-        state = psi if states is None else states[i]
-        psi, h, gs = unapply(state, h, a, tensors[a.start : a.stop], needs[a.start : a.stop], n, states is None)
+        kept = None if states is None else states[i]
+        state = psi if kept is None else kept
+        psi, h, gs = unapply(state, h, a, tensors[a.start : a.stop], needs[a.start : a.stop], n, kept is None)
         grads[a.start : a.stop] = gs
     if first_needed == 0:
         a = actions[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
@@ -166,6 +167,19 @@ def _expand_broadcast_shadows(tape: QuantumScript):
 # --- the device -------------------------------------------------------------------------------
 
 
+_AVAILABLE = [0.0, -1.0]  # (bytes, when read)
+AVAILABLE_MEMORY_TTL_S = 1.0
+"""The free-memory reading behind the default max_memory is reused this long (reading it costs more than a
+small circuit's whole step)."""
+
+
+def _available_memory() -> float:
+    now = time.monotonic()
+    if now - _AVAILABLE[1] > AVAILABLE_MEMORY_TTL_S:
+        _AVAILABLE[:] = [float(psutil.virtual_memory().available), now]
+    return _AVAILABLE[0]
+
+
 @simulator_tracking
 @single_tape_support
 class TensorNetworkDevice(Device):
@@ -256,7 +270,7 @@ class TensorNetworkDevice(Device):
             device = next((p.device for p in params if isinstance(p, torch.Tensor)), torch.device("cpu"))
         max_memory = self.max_memory
         if max_memory is None:
-            max_memory = DEFAULT_MEMORY_FRACTION * psutil.virtual_memory().available
+            max_memory = DEFAULT_MEMORY_FRACTION * _available_memory()
         return SimOptions(self.dtype, device, float(max_memory), self.optimizer, self.backend)
 
     def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
