@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pennylane.exceptions import DeviceError
+from pennylane.exceptions import DeviceError, QuantumFunctionError
 
 
 class QhybridError(Exception):
@@ -27,8 +27,10 @@ class ContractionTooLargeError(QhybridError, MemoryError):
     """A contraction whose largest intermediate would exceed the device's ``max_memory``."""
 
 
-class GradientError(QhybridError, ValueError):
-    """A gradient request the chosen method cannot serve (e.g. adjoint with shots)."""
+class GradientError(QhybridError, QuantumFunctionError, ValueError):
+    """A gradient request the chosen method cannot serve (e.g. adjoint with shots).
+
+    Also a PennyLane ``QuantumFunctionError``, the type PennyLane raises for the same request."""
 
 
 __all__ = [

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import qhybrid
-from qhybrid.devices.tensornet import _statevector
+from qhybrid.devices.tensornet import _statevector, _sv_adjoint
 
 from test_fast_paths import _circuit, _n_params, _observables, _random_ops
 
@@ -54,7 +54,7 @@ def _random_case(seed):
 @pytest.mark.parametrize("seed", range(10))
 def test_random_circuits_match_default_qubit_on_every_call(seed, keep_states, monkeypatch):
     if not keep_states:  # every state recomputed by un-applying the (unitary) actions
-        monkeypatch.setattr(_statevector, "KEEP_STATES_MAX_BYTES", 0)
+        monkeypatch.setattr(_sv_adjoint, "KEEP_STATES_MAX_BYTES", 0)
     spec, n_wires, observables, x, w = _random_case(seed)
     ours, ref = _pair(spec, n_wires, observables)
     x, w = x.requires_grad_(True), w.requires_grad_(True)
@@ -132,7 +132,7 @@ def test_non_unitary_user_matrix_is_differentiated_by_torch(monkeypatch):
     ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method="adjoint")(circuit)
     ref = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")
     (g_ref,) = torch.autograd.grad(ref(w), w)
-    monkeypatch.setattr(_statevector, "KEEP_STATES_MAX_BYTES", 0)
+    monkeypatch.setattr(_sv_adjoint, "KEEP_STATES_MAX_BYTES", 0)
     for _ in range(2):
         (g,) = torch.autograd.grad(ours(w), w)
         assert torch.allclose(g, g_ref, atol=TOL, rtol=0)
@@ -184,3 +184,29 @@ def test_one_step_records_one_autograd_node_for_the_circuit(monkeypatch):
     out.sum().backward()
     assert programs == [1] and op_by_op == []
     assert x.grad is not None and w.grad is not None
+
+
+def test_only_some_product_wires_need_gradients():
+    """The product-state walk when only early wires' vectors carry gradients (constant rotations after)."""
+    n = 4
+
+    def circuit(x, w):
+        qml.RY(x[:, 0], wires=0)
+        qml.RX(x[:, 1], wires=1)
+        for i in range(2, n):
+            qml.RY(torch.tensor(0.3 * i, dtype=torch.float64), wires=i)
+        for i in range(n - 1):
+            qml.CNOT(wires=[i, i + 1])
+        qml.Rot(w[0], w[1], w[2], wires=n - 1)
+        return [qml.expval(qml.Z(i)) for i in range(n)]
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method="adjoint")(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=n), interface="torch", diff_method="backprop")
+    x = torch.rand(3, 2, dtype=torch.float64, requires_grad=True)
+    w = torch.rand(3, dtype=torch.float64, requires_grad=True)
+    want, want_grads = _value_and_grads(ref, x, w)
+    for _ in range(2):
+        got, got_grads = _value_and_grads(ours, x, w)
+        assert torch.allclose(got, want, atol=TOL, rtol=0)
+        for g, r in zip(got_grads, want_grads):
+            assert torch.allclose(g, r, atol=TOL, rtol=0), (g - r).abs().max()

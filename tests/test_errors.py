@@ -102,3 +102,40 @@ def test_bad_dtype_and_backend():
         qhybrid.device("tensornet", wires=1, backend="numpy")
     with pytest.raises(ValueError, match="tensornet"):
         qhybrid.device("nope", wires=1)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda: qml.RX(torch.tensor(0.3 + 0.1j), wires=0),
+        lambda: qml.Rot(0.1, torch.tensor(0.2 + 0.0j), 0.3, wires=0),
+        lambda: qml.IsingXY(0.3 + 0.1j, wires=[0, 1]),
+    ],
+)
+def test_complex_gate_parameters_are_refused_with_the_gate_named(op):
+    """A complex angle makes a non-unitary gate: refused, never silently truncated to its real part."""
+    gate = op()
+    tape = qml.tape.QuantumScript([gate], [qml.expval(qml.Z(0))])
+    with pytest.raises(UnsupportedOperationError, match=f"{gate.name} on wires .* complex parameter"):
+        qhybrid.execute([tape], qhybrid.device("tensornet", wires=2))
+
+
+def test_complex_matrices_stay_accepted():
+    u = torch.tensor([[0.0, 1.0j], [1.0j, 0.0]], dtype=torch.complex128)
+    tape = qml.tape.QuantumScript([qml.QubitUnitary(u, wires=0)], [qml.expval(qml.Z(0))])
+    (res,) = qhybrid.execute([tape], qhybrid.device("tensornet", wires=1))
+    assert abs(float(res) + 1.0) < 1e-12
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "backprop"])
+def test_plain_pennylane_adjoint_with_shots_names_the_fix(diff_method):
+    dev = qml.device("qhybrid.tensornet", wires=1, shots=100)
+
+    @qml.qnode(dev, interface="torch", diff_method=diff_method)
+    def f(x):
+        qml.RX(x, 0)
+        return qml.expval(qml.Z(0))
+
+    with pytest.raises(qml.exceptions.QuantumFunctionError, match="parameter-shift") as info:
+        f(torch.tensor(0.3, requires_grad=True))
+    assert isinstance(info.value, GradientError)

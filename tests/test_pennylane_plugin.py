@@ -178,7 +178,10 @@ def test_supports_derivatives():
     shots_tape = qml.tape.QuantumScript([], [qml.expval(qml.Z(0))], shots=10)
     for method in ("adjoint", "backprop", "best"):
         assert dev.supports_derivatives(ExecutionConfig(gradient_method=method))
-        assert not dev.supports_derivatives(ExecutionConfig(gradient_method=method), shots_tape)
+    assert not dev.supports_derivatives(ExecutionConfig(gradient_method="best"), shots_tape)
+    for method in ("adjoint", "backprop"):  # asked for by name with shots: an error that names the fix
+        with pytest.raises(qml.exceptions.QuantumFunctionError, match="parameter-shift"):
+            dev.supports_derivatives(ExecutionConfig(gradient_method=method), shots_tape)
     assert not dev.supports_derivatives(ExecutionConfig(gradient_method="parameter-shift"))
     assert not dev.supports_derivatives(ExecutionConfig(gradient_method="backprop", interface="jax"))
 

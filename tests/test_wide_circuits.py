@@ -6,6 +6,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 import qhybrid
+from qhybrid.errors import ContractionTooLargeError
 from qhybrid.devices.tensornet import _simulate
 
 from _circuits import build_tape, circuits, flat, grads, loss_of, reference
@@ -99,3 +100,32 @@ def test_state_of_a_wide_circuit_is_refused():
     tape = qml.tape.QuantumScript([qml.Hadamard(i) for i in range(30)], [qml.state()])
     with pytest.raises((UnsupportedOperationError, ContractionTooLargeError), match="state"):
         qhybrid.execute([tape], qhybrid.device("tensornet", wires=30))
+
+
+def _state_circuit(n):
+    def f(w):
+        for i in range(n):
+            qml.RY(w[i], wires=i)
+        for i in range(n - 1):
+            qml.CNOT(wires=[i, i + 1])
+        qml.RX(w[0], wires=n - 1)
+        return qml.state()
+
+    return f
+
+
+def test_full_state_above_20_wires_is_decided_by_the_memory_guard():
+    """qml.state() of 21 wires (a 32 MiB state) is simulated; only max_memory refuses it."""
+    n = 21
+    w = torch.linspace(0.1, 2.0, n, dtype=torch.float64, requires_grad=True)
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method="adjoint")(_state_circuit(n))
+    ref = qml.QNode(_state_circuit(n), qml.device("default.qubit", wires=n), interface="torch", diff_method="backprop")
+    got, want = ours(w), ref(w)
+    assert got.shape == (2**n,)
+    assert torch.allclose(got, want, atol=1e-10, rtol=0)
+    (g,) = torch.autograd.grad(got.real[:64].sum(), w)
+    (g_ref,) = torch.autograd.grad(want.real[:64].sum(), w)
+    assert torch.allclose(g, g_ref, atol=1e-10, rtol=0)
+    small = qhybrid.qnode(qhybrid.device("tensornet", wires=n, max_memory=1 << 20), diff_method="adjoint")(_state_circuit(n))
+    with pytest.raises(ContractionTooLargeError, match="MiB"):
+        small(w)

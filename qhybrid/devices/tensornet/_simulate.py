@@ -640,10 +640,19 @@ def simulate(
     return results
 
 
+def _closed_measurable(mp) -> bool:
+    """Whether a closed light-cone network can measure ``mp`` (no full state needed)."""
+    if isinstance(mp, (ExpectationMP, VarianceMP)):
+        return True
+    return isinstance(mp, ProbabilityMP) and mp.obs is None
+
+
 def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOptions, cache: PlanCache):
     stacked = _stacked_slots(structure, group)
     stack_size = len(group) if stacked else 0
-    wide = len(structure.sim_wires) > STATE_MODE_MAX_WIRES
+    # wide circuits measure by light-cone networks, unless a measurement needs the whole state: then the
+    # state program's memory guard, not a wire count, decides whether it can be simulated
+    wide = len(structure.sim_wires) > STATE_MODE_MAX_WIRES and all(_closed_measurable(mp) for mp in group[0].tape.measurements)
     key = (structure.key, stacked, stack_size, wide, opts.dtype, str(opts.device), opts.backend)
     tape = group[0].tape
     if wide:

@@ -16,9 +16,15 @@ compiled op list instead of pairwise einsums removes the permute copies and the 
   S, T, ...) become one permutation of the basis (with phases) at plan time; consecutive ones compose
   into one gather.
 * **Z words.** Expectation values of Z-type Pauli words are one product of a sign matrix with the
-  probabilities.
+  probabilities; a basis permutation after the last gate moves into the sign matrix.
 
-Everything is torch, so autograd differentiates through it (the adjoint JPC's backward).
+**Adjoint differentiation.** A run is a list of actions (``_sv_kernels``) built from the gate matrices.
+With gradients enabled the whole list, and the Z-word measurement, is one autograd node
+(``AdjointProgram``): forward keeps the final state (and the states before its gate actions while they
+fit ``KEEP_STATES_MAX_BYTES``); backward walks the actions in reverse, un-applying each unitary action
+to the state and carrying the cotangent back, reading each gate matrix's cotangent on the way. Only the
+small gate-building ops before the node are recorded by autograd; they chain the matrices' cotangents
+to the parameters. Higher derivatives recompute the program with torch ops (exact Hessians).
 """
 
 from __future__ import annotations
@@ -28,11 +34,12 @@ from typing import Sequence
 import numpy as np
 import pennylane as qml
 import torch
-from pennylane.measurements import ExpectationMP
 
 from . import _sv_kernels as kernels
 from ._structure import TapeStructure
+from ._sv_adjoint import AdjointProgram, is_unitary, np_unitary
 from ._sv_kernels import Action
+from ._sv_measure import z_expvals, z_reader
 
 KRON_MAX_WIRES = 4
 """Pending single-qubit gates on this many adjacent wires are applied as one Kronecker-product matmul."""
@@ -40,9 +47,6 @@ KRON_MAX_WIRES = 4
 SPARSE_MAX_FRACTION = 3
 """A stacked gate is applied as row 0's gate plus a redo of the rows that differ when those are at most
 1/SPARSE_MAX_FRACTION of the stack."""
-
-SIGN_MATRIX_MAX_ELEMENTS = 1 << 24
-"""Z-word expectations use one sign-matrix product when (words x 2**n) stays below this."""
 
 
 LARGE_STATE_BYTES = 8 << 20
@@ -171,11 +175,11 @@ class StateVectorProgram:
         # constant ones are checked here once, operators' own matrices (user_matrices) at every run
         self.user_matrices = [si for si, slot in enumerate(structure.slots) if slot.kind == "matrix"]
         self.unitary = all(
-            _np_unitary(np.asarray(qml.matrix(tape.operations[slot.op_index])))
+            np_unitary(np.asarray(qml.matrix(tape.operations[slot.op_index])))
             for slot in structure.slots
             if slot.kind == "const"
         )
-        self.measure = _z_reader(tape, structure) if n > 0 else None
+        self.measure = z_reader(tape, structure) if n > 0 else None
         self.measure_signs = self.measure
         last = self.steps[-1] if self.steps else None
         if self.measure is not None and last is not None and last.kind == "monomial" and last.data[0] is not None:
@@ -217,7 +221,7 @@ class StateVectorProgram:
         grad = torch.is_grad_enabled()
         actions, tensors = self.actions(values, sparse_ok=not grad, measuring=signs is not None)
         if grad and any(t.requires_grad for t in tensors):
-            if self.unitary and all(_is_unitary(values.matrix(si)) for si in self.user_matrices):
+            if self.unitary and all(is_unitary(values.matrix(si)) for si in self.user_matrices):
                 return AdjointProgram.apply(actions, self.n, S, B, signs, *tensors)
             psi = kernels.run(actions, tensors, self.n, S, B, values.dtype, values.device, differentiable=True)
             return psi if signs is None else z_expvals(signs, psi)
@@ -379,73 +383,6 @@ def _zero_ket(dtype, device) -> torch.Tensor:
     return t
 
 
-KEEP_STATES_MAX_BYTES = 512 << 20
-"""The forward pass keeps the states before its gate actions up to this many bytes, so that the backward
-walk only carries the cotangent back through them; every other state is recomputed by un-applying the
-actions (O(1) states). Small circuits keep all of theirs; a 64 MiB state (W5) keeps 8."""
-
-UNITARY_ATOL = {torch.complex128: 1e-10, torch.complex64: 1e-5}
-
-
-def _np_unitary(m: np.ndarray) -> bool:
-    return bool(np.allclose(m @ m.conj().T, np.eye(len(m)), atol=1e-12, rtol=0))
-
-
-def _is_unitary(m: torch.Tensor) -> bool:
-    m = m.detach()
-    eye = torch.eye(m.shape[-1], dtype=m.dtype, device=m.device)
-    return float((torch.matmul(m, m.mH) - eye).abs().max()) <= UNITARY_ATOL.get(m.dtype, 1e-5)
-
-
-class AdjointProgram(torch.autograd.Function):
-    """A whole state-vector program as one autograd node whose backward is the adjoint method.
-
-    Forward runs the actions and keeps only the final state. Backward walks the actions in reverse,
-    un-applying each (unitary) action to the state and to its cotangent and reading each action's
-    matrix cotangent as ``g psi^H`` on the way: O(1) states of memory, however deep the circuit.
-    Only tensors that require a gradient get one.
-
-    Higher derivatives (``create_graph=True``) fall back to torch reverse mode over a recomputation of
-    the program from the saved tensors, so Hessians stay exact.
-    """
-
-    @staticmethod
-    def forward(ctx, actions, n, S, B, signs, *tensors):
-        t0 = tensors[0]
-        state_bytes = (1 << n) * S * B * t0.element_size()
-        budget = KEEP_STATES_MAX_BYTES // state_bytes
-        keep = [] if budget > 0 else None
-        psi = kernels.run(actions, tensors, n, S, B, t0.dtype, t0.device, keep=keep, keep_count=budget)
-        if any(psi is t for t in tensors):
-            psi = psi.clone()  # saved below: must not be an input
-        ctx.actions, ctx.n, ctx.S, ctx.B, ctx.states, ctx.signs = actions, n, S, B, keep, signs
-        ctx.save_for_backward(*tensors, psi)
-        return psi if signs is None else z_expvals(signs, psi)
-
-    @staticmethod
-    def backward(ctx, g):
-        *tensors, psi = ctx.saved_tensors
-        needs = list(ctx.needs_input_grad[5:])
-        signs = ctx.signs
-        if torch.is_grad_enabled():  # a higher derivative: torch reverse mode over a recomputation
-            with torch.enable_grad():
-                out = kernels.run(ctx.actions, tensors, ctx.n, ctx.S, ctx.B, psi.dtype, psi.device, differentiable=True)
-                if signs is not None:
-                    out = z_expvals(signs, out)
-            wrt = [t for t, nd in zip(tensors, needs) if nd]
-            got = iter(torch.autograd.grad(out, wrt, g, create_graph=True, allow_unused=True))
-            grads = [next(got) if nd else None for nd in needs]
-        else:
-            if signs is None:
-                h = g.conj().resolve_conj()
-            else:  # E_m = sum_x s_mx |psi_x|^2: the cotangent of psi is 2 psi (s^T dy)
-                s = signs.to(device=g.device, dtype=g.dtype)
-                w = torch.matmul(s.T, g.reshape(g.shape[0], -1)).reshape(psi.shape)
-                h = psi.conj() * (2 * w)
-            grads = kernels.adjoint(ctx.actions, tensors, psi, h, needs, ctx.n, ctx.states)
-        return (None, None, None, None, None, *grads)
-
-
 def _lead(m: torch.Tensor, core: int, stacked: bool, batched: bool) -> torch.Tensor:
     """``m`` with lead axes ``[S|1, B|1]`` (``core`` trailing axes are the gate's own)."""
     if stacked and batched:
@@ -455,50 +392,3 @@ def _lead(m: torch.Tensor, core: int, stacked: bool, batched: bool) -> torch.Ten
     return m.unsqueeze(0)
 
 
-# --- measurement ------------------------------------------------------------------------------
-
-
-def _z_reader(tape, structure: TapeStructure):
-    """(sign matrix, per-measurement coefficient rows) when every measurement is <Z word sum>, else None."""
-    n = len(structure.sim_wires)
-    pos = {w: i for i, w in enumerate(structure.sim_wires)}
-    words: dict[tuple, int] = {}
-    rows = []
-    for mp in tape.measurements:
-        if type(mp) is not ExpectationMP or mp.obs is None or mp.obs.data:
-            return None
-        ps = mp.obs.pauli_rep
-        if ps is None or not all(set(w.values()) <= {"Z"} for w in ps):
-            return None
-        row = []
-        for word, coeff in ps.items():
-            if isinstance(coeff, complex):
-                coeff = coeff.real
-            key = tuple(sorted(pos[w] for w in word.keys()))
-            row.append((words.setdefault(key, len(words)), float(coeff)))
-        rows.append(row)
-    if len(words) * (1 << n) > SIGN_MATRIX_MAX_ELEMENTS:
-        return None
-    x = np.arange(1 << n, dtype=np.int64)
-    signs = np.empty((len(words), 1 << n))
-    for key, r in words.items():
-        parity = np.zeros_like(x)
-        for w in key:
-            parity ^= (x >> (n - 1 - w)) & 1
-        signs[r] = 1 - 2 * parity
-    coeffs = np.zeros((len(rows), len(words)))
-    for m, row in enumerate(rows):
-        for r, c in row:
-            coeffs[m, r] += c
-    identity = all(len(row) == 1 and row[0][1] == 1.0 for row in rows) and [row[0][0] for row in rows] == list(
-        range(len(words))
-    )
-    combined = signs if identity else coeffs @ signs
-    return torch.as_tensor(combined)
-
-
-def z_expvals(signs: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
-    """[measurements, S', B'] expectation values from the sign matrix and the state."""
-    probs = torch.view_as_real(psi).pow(2).sum(-1)  # [2**n, S', B']
-    signs = signs.to(device=probs.device, dtype=probs.dtype)
-    return torch.matmul(signs, probs.reshape(probs.shape[0], -1)).reshape(signs.shape[0], *probs.shape[1:])

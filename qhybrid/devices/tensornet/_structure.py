@@ -45,6 +45,36 @@ def _needs_all_wires(mp) -> bool:
     return isinstance(mp, (StateMP, DensityMatrixMP, ProbabilityMP)) and not mp.wires and mp.obs is None
 
 
+COMPLEX_DATA_OPS = frozenset({"QubitUnitary", "ControlledQubitUnitary", "DiagonalQubitUnitary", "BlockEncode"})
+"""Operators whose data are matrices or vectors that may be complex; every other gate's data are angles."""
+
+
+def _check_real(op: Operator) -> None:
+    if op.name in COMPLEX_DATA_OPS:
+        return
+    for k, p in enumerate(op.data):
+        if _is_complex(p):
+            raise UnsupportedOperationError(
+                f"{op.name} on wires {op.wires.tolist()} got a complex parameter {k} ({_show(p)}); gate angles "
+                "must be real, or the gate is not unitary. Pass a real tensor (e.g. x.real), or use "
+                "qml.QubitUnitary for a matrix of your own."
+            )
+
+
+def _is_complex(p) -> bool:
+    if isinstance(p, complex):
+        return True
+    dtype = getattr(p, "dtype", None)
+    if dtype is None:
+        return False
+    return bool(getattr(dtype, "is_complex", False)) or getattr(dtype, "kind", "") == "c"
+
+
+def _show(p) -> str:
+    text = repr(p)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _classify(op: Operator, touched: set) -> str:
     if isinstance(op, qml.operation.StatePrepBase):
         if touched.isdisjoint(op.wires):
@@ -62,6 +92,7 @@ def _classify(op: Operator, touched: set) -> str:
         )
     if op.num_params == 0:
         return "const"
+    _check_real(op)
     return "fast" if has_fast_builder(op.name) else "matrix"
 
 

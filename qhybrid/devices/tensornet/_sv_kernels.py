@@ -272,7 +272,7 @@ def product_vjp(vectors: Sequence[torch.Tensor], h: torch.Tensor, needs) -> list
     r = torch.ones(1, S, B, dtype=h.dtype, device=h.device)
     for w in range(n - 1, -1, -1):
         right[w] = r
-        if w and w <= last + 1:
+        if w and any(needs[:w]):
             v = vectors[w]
             r = (v[:, None] * r[None]).reshape(-1, max(v.shape[1], r.shape[1]), max(v.shape[2], r.shape[2]))
     out = []

@@ -320,6 +320,13 @@ class TensorNetworkDevice(Device):
             return False
         if method == "backprop" and execution_config.interface in (Interface.JAX, Interface.JAX_JIT):
             return False
+        if circuit is not None and circuit.shots and method in ("adjoint", "backprop"):
+            # asked for by name: say what to use instead (PennyLane's own message names no fix)
+            raise GradientError(
+                f"Device {self} does not support {method} with requested circuit: it has finite shots "
+                f"({circuit.shots}), and {method} differentiates exact results. Use diff_method='parameter-shift' "
+                "for sampled gradients, or drop the shots."
+            )
         return circuit is None or not circuit.shots
 
     def supports_vjp(self, execution_config: ExecutionConfig | None = None, circuit=None) -> bool:

@@ -1,0 +1,58 @@
+"""Z-word expectation values of a state-vector program: one sign matrix for every measurement."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from pennylane.measurements import ExpectationMP
+
+from ._structure import TapeStructure
+
+SIGN_MATRIX_MAX_ELEMENTS = 1 << 24
+"""Z-word expectations use one sign-matrix product when (words x 2**n) stays below this."""
+
+
+def z_reader(tape, structure: TapeStructure):
+    """(sign matrix, per-measurement coefficient rows) when every measurement is <Z word sum>, else None."""
+    n = len(structure.sim_wires)
+    pos = {w: i for i, w in enumerate(structure.sim_wires)}
+    words: dict[tuple, int] = {}
+    rows = []
+    for mp in tape.measurements:
+        if type(mp) is not ExpectationMP or mp.obs is None or mp.obs.data:
+            return None
+        ps = mp.obs.pauli_rep
+        if ps is None or not all(set(w.values()) <= {"Z"} for w in ps):
+            return None
+        row = []
+        for word, coeff in ps.items():
+            if isinstance(coeff, complex):
+                coeff = coeff.real
+            key = tuple(sorted(pos[w] for w in word.keys()))
+            row.append((words.setdefault(key, len(words)), float(coeff)))
+        rows.append(row)
+    if len(words) * (1 << n) > SIGN_MATRIX_MAX_ELEMENTS:
+        return None
+    x = np.arange(1 << n, dtype=np.int64)
+    signs = np.empty((len(words), 1 << n))
+    for key, r in words.items():
+        parity = np.zeros_like(x)
+        for w in key:
+            parity ^= (x >> (n - 1 - w)) & 1
+        signs[r] = 1 - 2 * parity
+    coeffs = np.zeros((len(rows), len(words)))
+    for m, row in enumerate(rows):
+        for r, c in row:
+            coeffs[m, r] += c
+    identity = all(len(row) == 1 and row[0][1] == 1.0 for row in rows) and [row[0][0] for row in rows] == list(
+        range(len(words))
+    )
+    combined = signs if identity else coeffs @ signs
+    return torch.as_tensor(combined)
+
+
+def z_expvals(signs: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
+    """[measurements, S', B'] expectation values from the sign matrix and the state."""
+    probs = torch.view_as_real(psi).pow(2).sum(-1)  # [2**n, S', B']
+    signs = signs.to(device=probs.device, dtype=probs.dtype)
+    return torch.matmul(signs, probs.reshape(probs.shape[0], -1)).reshape(signs.shape[0], *probs.shape[1:])
