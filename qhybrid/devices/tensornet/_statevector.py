@@ -261,6 +261,7 @@ class StateVectorProgram:
                 self._gate(values, step.data, add)
         for si in () if measuring else self.phases:
             add("phase", None, _lead(values.slot(si), 0, si in self.stacked, self.structure.slots[si].batched))
+        _build_krons(tensors)
         return actions, tensors
 
     def _matrix(self, values, si):
@@ -304,33 +305,44 @@ class StateVectorProgram:
                 plain.append((w, m[0, 0]))
             else:
                 (leaded if lead else plain).append((w, m))
-        blocks = self._kron_blocks(plain)
         if sparse:
+            blocks = self._kron_blocks(plain)
             idx = torch.tensor(sorted(set().union(*(r for _, _, r in sparse))), device=values.device)
             mine = {w for w, _, _ in sparse}
             sub = self._kron_blocks([(w, m) for w, m in plain if w not in mine])
             info = ([(q, k) for q, k, _ in blocks], [(q, k) for q, k, _ in sub], [w for w, _, _ in sparse], idx)
             add("redo", info, *(K for _, _, K in blocks), *(K for _, _, K in sub), *(m for _, m, _ in sparse))
         else:
-            for q, k, K in blocks:
-                add("plain", (q, k), K)
+            for q, members in self._block_members(plain):
+                if len(members) == 1:
+                    add("plain", (q, 1), members[0])
+                else:  # built below, with every block of its size in one batched Kronecker product
+                    add("plain", (q, len(members)), _Kron(members))
         for w, m in leaded:
             add("lead", (w, 1), m)
 
     @staticmethod
-    def _kron_blocks(plain):
-        """(first wire, wires, Kronecker product) of adjacent plain wires, up to KRON_MAX_WIRES each."""
+    def _block_members(plain):
+        """(first wire, matrices) of runs of adjacent plain wires, up to KRON_MAX_WIRES each."""
         blocks, block = [], []
         for w, m in sorted(plain, key=lambda t: t[0]) + [(None, None)]:
             if block and (w is None or w != block[-1][0] + 1 or len(block) == KRON_MAX_WIRES):
-                k = block[0][1]
-                for _, other in block[1:]:
-                    k = torch.kron(k, other)
-                blocks.append((block[0][0], len(block), k))
+                blocks.append((block[0][0], [bm for _, bm in block]))
                 block = []
             if w is not None:
                 block.append((w, m))
         return blocks
+
+    @classmethod
+    def _kron_blocks(cls, plain):
+        """(first wire, wires, Kronecker product) of adjacent plain wires, up to KRON_MAX_WIRES each."""
+        out = []
+        for q, members in cls._block_members(plain):
+            k = members[0]
+            for other in members[1:]:
+                k = torch.kron(k, other)
+            out.append((q, len(members), k))
+        return out
 
     def _sparse_rows(self, values, slots) -> set | None:
         """Stack rows where a wire's fused gates differ from row 0's, when they are few (else None).
@@ -370,6 +382,33 @@ class StateVectorProgram:
             add("lead" if lead else "plain", (wires[0], k), m)
         else:
             add("scattered", (tuple(wires), lead), m)
+
+
+class _Kron:
+    """A Kronecker block waiting to be built together with the other blocks of its size."""
+
+    __slots__ = ("members",)
+
+    def __init__(self, members):
+        self.members = members
+
+
+def _build_krons(tensors: list) -> None:
+    """Replace every ``_Kron`` in ``tensors`` by its product: blocks of one size and dtype are built by
+    k - 1 broadcast products over all of them at once (a handful of autograd nodes, not ~4 per kron)."""
+    groups: dict[tuple, list[int]] = {}
+    for i, t in enumerate(tensors):
+        if isinstance(t, _Kron):
+            m = t.members[0]
+            groups.setdefault((len(t.members), m.dtype, m.device), []).append(i)
+    for (k, _, _), where in groups.items():
+        stacked = torch.stack([m for i in where for m in tensors[i].members]).reshape(len(where), k, 2, 2)
+        K = stacked[:, 0]
+        for j in range(1, k):
+            d = 1 << j
+            K = (K[:, :, None, :, None] * stacked[:, j, None, :, None, :]).reshape(len(where), 2 * d, 2 * d)
+        for i, block in zip(where, K.unbind(0)):
+            tensors[i] = block
 
 
 _ZERO_KETS: dict = {}
