@@ -9,7 +9,6 @@ non-unitary user matrices (torch reverse mode); and the shape of the recorded au
 
 from __future__ import annotations
 
-import numpy as np
 import pennylane as qml
 import pytest
 import torch
@@ -17,7 +16,7 @@ import torch
 import qhybrid
 from qhybrid.devices.tensornet import _statevector, _sv_adjoint
 
-from test_fast_paths import _circuit, _n_params, _observables, _random_ops
+from test_fast_paths import _circuit, random_case
 
 TOL = 1e-10
 
@@ -40,14 +39,7 @@ def _value_and_grads(qn, x, w):
 
 
 def _random_case(seed):
-    rng = np.random.default_rng(1000 + seed)
-    n_wires = int(rng.integers(1, 7))
-    spec = _random_ops(rng, n_wires, int(rng.integers(3, 25)))
-    observables = _observables(n_wires, rng)
-    batch = int(rng.integers(1, 5))
-    x = torch.tensor(rng.uniform(-np.pi, np.pi, (batch, n_wires)))
-    w = torch.tensor(rng.uniform(-np.pi, np.pi, max(_n_params(spec), 1)))
-    return spec, n_wires, observables, x, w
+    return random_case(1000 + seed)
 
 
 @pytest.mark.parametrize("keep_states", [True, False])

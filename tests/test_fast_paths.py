@@ -67,6 +67,18 @@ def _observables(n_wires, rng):
     return obs
 
 
+def random_case(seed):
+    """(gate spec, wires, observables, broadcast inputs x, weights w) of a random circuit."""
+    rng = np.random.default_rng(seed)
+    n_wires = int(rng.integers(1, 7))
+    spec = _random_ops(rng, n_wires, int(rng.integers(3, 25)))
+    observables = _observables(n_wires, rng)
+    batch = int(rng.integers(1, 5))
+    x = torch.tensor(rng.uniform(-np.pi, np.pi, (batch, n_wires)))
+    w = torch.tensor(rng.uniform(-np.pi, np.pi, max(_n_params(spec), 1)))
+    return spec, n_wires, observables, x, w
+
+
 def _reference(spec, n_wires, observables, x, w):
     dev = qml.device("default.qubit", wires=n_wires)
     qn = qml.QNode(_circuit(spec, n_wires, observables), dev, interface="torch", diff_method="backprop")
@@ -95,13 +107,7 @@ def _ours(spec, n_wires, observables, x, w, dtype, diff_method):
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize("dtype", [torch.complex128, torch.complex64])
 def test_random_circuits_adjoint_match_default_qubit(seed, dtype):
-    rng = np.random.default_rng(seed)
-    n_wires = int(rng.integers(1, 7))
-    spec = _random_ops(rng, n_wires, int(rng.integers(3, 25)))
-    observables = _observables(n_wires, rng)
-    batch = int(rng.integers(1, 5))
-    x = torch.tensor(rng.uniform(-np.pi, np.pi, (batch, n_wires)))
-    w = torch.tensor(rng.uniform(-np.pi, np.pi, max(_n_params(spec), 1)))
+    spec, n_wires, observables, x, w = random_case(seed)
     ref = _reference(spec, n_wires, observables, x, w)
     got = _ours(spec, n_wires, observables, x, w, dtype, "adjoint")
     tol = TOL[dtype]
