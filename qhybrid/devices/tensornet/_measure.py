@@ -28,7 +28,11 @@ ANALYTIC_MEASUREMENTS = (ExpectationMP, VarianceMP, ProbabilityMP, StateMP, Dens
 
 
 def probabilities(psi: torch.Tensor) -> torch.Tensor:
-    return torch.view_as_real(psi).pow(2).sum(-1)
+    """|psi|^2 elementwise. Written as re*re + im*im on the real view: a reduction over the trailing
+    (re, im) axis runs 4-7x slower in torch on the CPU (W1 state: 95 us against 637 us)."""
+    r = torch.view_as_real(psi)
+    re, im = r[..., 0], r[..., 1]
+    return torch.addcmul(re * re, im, im)
 
 
 class StateReader:
@@ -143,7 +147,7 @@ class StateReader:
         phi = self.apply(obs)
         mean = self.inner(phi)
         dims = list(range(self.n_lead, self.n_lead + self.n))
-        square = torch.view_as_real(phi).pow(2).sum(-1)
+        square = probabilities(phi)
         square = square.sum(dim=dims) if dims else square
         return square - mean**2
 

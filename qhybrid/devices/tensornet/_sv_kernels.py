@@ -283,7 +283,8 @@ def product_vjp(vectors: Sequence[torch.Tensor], h: torch.Tensor, needs) -> list
         if w == last:
             out.extend([None] * (n - w - 1))
             break
-        left = (a * vectors[w][:, None]).sum(0)
+        v = vectors[w][:, None]
+        left = torch.addcmul(a[0] * v[0], a[1], v[1])  # sum over the wire's two values, without a reduction
     return out
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from pennylane.measurements import ExpectationMP
 
+from ._measure import probabilities
 from ._structure import TapeStructure
 
 SIGN_MATRIX_MAX_ELEMENTS = 1 << 24
@@ -53,6 +54,6 @@ def z_reader(tape, structure: TapeStructure):
 
 def z_expvals(signs: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
     """[measurements, S', B'] expectation values from the sign matrix and the state."""
-    probs = torch.view_as_real(psi).pow(2).sum(-1)  # [2**n, S', B']
+    probs = probabilities(psi)  # [2**n, S', B']
     signs = signs.to(device=probs.device, dtype=probs.dtype)
     return torch.matmul(signs, probs.reshape(probs.shape[0], -1)).reshape(signs.shape[0], *probs.shape[1:])
