@@ -294,3 +294,22 @@ def test_training_step_reduces_loss():
         opt.step()
         losses.append(loss.item())
     assert np.isfinite(losses).all() and losses[-1] < losses[0]
+
+
+def test_nan_inputs_are_refused_with_their_rows():
+    layer = qhybrid.ExpQLayer(3, 1)
+    x = torch.rand(6, 3)
+    x[2, 1] = float("nan")
+    x[4, 0] = float("inf")
+    with pytest.raises(ValueError, match=r"input rows \[2, 4\] \(of 6\) contain NaN or inf"):
+        layer(x)
+    unchecked = qhybrid.ExpQLayer(3, 1, check_finite=False)
+    assert torch.isnan(unchecked(x)[2]).any()  # what the check prevents: silent NaN results
+
+
+def test_nan_weights_are_refused():
+    layer = qhybrid.ExpQLayer(2, 1)
+    with torch.no_grad():
+        layer.weight[0, 1, 2] = float("nan")
+    with pytest.raises(ValueError, match=r"weight holds NaN or inf \(at \[\[0, 1, 2\]\]\)"):
+        layer(torch.rand(3, 2))

@@ -56,8 +56,10 @@ class VariationalLayer(nn.Module):
         device=None,
         diff_method: DiffMethod = "best",
         reupload: bool = False,
+        check_finite: bool = True,
     ) -> None:
         super().__init__()
+        self.check_finite = bool(check_finite)
         self.n_qubits = _positive_int(n_qubits, "n_qubits")
         self.n_layers = _positive_int(n_layers, "n_layers")
         self.encoding = get_encoding(encoding, rotation=rotation)
@@ -139,6 +141,8 @@ class VariationalLayer(nn.Module):
         compute = torch.promote_types(out_dtype, self.weight.dtype)
         batch_shape = x.shape[:-1]
         flat = x.to(compute).reshape(-1, self.in_features) if x.ndim > 2 else x.to(compute)
+        if self.check_finite:
+            _check_finite(type(self).__name__, flat, self.weight)
         if flat.ndim == 2 and flat.shape[0] == 0:  # an empty batch: no circuit to run (PennyLane fails too)
             return (x.new_zeros(*batch_shape, self.out_features) + 0 * self.weight.sum()).to(out_dtype)
         qnode = QNode(self._circuit, self.quantum_device(compute), self.diff_method)
@@ -166,6 +170,30 @@ class VariationalLayer(nn.Module):
         if self.qdevice is not None:
             parts.append(f"device={self.qdevice.name}")
         return ", ".join(parts)
+
+
+FINITE_ROWS_SHOWN = 10
+
+
+def _check_finite(layer: str, x: torch.Tensor, weight: torch.Tensor) -> None:
+    """NaN / inf in the inputs or weights would give NaN outputs and NaN weight gradients silently."""
+    if not bool(torch.isfinite(weight).all()):
+        bad = torch.nonzero(~torch.isfinite(weight.detach()))[:FINITE_ROWS_SHOWN].tolist()
+        raise ValueError(
+            f"{layer}: its weight holds NaN or inf (at {bad}); an earlier step diverged. Lower the learning "
+            "rate or clip gradients, and re-initialise the weights (reset_parameters())."
+        )
+    finite = torch.isfinite(x.detach())
+    if bool(finite.all()):
+        return
+    rows = torch.nonzero(~finite.reshape(-1, x.shape[-1]).all(-1)).reshape(-1)
+    shown = rows[:FINITE_ROWS_SHOWN].tolist()
+    more = f" and {len(rows) - len(shown)} more" if len(rows) > len(shown) else ""
+    raise ValueError(
+        f"{layer}: input rows {shown}{more} (of {x.reshape(-1, x.shape[-1]).shape[0]}) contain NaN or inf; "
+        "they would give NaN outputs and NaN weight gradients. Clean or drop those rows (e.g. "
+        "torch.nan_to_num), or pass check_finite=False to skip this check."
+    )
 
 
 def check_observables(observables, wires: list) -> list:

@@ -37,6 +37,8 @@ class ExpQLayer(VariationalLayer):
             whose precision follows the inputs (complex128 for float64, complex64 for float32).
         diff_method: ``"best"``, ``"adjoint"``, ``"parameter-shift"`` or ``"backprop"``.
         reupload: encode the input again before every ansatz layer (data re-uploading).
+        check_finite: refuse inputs or weights holding NaN or inf with an error naming the rows (they would
+            otherwise give NaN results and NaN weight gradients, silently); one ``isfinite`` pass per call.
 
     The weights are ``weight``, an ``nn.Parameter`` drawn uniformly from ``[0, 2*pi)``
     (:meth:`reset_parameters`).
@@ -62,6 +64,7 @@ class ExpQLayer(VariationalLayer):
         device=None,
         diff_method: DiffMethod = "best",
         reupload: bool = False,
+        check_finite: bool = True,
     ) -> None:
         super().__init__(
             n_qubits,
@@ -74,6 +77,7 @@ class ExpQLayer(VariationalLayer):
             device=device,
             diff_method=diff_method,
             reupload=reupload,
+            check_finite=check_finite,
         )
         self.observables = check_observables(observables, self.wires)
         self.out_features = len(self.observables)
