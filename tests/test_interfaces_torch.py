@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import qhybrid
+from qhybrid.errors import GradientError
 from qhybrid.gradients import Launcher
 
 DIFF_METHODS = ["adjoint", "parameter-shift"]
@@ -198,3 +199,25 @@ def test_device_shots_reach_qhybrid_qnodes_with_statistical_accuracy():
     f(x).backward()
     se_grad = (2 / (4 * n)) ** 0.5
     assert abs(x.grad + torch.sin(x.detach())) < 5 * se_grad
+
+
+def test_torch_func_transforms_are_refused_naming_the_alternatives():
+    dev = qhybrid.device("tensornet", wires=2)
+
+    @qhybrid.qnode(dev, diff_method="adjoint")
+    def f(w):
+        qml.RX(w[0], 0)
+        qml.CNOT([0, 1])
+        qml.RY(w[1], 1)
+        return qml.expval(qml.Z(1))
+
+    w = torch.tensor([0.3, -0.4], dtype=torch.float64)
+    for transform in (torch.func.vmap, torch.func.jacrev, torch.func.grad):
+        arg = w.expand(3, 2) if transform is torch.func.vmap else w
+        with pytest.raises(GradientError, match="leading batch axis.*torch.autograd.functional.jacobian"):
+            transform(f)(arg)
+    # the alternatives work: a broadcast batch, and torch.autograd.functional.jacobian
+    assert f(w.expand(3, 2).T).shape == (3,)
+    ref = qml.QNode(f.func, qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")
+    jac = torch.autograd.functional.jacobian(f, w)
+    assert torch.allclose(jac, torch.autograd.functional.jacobian(ref, w), atol=1e-10, rtol=0)

@@ -17,6 +17,7 @@ from .._tracking import track_run
 from .._variant import Variant
 from ..gradients.jpc import JacobianProductCalculator, get_jpc
 from ..gradients.launcher import Launcher
+from ..errors import GradientError
 from ._preprocess import preprocess
 
 
@@ -125,6 +126,18 @@ def execute_variants(
     return results
 
 
+def _refuse_function_transforms() -> None:
+    """torch.func transforms (vmap, grad, jacrev, jacfwd) would wrap the parameters in tensors our device
+    code cannot see through: say so, and what does the same job, instead of torch's own message."""
+    active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    if active is not None and active():
+        raise GradientError(
+            "qhybrid circuits do not run inside torch.func transforms (vmap, grad, jacrev, jacfwd). For a "
+            "batch, give the inputs a leading batch axis: the whole batch runs as one broadcast execution. "
+            "For Jacobians, use torch.autograd.functional.jacobian (or backward with grad_tensors)."
+        )
+
+
 def execute(
     tapes: Sequence[qml.tape.QuantumScript],
     device,
@@ -153,6 +166,7 @@ def execute(
     >>> res.backward(); x.grad
     tensor(-0.2955)
     """
+    _refuse_function_transforms()
     tapes = list(tapes)
     shots = getattr(device, "shots", None)
     if shots:  # a device's own shots apply to tapes that set none (as PennyLane's QNode does)
