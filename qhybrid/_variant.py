@@ -20,6 +20,8 @@ class Gather:
     inputs: tuple
     maps: tuple
     _groups: dict | None = field(default=None, repr=False)
+    memo: dict = field(default_factory=dict, repr=False)
+    """Indexes derived from ``maps`` by the simulator (shared by every rebound copy)."""
 
     def groups(self) -> dict:
         """Per input: the parameter positions it feeds, their concatenated flat indices, sizes and shapes."""
@@ -51,7 +53,7 @@ class Gather:
 
     def rebound(self, inputs) -> "Gather":
         """The same gather over other inputs (shares the cached groups)."""
-        return Gather(tuple(inputs), self.maps, self.groups())
+        return Gather(tuple(inputs), self.maps, self.groups(), self.memo)
 
 
 @dataclass

@@ -59,10 +59,8 @@ class AdjointTN(JacobianProductCalculator):
     def forward(self, variants: Sequence[Variant], trainable, sources=None) -> tuple[Results, Any]:
         if sources is not None:
             leaves = [s.detach().requires_grad_(True) for s in sources]
-            swap = {id(s): leaf for s, leaf in zip(sources, leaves)}
             with torch.enable_grad():  # the gathers are part of the recorded graph
-                graph_variants = [v.regathered([swap.get(id(x), x) for x in v.gather.inputs]) for v in variants]
-                results = self.device.simulate_variants(graph_variants)
+                results = self.device.simulate_variants(_regathered(variants, sources, leaves))
             return [tuple(r.detach() for r in res) for res in results], (leaves, results)
         leaves = []
         graph_variants = []
@@ -87,9 +85,7 @@ class AdjointTN(JacobianProductCalculator):
                     # create_graph: differentiate aliases of the caller's tensors, so the products carry their
                     # history, yet a source that is a view of another (w and w[0]) is not counted twice
                     aliases = [x.view_as(x) for x in sources]
-                    swap = {id(x): a for x, a in zip(sources, aliases)}
-                    again = [v.regathered([swap.get(id(x), x) for x in v.gather.inputs]) for v in variants]
-                    results = self.device.simulate_variants(again)
+                    results = self.device.simulate_variants(_regathered(variants, sources, aliases))
                 return _grad(results, aliases, flat_dy, create_graph=True, dedupe=False)
             if saved is None:
                 saved = self.forward(variants, trainable, sources)[1]
@@ -140,6 +136,12 @@ class Backprop(AdjointTN):
     """Plain torch autograd through the simulation: no custom backward, any derivative order."""
 
     name = "backprop"
+
+
+def _regathered(variants, sources, stand_ins):
+    """The variants with their parameters gathered from ``stand_ins`` in place of ``sources``."""
+    swap = {id(s): t for s, t in zip(sources, stand_ins)}
+    return [v.regathered([swap.get(id(x), x) for x in v.gather.inputs]) for v in variants]
 
 
 def _torch_variants(tapes):

@@ -114,7 +114,7 @@ def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
                 except Exception:  # a transform that rejects probe values: no cache for this structure
                     maps = None
                 if maps is not None:
-                    entry = (new_tapes[0], post, maps)
+                    entry = (new_tapes[0], post, Gather((), tuple(maps)))
             _CACHE[key] = entry
             if len(_CACHE) > PREPROCESS_CACHE_SIZE:
                 _CACHE.popitem(last=False)
@@ -169,14 +169,6 @@ def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
 
 
 def _gathered(entry, params):
-    template, post, maps = entry
-    gather = _GATHERS.get(id(maps))
-    if gather is None or gather[0] is not maps:
-        if len(_GATHERS) > 4 * PREPROCESS_CACHE_SIZE:
-            _GATHERS.clear()
-        gather = _GATHERS[id(maps)] = (maps, Gather((), tuple(maps)))
-    g = gather[1].rebound(params)
+    template, post, gather = entry
+    g = gather.rebound(params)
     return Variant(template, g.params(g.inputs), g), post
-
-
-_GATHERS: dict[int, tuple] = {}

@@ -418,14 +418,10 @@ class _Values:
         gather = self.group[0].gather
         if gather is None or len(self.group) > 1:
             return None
-        key = (id(gather.maps), tuple(members))
-        hit = _COLUMN_INDEX.get(key)
-        if hit is None or hit[0] is not gather.maps:
-            hit = (gather.maps, _column_index(self.structure, gather.maps, members))
-            if len(_COLUMN_INDEX) > 1024:
-                _COLUMN_INDEX.clear()
-            _COLUMN_INDEX[key] = hit
-        spec = hit[1]
+        key = ("columns", tuple(members))
+        if key not in gather.memo:
+            gather.memo[key] = _column_index(self.structure, gather.maps, members)
+        spec = gather.memo[key]
         if spec is None:
             return None
         out = []
@@ -488,9 +484,6 @@ class _Values:
             k = m.shape[-1].bit_length() - 1
             t = m.reshape((2,) * (2 * k))
         return t.conj() if o.conj else t
-
-
-_COLUMN_INDEX: dict = {}
 
 
 def _column_index(structure: TapeStructure, maps, members: list[int]):

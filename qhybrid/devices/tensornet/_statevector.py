@@ -305,44 +305,32 @@ class StateVectorProgram:
                 plain.append((w, m[0, 0]))
             else:
                 (leaded if lead else plain).append((w, m))
+        blocks = self._kron_blocks(plain)
         if sparse:
-            blocks = self._kron_blocks(plain)
             idx = torch.tensor(sorted(set().union(*(r for _, _, r in sparse))), device=values.device)
             mine = {w for w, _, _ in sparse}
             sub = self._kron_blocks([(w, m) for w, m in plain if w not in mine])
             info = ([(q, k) for q, k, _ in blocks], [(q, k) for q, k, _ in sub], [w for w, _, _ in sparse], idx)
             add("redo", info, *(K for _, _, K in blocks), *(K for _, _, K in sub), *(m for _, m, _ in sparse))
         else:
-            for q, members in self._block_members(plain):
-                if len(members) == 1:
-                    add("plain", (q, 1), members[0])
-                else:  # built below, with every block of its size in one batched Kronecker product
-                    add("plain", (q, len(members)), _Kron(members))
+            for q, k, K in blocks:
+                add("plain", (q, k), K)
         for w, m in leaded:
             add("lead", (w, 1), m)
 
     @staticmethod
-    def _block_members(plain):
-        """(first wire, matrices) of runs of adjacent plain wires, up to KRON_MAX_WIRES each."""
+    def _kron_blocks(plain):
+        """(first wire, wires, matrix) of runs of adjacent plain wires, up to KRON_MAX_WIRES each. A run of
+        several wires gets a ``_Kron`` placeholder: ``actions`` builds all of them together at its end."""
         blocks, block = [], []
         for w, m in sorted(plain, key=lambda t: t[0]) + [(None, None)]:
             if block and (w is None or w != block[-1][0] + 1 or len(block) == KRON_MAX_WIRES):
-                blocks.append((block[0][0], [bm for _, bm in block]))
+                members = [bm for _, bm in block]
+                blocks.append((block[0][0], len(members), members[0] if len(members) == 1 else _Kron(members)))
                 block = []
             if w is not None:
                 block.append((w, m))
         return blocks
-
-    @classmethod
-    def _kron_blocks(cls, plain):
-        """(first wire, wires, Kronecker product) of adjacent plain wires, up to KRON_MAX_WIRES each."""
-        out = []
-        for q, members in cls._block_members(plain):
-            k = members[0]
-            for other in members[1:]:
-                k = torch.kron(k, other)
-            out.append((q, len(members), k))
-        return out
 
     def _sparse_rows(self, values, slots) -> set | None:
         """Stack rows where a wire's fused gates differ from row 0's, when they are few (else None).

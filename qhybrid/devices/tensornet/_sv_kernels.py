@@ -204,6 +204,18 @@ def _small(m: torch.Tensor) -> torch.Tensor:
     return m.resolve_conj().contiguous()
 
 
+def _block_cotangent(h, before, m, q, k, lead: bool):
+    """Cotangent of a gate block on wires q..q+k-1 from conj cotangent ``h`` after it and state ``before``:
+    conj(g_m) = sum over the other axes of h psi^T (per stack row / sample where ``m`` has a lead)."""
+    D = 1 << k
+    if lead:
+        S, B = h.shape[1], h.shape[2]
+        hv, pv = h.reshape(1 << q, D, -1, S, B), before.reshape(1 << q, D, -1, S, B)
+        return sum_to(torch.einsum("aidsb,ajdsb->sbij", hv, pv), m.shape).conj()
+    hv, pv = h.reshape(1 << q, D, -1), before.reshape(1 << q, D, -1)
+    return (torch.matmul(hv, pv.mT).sum(0) if q else torch.mm(hv[0], pv[0].T)).conj()
+
+
 def unapply(psi, h, action: Action, ts, needs, n, keep_state: bool = True):
     """Walk ``action`` back: (state before, conj cotangent before, cotangents of ``ts``).
 
@@ -212,27 +224,13 @@ def unapply(psi, h, action: Action, ts, needs, n, keep_state: bool = True):
     which BLAS takes without copying. ``psi`` is the state after the action; with ``keep_state=False``
     it is already the state before (kept from the forward pass) and is returned as it is."""
     kind, info = action.kind, action.info
-    if kind == "plain":
+    if kind in ("plain", "lead"):
         q, k = info
         m = ts[0]
-        before = apply_plain(psi, _small(m.mH), q, k) if keep_state else psi
-        g_m = None
-        if needs[0]:
-            hv = h.reshape(1 << q, 1 << k, -1)
-            pv = before.reshape(1 << q, 1 << k, -1)
-            g_m = (torch.matmul(hv, pv.mT).sum(0) if q else torch.mm(hv[0], pv[0].T)).conj()
-        return before, apply_plain(h, _small(m.mT), q, k), [g_m]
-    if kind == "lead":
-        q, k = info
-        m = ts[0]
-        before = apply_lead(psi, _small(m.mH), q, k) if keep_state else psi
-        g_m = None
-        if needs[0]:
-            D, S, B = 1 << k, psi.shape[1], psi.shape[2]
-            hv = h.reshape(1 << q, D, -1, S, B)
-            pv = before.reshape(1 << q, D, -1, S, B)
-            g_m = sum_to(torch.einsum("aidsb,ajdsb->sbij", hv, pv), m.shape).conj()
-        return before, apply_lead(h, _small(m.mT), q, k), [g_m]
+        fn = apply_plain if kind == "plain" else apply_lead
+        before = fn(psi, _small(m.mH), q, k) if keep_state else psi
+        g_m = _block_cotangent(h, before, m, q, k, kind == "lead") if needs[0] else None
+        return before, fn(h, _small(m.mT), q, k), [g_m]
     if kind == "monomial":
         perm, phase = info
         if phase is not None:
