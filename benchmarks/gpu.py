@@ -45,6 +45,7 @@ WORKLOADS = {
     "W1": Workload("W1", 8, 4, 128),
     "W2": Workload("W2", 16, 4, 32),
     "W5": Workload("W5", 12, 6, 1024),
+    "W1B": Workload("W1B", 8, 4, 8192, "W1 at batch 8192: the large-batch GPU case"),
     "W22": Workload("W22", 22, 2, 4, "more than 20 wires: qhybrid contracts closed light-cone networks"),
 }
 
@@ -78,8 +79,10 @@ def _versions(torch) -> dict:
     return info
 
 
-def _circuit(qml, n: int):
+def _circuit(qml, n: int, psi0=None):
     def circuit(x, w):
+        if psi0 is not None:
+            qml.StatePrep(psi0, wires=range(n))
         qml.AngleEmbedding(x, wires=range(n), rotation="Y")
         qml.StronglyEntanglingLayers(w, wires=range(n))
         return [qml.expval(qml.Z(i)) for i in range(n)]
@@ -133,11 +136,33 @@ def _systems(args, torch, qml, wl: Workload):
                 return step, lambda: _programs(dev, args.device)
 
             systems[name] = build
+    if args.cuda_graph and torch.device(args.device).type == "cuda":
+
+        def build_graphed():
+            # the whole forward + backward of the QNode captured once as CUDA graphs and replayed
+            dev = qhybrid.device("tensornet", wires=wl.wires, torch_device=args.device)
+            qn = qhybrid.qnode(dev, diff_method="adjoint")(circuit)
+            x, w = _inputs(torch, wl, args.device)
+
+            def fn(x, w):
+                return torch.stack(list(qn(x, w)))
+
+            graphed = qhybrid.cuda_graph(fn, (x, w))
+            return _make_step(torch, graphed, x, w), lambda: {}
+
+        systems["qhybrid[torch,cuda-graph]"] = build_graphed
     if not args.skip_pennylane:
 
         def build_pl():
             dev = qml.device("default.qubit", wires=wl.wires)
-            qn = qml.QNode(circuit, dev, interface="torch", diff_method="backprop")
+            # PennyLane 0.45 default.qubit builds |0...0> on the CPU and then fails on the first broadcast
+            # rotation with CUDA parameters ("Expected all tensors to be on the same device"); starting the
+            # circuit from the same |0...0> as a CUDA tensor (StatePrep) makes it run on the GPU.
+            psi0 = None
+            if torch.device(args.device).type == "cuda":
+                psi0 = torch.zeros(2**wl.wires, dtype=torch.complex128, device=args.device)
+                psi0[0] = 1
+            qn = qml.QNode(_circuit(qml, wl.wires, psi0), dev, interface="torch", diff_method="backprop")
             x, w = _inputs(torch, wl, args.device)
             return _make_step(torch, qn, x, w), dict
 
@@ -183,9 +208,20 @@ def _sync(torch) -> None:
         torch.cuda.synchronize()
 
 
+def _traffic(wl: Workload) -> dict:
+    """A lower bound on the memory traffic of one adjoint step of the state-vector program: every gate
+    layer reads and writes the state once forward and the state and the cotangent once backward (with the
+    gates of a layer fused, which qhybrid's kernels only partly are). Complex128 states."""
+    state = wl.batch * 2**wl.wires * 16
+    passes = 2 * (wl.layers + 1) + 4 * (wl.layers + 1)  # embedding layer + weight layers, fwd + bwd
+    moved = state * passes
+    return {"state_bytes": state, "model_passes": passes, "model_bytes_per_step": moved,
+            "bandwidth_limit_ms_at_3TBps": moved / 3e12 * 1e3}
+
+
 def run_workload(args, torch, qml, wl: Workload) -> dict:
     record = {"workload": wl.name, "wires": wl.wires, "layers": wl.layers, "batch": wl.batch, "note": wl.note,
-              "systems": {}}
+              "systems": {}, "traffic": _traffic(wl) if wl.wires <= 20 else None}
     built, outs = {}, {}
     for name, build in _systems(args, torch, qml, wl).items():
         entry = record["systems"][name] = {}
@@ -215,8 +251,30 @@ def run_workload(args, torch, qml, wl: Workload) -> dict:
     for name, entry in record["systems"].items():
         if entry.get("times_s"):
             entry["median_s"] = statistics.median(entry["times_s"])
+    if args.profile and torch.cuda.is_available():
+        for name, step in built.items():
+            record["systems"][name]["profile"] = _profile(torch, step)
     _agreement(torch, record, outs)
     return record
+
+
+def _profile(torch, step) -> dict:
+    """One step under torch.profiler: CUDA kernels launched, host time, GPU busy time and the top kernels."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    events = prof.key_averages()
+    kernels = [e for e in events if getattr(e, "device_time_total", 0) > 0 and e.device_type.name == "CUDA"]
+    top = sorted(kernels, key=lambda e: e.device_time_total, reverse=True)[:8]
+    return {
+        "cuda_kernels": int(sum(e.count for e in kernels)),
+        "gpu_busy_ms": sum(e.device_time_total for e in kernels) / 1e3,
+        "top_kernels": [{"name": e.key[:80], "count": e.count, "ms": e.device_time_total / 1e3} for e in top],
+        "cpu_ops": int(sum(e.count for e in events if e.device_type.name == "CPU")),
+    }
 
 
 def _agreement(torch, record, outs) -> None:
@@ -238,12 +296,14 @@ def _agreement(torch, record, outs) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--workloads", default="W1,W2,W5,W22", help=f"comma-separated, from {sorted(WORKLOADS)}")
+    p.add_argument("--workloads", default="W1,W2,W5,W1B,W22", help=f"comma-separated, from {sorted(WORKLOADS)}")
     p.add_argument("--wide-wires", type=int, default=22, help="wires of the wide variant W22 (20-24)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--closed", action="store_true", help="also run qhybrid with every circuit as closed networks")
     p.add_argument("--skip-pennylane", action="store_true")
+    p.add_argument("--cuda-graph", action="store_true", help="also a row with the step captured as CUDA graphs")
+    p.add_argument("--profile", action="store_true", help="also profile one step of each system (kernel counts)")
     p.add_argument("--device", default="cuda",
                    help="torch device (default cuda); 'cpu' is a smoke test of this script only")
     p.add_argument("--out", default=None,

@@ -15,6 +15,7 @@ from .gradients import AdjointTN, JacobianProductCalculator, Launcher, Parameter
 from .interfaces.torch import ExecuteTapes, execute
 from .layers import ArgMax, ArgMaxQLayer, ExpQLayer, QLayer, TorchLayer
 from .qnode import QNode, qnode
+from .cuda_graph import cuda_graph
 
 __version__ = "0.1.0"
 
@@ -23,6 +24,7 @@ __all__ = [
     "qnode",
     "QNode",
     "execute",
+    "cuda_graph",
     "ExecuteTapes",
     "TensorNetworkDevice",
     "JacobianProductCalculator",

@@ -42,7 +42,7 @@ class Gather:
         """The parameters gathered from ``inputs`` (differentiable: one indexing op per input)."""
         new: list = [m[1] if m[0] == "const" else None for m in self.maps]
         for src, (positions, index, sizes, shapes) in self.groups().items():
-            values = inputs[src].reshape(-1)[index.to(inputs[src].device)]
+            values = inputs[src].reshape(-1)[self.index_on(index, inputs[src].device)]
             if all(s == 1 for s in sizes) and all(not sh for sh in shapes):
                 for pos, v in zip(positions, values.unbind(0)):
                     new[pos] = v
@@ -50,6 +50,16 @@ class Gather:
                 for pos, v, sh in zip(positions, values.split(sizes), shapes):
                     new[pos] = v.view(sh)
         return new
+
+    def index_on(self, index: torch.Tensor, device: torch.device) -> torch.Tensor:
+        """``index`` on ``device``, copied there once: a copy per call would also stop CUDA-graph capture."""
+        if index.device == device:
+            return index
+        key = ("index", id(index), device)
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = (index, index.to(device))
+        return found[1]
 
     def rebound(self, inputs) -> "Gather":
         """The same gather over other inputs (shares the cached groups)."""

@@ -33,6 +33,10 @@ class GradientError(QhybridError, QuantumFunctionError, ValueError):
     Also a PennyLane ``QuantumFunctionError``, the type PennyLane raises for the same request."""
 
 
+class CaptureError(QhybridError, RuntimeError):
+    """A step that cannot be captured as a CUDA graph (no GPU, host tensors, host read-backs)."""
+
+
 __all__ = [
     "QhybridError",
     "UnsupportedOperationError",
@@ -40,4 +44,5 @@ __all__ = [
     "BroadcastError",
     "ContractionTooLargeError",
     "GradientError",
+    "CaptureError",
 ]

@@ -8,6 +8,7 @@ from typing import Callable
 import pennylane as qml
 from pennylane.measurements import MeasurementProcess
 
+from .interfaces._placement import call_device
 from .interfaces.torch import execute
 from .typing import DiffMethod
 
@@ -74,6 +75,7 @@ class QNode:
             self.diff_method,
             max_diff=self.max_diff,
             gradient_device=self.gradient_device,
+            result_device=call_device(args, kwargs) or call_device(tape.get_parameters(trainable_only=False)),
         )
         if isinstance(out, (list, tuple)):
             result = (result,) if len(out) == 1 else result

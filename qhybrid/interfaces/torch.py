@@ -18,6 +18,7 @@ from .._variant import Variant
 from ..gradients.jpc import JacobianProductCalculator, get_jpc
 from ..gradients.launcher import Launcher
 from ..errors import GradientError
+from ._placement import call_device, place
 from ._preprocess import preprocess
 
 
@@ -145,6 +146,7 @@ def execute(
     *,
     max_diff: int = 1,
     gradient_device=None,
+    result_device: torch.device | str | None = None,
 ) -> tuple:
     """Execute PennyLane tapes whose parameters are torch tensors, differentiably, in one device call.
 
@@ -158,6 +160,8 @@ def execute(
         max_diff: accepted for PennyLane compatibility; every order is available through
             ``create_graph=True`` whatever its value.
         gradient_device: a second device for the parameter-shift runs (the forward stays on ``device``).
+        result_device: where results go (default: the device of the tapes' tensor parameters, an accelerator
+            before the CPU, else the device's ``torch_device``); results that depend on no parameter too.
 
     >>> import qhybrid
     >>> dev = qhybrid.device("tensornet", wires=1)
@@ -179,7 +183,10 @@ def execute(
     else:
         raw = execute_variants(variants, jpc)
     shaped = tuple(r[0] if len(r) == 1 else tuple(r) for r in raw)
-    return tuple(postprocess(shaped))
+    if result_device is None:
+        result_device = call_device([t.get_parameters(trainable_only=False) for t in tapes])
+        result_device = result_device or getattr(device, "torch_device", None)
+    return place(tuple(postprocess(shaped)), None if result_device is None else torch.device(result_device))
 
 
 __all__ = ["ExecuteTapes", "execute", "execute_variants"]

@@ -176,7 +176,12 @@ FINITE_ROWS_SHOWN = 10
 
 
 def _check_finite(layer: str, x: torch.Tensor, weight: torch.Tensor) -> None:
-    """NaN / inf in the inputs or weights would give NaN outputs and NaN weight gradients silently."""
+    """NaN / inf in the inputs or weights would give NaN outputs and NaN weight gradients silently.
+
+    Skipped while a CUDA graph is being captured: the check reads a flag back to the host, which capture
+    forbids (the eager warm-up calls before capture have checked the same shapes)."""
+    if x.is_cuda and torch.cuda.is_current_stream_capturing():
+        return
     if not bool(torch.isfinite(weight).all()):
         bad = torch.nonzero(~torch.isfinite(weight.detach()))[:FINITE_ROWS_SHOWN].tolist()
         raise ValueError(

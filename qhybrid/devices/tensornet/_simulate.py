@@ -429,7 +429,7 @@ class _Values:
             x = gather.inputs[src]
             if not isinstance(x, torch.Tensor):
                 return None
-            out.append(x.reshape(-1)[index.to(x.device)].to(device=self.device, dtype=self.real_dtype))
+            out.append(x.reshape(-1)[gather.index_on(index, x.device)].to(device=self.device, dtype=self.real_dtype))
         return out
 
     def matrix(self, si: int) -> torch.Tensor:

@@ -127,6 +127,7 @@ class StateVectorProgram:
 
     def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, tape, dtype):
         self.n = n = len(structure.sim_wires)
+        self._signs_cache: dict = {}
         self.structure = structure
         self.stacked = stacked
         self.stack_size = stack_size
@@ -214,11 +215,24 @@ class StateVectorProgram:
         the sign matrix, since they do not change the probabilities."""
         return self._run(values, self.measure_signs)
 
+    def _signs_on(self, signs: torch.Tensor, device, dtype) -> torch.Tensor:
+        """The sign matrix in the state's real dtype on its device, converted once per (device, dtype)."""
+        real = torch.empty((), dtype=dtype).real.dtype
+        if signs.device == device and signs.dtype == real:
+            return signs
+        cache = self._signs_cache
+        key = (id(signs), device, real)
+        if key not in cache:
+            cache[key] = (signs, signs.to(device=device, dtype=real))
+        return cache[key][1]
+
     def _run(self, values, signs):
         S = self.stack_size or 1
         B = self.structure.batch_size or 1
         _tune_allocator((1 << self.n) * S * B * torch.empty((), dtype=values.dtype).element_size())
         grad = torch.is_grad_enabled()
+        if signs is not None:
+            signs = self._signs_on(signs, values.device, values.dtype)
         actions, tensors = self.actions(values, sparse_ok=not grad, measuring=signs is not None)
         if grad and any(t.requires_grad for t in tensors):
             if self.unitary and all(is_unitary(values.matrix(si)) for si in self.user_matrices):

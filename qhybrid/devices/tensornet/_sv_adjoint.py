@@ -71,7 +71,18 @@ class AdjointProgram(torch.autograd.Function):
             else:  # E_m = sum_x s_mx |psi_x|^2: the cotangent of psi is 2 psi (s^T dy)
                 s = signs.to(device=g.device, dtype=g.dtype)
                 w = torch.matmul(s.T, g.reshape(g.shape[0], -1)).reshape(psi.shape)
-                two = torch.tensor([2.0, -2.0], dtype=w.dtype, device=w.device)  # 2 conj(psi) on the real view
+                two = _two(w.dtype, w.device)  # 2 conj(psi) on the real view
                 h = torch.view_as_complex(torch.view_as_real(psi) * (w[..., None] * two))
             grads = kernels.adjoint(ctx.actions, tensors, psi, h, needs, ctx.n, ctx.states)
         return (None, None, None, None, None, *grads)
+
+
+_TWOS: dict = {}
+
+
+def _two(dtype, device) -> torch.Tensor:
+    """``[2, -2]``, made once per dtype and device (a host copy per backward would stop CUDA-graph capture)."""
+    key = (dtype, device)
+    if key not in _TWOS:
+        _TWOS[key] = torch.tensor([2.0, -2.0], dtype=dtype, device=device)
+    return _TWOS[key]

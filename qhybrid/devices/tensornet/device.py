@@ -267,7 +267,7 @@ class TensorNetworkDevice(Device):
     def _options(self, params: Sequence) -> SimOptions:
         device = self.torch_device
         if device is None:
-            device = next((p.device for p in params if isinstance(p, torch.Tensor)), torch.device("cpu"))
+            device = _tensor_device(params)
         max_memory = self.max_memory
         if max_memory is None:
             max_memory = DEFAULT_MEMORY_FRACTION * _available_memory()
@@ -280,8 +280,9 @@ class TensorNetworkDevice(Device):
         """
         sampled = [i for i, v in enumerate(variants) if v.tape.shots]
         if not sampled:
-            first = [p for v in variants for p in v.params[:8]]
-            return simulate(variants, self.wires, self._options(first), self._cache)
+            first = variants[0]
+            seen = first.gather.inputs if first.gather is not None else first.params
+            return simulate(variants, self.wires, self._options(seen), self._cache)
         exact = [i for i, v in enumerate(variants) if not v.tape.shots]
         results: list = [None] * len(variants)
         if exact:
@@ -645,3 +646,12 @@ def _pennylane_structure(result: tuple):
 _NATIVE_GATES = frozenset(TensorNetworkDevice.capabilities.operations)
 
 __all__ = ["TensorNetworkDevice", "UnsupportedOnDeviceError", "GradientError"]
+
+
+def _tensor_device(params: Sequence) -> torch.device:
+    """Where a run's tensors live: an accelerator before the CPU (a CPU tensor beside CUDA parameters is a
+    constant such as a ``QubitUnitary`` matrix built with ``torch.tensor``), the CPU when none is a tensor."""
+    for p in params:
+        if isinstance(p, torch.Tensor) and p.device.type != "cpu":
+            return p.device
+    return torch.device("cpu")
