@@ -7,7 +7,7 @@ from pennylane.wires import Wires
 from qiskit.quantum_info import Operator
 
 from qhybrid.devices.aer._convert import build_template, is_ready, matrix_key, op_slots, qubit_map, slot_matrices
-from qhybrid.devices.aer._measure import AnalyticPlan
+from qhybrid.devices.aer._measure_analytic import AnalyticPlan
 from qhybrid.errors import UnsupportedOperationError
 
 BASIS = frozenset({"rx", "ry", "rz", "cx", "h", "p", "u", "unitary"})

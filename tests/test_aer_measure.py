@@ -5,7 +5,8 @@ import pennylane as qml
 import pytest
 from pennylane.wires import Wires
 
-from qhybrid.devices.aer._measure import AnalyticPlan, SamplePlan, counts_row, sampling_groups_conflict
+from qhybrid.devices.aer._measure_analytic import AnalyticPlan
+from qhybrid.devices.aer._measure_sampled import SamplePlan, counts_row, sampling_groups_conflict
 from qhybrid.errors import UnsupportedOperationError
 
 WIRES = Wires([0, 1, 2, 3])

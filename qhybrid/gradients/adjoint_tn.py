@@ -16,6 +16,7 @@ import torch
 
 from .._tracking import track_run
 from .._variant import Variant
+from ..devices._protocol import register_vjp_calculator, supports_reverse_mode
 from ..errors import GradientError
 from .jpc import JacobianProductCalculator, Results
 
@@ -27,9 +28,7 @@ def _check_analytic(device) -> None:
             f"diff_method='adjoint' needs analytic results, but the device has shots={shots.total_shots}. "
             "Use diff_method='parameter-shift' for finite shots."
         )
-    from ..devices.tensornet import TensorNetworkDevice
-
-    if not isinstance(device, TensorNetworkDevice):
+    if not supports_reverse_mode(device):
         raise GradientError(
             f"diff_method='adjoint' differentiates through a tensor-network contraction; {device.name} has "
             "none. Use diff_method='parameter-shift' on this device."
@@ -186,3 +185,6 @@ def _grad(results, inputs, flat_dy, *, create_graph: bool, dedupe: bool):
         g = by_id.get(id(x)) if first.get(id(x)) == n else None
         grads_out.append(torch.zeros_like(x) if g is None else g)
     return grads_out
+
+
+register_vjp_calculator(AdjointTN)

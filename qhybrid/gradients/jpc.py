@@ -84,10 +84,10 @@ def get_jpc(diff_method: str, device, gradient_device=None) -> JacobianProductCa
     if diff_method is None:
         return None
     if diff_method == "best":
-        from ..devices.tensornet import TensorNetworkDevice
+        from ..devices._protocol import supports_reverse_mode
 
         analytic = not getattr(device, "shots", None)
-        native = isinstance(device, TensorNetworkDevice)
+        native = supports_reverse_mode(device)
         diff_method = "adjoint" if analytic and native and gradient_device is None else "parameter-shift"
     if diff_method == "adjoint":
         return AdjointTN(device)

@@ -135,7 +135,7 @@ class ParameterShift(JacobianProductCalculator):
     def compute_vjp(self, variants, trainable, dy, saved=None):
         shifted, layout = self._shifted(variants, trainable)
         if torch.is_grad_enabled():
-            from ..interfaces.torch import execute_variants
+            from ._execute import execute_variants
 
             # create_graph: the shifted runs are themselves differentiable, by the same rule
             results = execute_variants(shifted, ParameterShift(self.gradient_launcher))

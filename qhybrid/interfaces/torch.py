@@ -1,130 +1,24 @@
-"""The torch boundary: ExecuteTapes sends a whole batch of tapes to a device in one call and asks a
-JacobianProductCalculator for the vector-Jacobian products in backward.
+"""The torch boundary: ``execute`` preprocesses PennyLane tapes (once per structure), sends the whole batch
+to a device in one ExecuteTapes call and shapes the results as a PennyLane torch QNode would.
 
-Only parameters that require a gradient enter the autograd graph; everything stays a torch tensor on
-its own device (no ``.cpu().numpy()`` round trip). ``backward(create_graph=True)`` works because the
-JPCs compute differentiable products whenever grad mode is on.
+ExecuteTapes (in ``gradients/_execute.py``, re-exported here) asks a JacobianProductCalculator for the
+vector-Jacobian products in backward. Everything stays a torch tensor on its own device (no
+``.cpu().numpy()`` round trip).
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import pennylane as qml
 import torch
 
-from .._tracking import track_run
-from .._variant import Variant
-from ..gradients.jpc import JacobianProductCalculator, get_jpc
+from ..gradients._execute import ExecuteTapes, execute_variants
+from ..gradients.jpc import get_jpc
 from ..gradients.launcher import Launcher
 from ..errors import GradientError
 from ._placement import call_device, place
 from ._preprocess import preprocess
-
-
-class _Call:
-    """What one ExecuteTapes application needs in backward (kept on ctx)."""
-
-    def __init__(self, variants: Sequence[Variant], trainable: Sequence[Sequence[int]], jpc: JacobianProductCalculator):
-        self.variants = list(variants)
-        self.trainable = [list(t) for t in trainable]
-        self.jpc = jpc
-        self.saved: Any = None
-        self.counts: list[int] = []
-        self.sources: list[torch.Tensor] | None = None
-        """The inputs the parameters were gathered from, when the JPC differentiates those directly."""
-
-
-class ExecuteTapes(torch.autograd.Function):
-    """Forward: every variant of the call in one device execution. Backward: ``jpc.compute_vjp``.
-
-    Inputs are ``(call, *trainable_parameters)`` or, where preprocessing found every parameter to be a gather
-    of a few input tensors and the JPC can use that, ``(call, *inputs)``: then the whole circuit is one
-    autograd node between the user's tensors and the results. Outputs are the flat list of all
-    measurement results.
-    """
-
-    @staticmethod
-    def forward(call: _Call, *parameters: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        if getattr(call.jpc, "launcher", None) is None:  # a launcher records its own device calls
-            track_run(call.jpc.device, call.variants)
-        if call.sources is None:
-            results, call.saved = call.jpc.forward(call.variants, call.trainable)
-        else:
-            results, call.saved = call.jpc.forward(call.variants, call.trainable, sources=call.sources)
-        call.counts = [len(r) for r in results]
-        return tuple(r for res in results for r in res)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output) -> None:
-        ctx.call = inputs[0]
-
-    @staticmethod
-    def backward(ctx, *dy: torch.Tensor):
-        call: _Call = ctx.call
-        nested, k = [], 0
-        for n in call.counts:
-            nested.append(list(dy[k : k + n]))
-            k += n
-        if call.sources is not None:
-            return (None, *call.jpc.compute_vjp(call.variants, call.trainable, nested, call.saved, sources=call.sources))
-        vjps = call.jpc.compute_vjp(call.variants, call.trainable, nested, call.saved)
-        return (None, *(g for per in vjps for g in per))
-
-
-def _trainable_positions(variants: Sequence[Variant]) -> list[list[int]]:
-    return [
-        [j for j, p in enumerate(v.params) if isinstance(p, torch.Tensor) and p.requires_grad] for v in variants
-    ]
-
-
-def _sources(variants: Sequence[Variant], trainable) -> list[torch.Tensor] | None:
-    """The distinct gather inputs that need a gradient, when every trainable parameter of every variant is
-    gathered from an input (else None: the parameters themselves are then the autograd inputs)."""
-    out: dict[int, torch.Tensor] = {}
-    for v, tr in zip(variants, trainable):
-        g = v.gather
-        if g is None:
-            return None
-        for j in tr:
-            if g.maps[j][0] == "const":
-                return None
-        for x in g.inputs:
-            if isinstance(x, torch.Tensor) and x.requires_grad:
-                out.setdefault(id(x), x)
-    return list(out.values()) or None
-
-
-def execute_variants(
-    variants: Sequence[Variant],
-    jpc: JacobianProductCalculator | None,
-    *,
-    launcher: Launcher | None = None,
-) -> list[tuple[torch.Tensor, ...]]:
-    """Run variants through ``jpc`` with autograd support; a tuple of tensors per variant.
-
-    ``launcher`` runs them when no gradient is needed (default: the JPC's own)."""
-    trainable = _trainable_positions(variants)
-    grad_needed = torch.is_grad_enabled() and any(trainable)
-    if jpc is None or not grad_needed:
-        runner = launcher or getattr(jpc, "launcher", None) or Launcher(jpc.device)
-        with torch.no_grad():
-            return runner.run(variants)
-    if jpc.name == "backprop":
-        track_run(jpc.device, variants)
-        return jpc.device.simulate_variants(variants)
-    call = _Call(variants, trainable, jpc)
-    call.sources = _sources(variants, trainable) if getattr(jpc, "differentiates_sources", False) else None
-    if call.sources is not None:
-        flat = call.sources
-    else:
-        flat = [v.params[j] for v, tr in zip(variants, trainable) for j in tr]
-    out = ExecuteTapes.apply(call, *flat)
-    results, k = [], 0
-    for n in call.counts:
-        results.append(tuple(out[k : k + n]))
-        k += n
-    return results
 
 
 def _refuse_function_transforms() -> None:

@@ -21,7 +21,8 @@ from qiskit.circuit import Parameter
 
 from ...errors import UnsupportedOperationError
 from ._gates import SKIPPED_OPS, Affine, is_matrix_op, qiskit_gate, steps_for, unitary_gate
-from ._measure import AnalyticPlan, SamplePlan
+from ._measure_analytic import AnalyticPlan
+from ._measure_sampled import SamplePlan
 
 
 def qubit_map(wires: Wires) -> Callable:

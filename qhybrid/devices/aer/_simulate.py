@@ -21,7 +21,8 @@ from ...errors import UnsupportedOperationError
 from ..tensornet._simulate import PlanCache
 from ._convert import OpSlot, Template, build_template, matrix_key, op_slots, slot_matrices
 from ._errors import AerSimulationError
-from ._measure import AnalyticPlan, SamplePlan, counts_row
+from ._measure_analytic import AnalyticPlan
+from ._measure_sampled import SamplePlan, counts_row
 
 MATRIX_TEMPLATES_PER_STRUCTURE = 64
 """Circuits kept per structure for distinct matrix values (QubitUnitary data); older ones are dropped."""

@@ -22,7 +22,8 @@ from ..tensornet._simulate import CacheInfo, PlanCache
 from ._convert import is_ready
 from ._errors import AerSimulationError
 from ._gpu import check_gpu
-from ._measure import sampling_groups_conflict, supported_analytic, supported_sample
+from ._measure import supported_analytic, supported_sample
+from ._measure_sampled import sampling_groups_conflict
 from ._simulate import RunContext, simulate
 
 METHODS = ("statevector", "density_matrix", "matrix_product_state")

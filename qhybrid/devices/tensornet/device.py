@@ -37,6 +37,7 @@ from pennylane.transforms.core import CompilePipeline
 from ...errors import GradientError, UnsupportedOperationError
 from ...typing import Backend, Optimizer
 from ..._variant import Variant, tape_parameters
+from .._protocol import vjp_calculator
 from ._autograd import execute_traced, is_traced
 from ._readout import ReadoutPlan, plan_readout
 from ._sampling import sample_tapes
@@ -217,6 +218,8 @@ class TensorNetworkDevice(Device):
     """
 
     short_name = "qhybrid.tensornet"
+    reverse_mode = True
+    """Results are differentiable torch tensors: the adjoint JPC can run on this device."""
     config_filepath = str(Path(__file__).with_name("tensornet.toml"))
 
     def __init__(
@@ -561,9 +564,7 @@ class _ParameterVJPs(tuple):
 
 
 def _adjoint(device):
-    from ...gradients.adjoint_tn import AdjointTN
-
-    return AdjointTN(device)
+    return vjp_calculator(device)
 
 
 def _core_params(plan: ReadoutPlan, params: Sequence) -> list:
