@@ -304,7 +304,7 @@ def test_allocator_tuning_can_be_switched_off(monkeypatch, setting, calls):
     import ctypes
     import sys
 
-    from qhybrid.devices.tensornet import _statevector
+    from qhybrid.devices.tensornet import _sv_allocator
 
     if not sys.platform.startswith("linux"):
         pytest.skip("glibc tuning applies on Linux only")
@@ -315,9 +315,9 @@ def test_allocator_tuning_can_be_switched_off(monkeypatch, setting, calls):
             seen.append((option, value))
 
     monkeypatch.setattr(ctypes, "CDLL", lambda name: FakeLibc())
-    monkeypatch.setattr(_statevector, "_ALLOCATOR_TUNED", False)
+    monkeypatch.setattr(_sv_allocator, "_TUNED", False)
     monkeypatch.setenv("QHYBRID_MALLOC_TUNING", setting)
-    _statevector._tune_allocator(_statevector.LARGE_STATE_BYTES - 1)  # small states never tune
+    _sv_allocator.tune_allocator(_sv_allocator.LARGE_STATE_BYTES - 1)  # small states never tune
     assert seen == []
-    _statevector._tune_allocator(_statevector.LARGE_STATE_BYTES)
+    _sv_allocator.tune_allocator(_sv_allocator.LARGE_STATE_BYTES)
     assert len(seen) == calls

@@ -29,7 +29,6 @@ to the parameters. Higher derivatives recompute the program with torch ops (exac
 
 from __future__ import annotations
 
-from typing import Sequence
 
 import numpy as np
 import pennylane as qml
@@ -37,6 +36,8 @@ import torch
 
 from . import _sv_kernels as kernels
 from ._structure import TapeStructure
+from ._sv_allocator import tune_allocator as _tune_allocator
+from ._sv_blocks import _Kron, _build_krons, _full_monomial, _monomial
 from ._sv_adjoint import AdjointProgram, is_unitary, np_unitary
 from ._sv_kernels import Action
 from ._sv_measure import z_expvals, z_reader
@@ -47,71 +48,6 @@ KRON_MAX_WIRES = 4
 SPARSE_MAX_FRACTION = 3
 """A stacked gate is applied as row 0's gate plus a redo of the rows that differ when those are at most
 1/SPARSE_MAX_FRACTION of the stack."""
-
-
-LARGE_STATE_BYTES = 8 << 20
-"""From this state size on, glibc is asked (once per process) to keep freed memory for reuse."""
-
-MALLOC_MMAP_THRESHOLD = 1 << 30
-MALLOC_TRIM_THRESHOLD = 1 << 31
-"""glibc serves allocations below the first from its heap and returns heap memory to the system only above
-the second. Its defaults (mmap from 128 KiB-32 MiB) give every fresh state-sized tensor its own mapping,
-and the page faults of filling it cost more than the arithmetic (measured here: a 4x4 gate on a 32 MiB
-state 18.6 ms with the defaults, 8.9 ms with these)."""
-
-_ALLOCATOR_TUNED = False
-
-
-def _tune_allocator(state_bytes: int) -> None:
-    """Process-wide glibc settings, once, when a state of LARGE_STATE_BYTES is first simulated.
-
-    Opt out with the environment variable ``QHYBRID_MALLOC_TUNING=0`` (e.g. when the process must hand
-    freed memory back to the system promptly)."""
-    global _ALLOCATOR_TUNED
-    if _ALLOCATOR_TUNED or state_bytes < LARGE_STATE_BYTES:
-        return
-    _ALLOCATOR_TUNED = True
-    import os
-
-    if os.environ.get("QHYBRID_MALLOC_TUNING", "1").strip().lower() in ("0", "false", "no", "off"):
-        return
-    try:
-        import ctypes
-        import sys
-
-        if sys.platform.startswith("linux"):
-            libc = ctypes.CDLL("libc.so.6")
-            libc.mallopt(-3, MALLOC_MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
-            libc.mallopt(-1, MALLOC_TRIM_THRESHOLD)  # M_TRIM_THRESHOLD
-    except Exception:  # not glibc: nothing to tune
-        pass
-
-
-def _monomial(matrix: np.ndarray):
-    """(column of the non-zero in each row, its value) if ``matrix`` is monomial, else None."""
-    nz = matrix != 0
-    if not np.all(nz.sum(1) == 1) or not np.all(nz.sum(0) == 1):
-        return None
-    cols = nz.argmax(1)
-    return cols, matrix[np.arange(len(cols)), cols]
-
-
-def _full_monomial(n: int, wires: Sequence[int], cols: np.ndarray, vals: np.ndarray):
-    """The gate on ``wires`` as a basis permutation of all 2**n states (wire 0 most significant)."""
-    x = np.arange(1 << n, dtype=np.int64)
-    shifts = [n - 1 - w for w in wires]
-    local = np.zeros_like(x)
-    for s in shifts:
-        local = (local << 1) | ((x >> s) & 1)
-    src_local = cols[local]
-    cleared = x.copy()
-    for s in shifts:
-        cleared &= ~(1 << s)
-    src = cleared
-    k = len(wires)
-    for j, s in enumerate(shifts):
-        src = src | (((src_local >> (k - 1 - j)) & 1) << s)
-    return src, vals[local]
 
 
 class _Step:
@@ -384,33 +320,6 @@ class StateVectorProgram:
             add("lead" if lead else "plain", (wires[0], k), m)
         else:
             add("scattered", (tuple(wires), lead), m)
-
-
-class _Kron:
-    """A Kronecker block waiting to be built together with the other blocks of its size."""
-
-    __slots__ = ("members",)
-
-    def __init__(self, members):
-        self.members = members
-
-
-def _build_krons(tensors: list) -> None:
-    """Replace every ``_Kron`` in ``tensors`` by its product: blocks of one size and dtype are built by
-    k - 1 broadcast products over all of them at once (a handful of autograd nodes, not ~4 per kron)."""
-    groups: dict[tuple, list[int]] = {}
-    for i, t in enumerate(tensors):
-        if isinstance(t, _Kron):
-            m = t.members[0]
-            groups.setdefault((len(t.members), m.dtype, m.device), []).append(i)
-    for (k, _, _), where in groups.items():
-        stacked = torch.stack([m for i in where for m in tensors[i].members]).reshape(len(where), k, 2, 2)
-        K = stacked[:, 0]
-        for j in range(1, k):
-            d = 1 << j
-            K = (K[:, :, None, :, None] * stacked[:, j, None, :, None, :]).reshape(len(where), 2 * d, 2 * d)
-        for i, block in zip(where, K.unbind(0)):
-            tensors[i] = block
 
 
 _ZERO_KETS: dict = {}
