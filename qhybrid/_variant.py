@@ -66,18 +66,49 @@ class Gather:
         return Gather(tuple(inputs), self.maps, self.groups(), self.memo)
 
 
-@dataclass
 class Variant:
     """``tape`` run with ``params`` in place of its data (``tape_parameters`` order).
 
     Shifted copies of a tape for parameter-shift, or the detached leaves the adjoint method
-    differentiates, are variants of one tape: no operator is copied.
+    differentiates, are variants of one tape: no operator is copied. ``gather``: where ``params`` come
+    from, when preprocessing found that they are gathers of inputs; ``params=None`` then gathers them at
+    first use (the adjoint path reads whole columns from the inputs and never needs them one by one).
     """
 
-    tape: qml.tape.QuantumScript
-    params: list
-    gather: Gather | None = None
-    """Where ``params`` were gathered from, when preprocessing found that they are gathers of inputs."""
+    __slots__ = ("tape", "_params", "gather")
+
+    def __init__(self, tape: qml.tape.QuantumScript, params: list | None, gather: Gather | None = None):
+        if params is None and gather is None:
+            raise ValueError("Variant needs params or a gather to take them from")
+        self.tape = tape
+        self._params = params
+        self.gather = gather
+
+    @property
+    def params(self) -> list:
+        if self._params is None:
+            self._params = self.gather.params(self.gather.inputs)
+        return self._params
+
+    @params.setter
+    def params(self, value: list) -> None:
+        self._params = value
+
+    def trainable_positions(self) -> list[int]:
+        """Positions of the parameters that need a gradient (read from the gather's inputs when the
+        parameters have not been gathered yet; under grad mode a gather of such an input needs one)."""
+        if self._params is None:
+            g = self.gather
+            return [
+                j
+                for j, m in enumerate(g.maps)
+                if m[0] != "const" and isinstance(g.inputs[m[0]], torch.Tensor) and g.inputs[m[0]].requires_grad
+            ]
+        return [j for j, p in enumerate(self._params) if isinstance(p, torch.Tensor) and p.requires_grad]
+
+    def __repr__(self) -> str:
+        shown = "<not gathered>" if self._params is None else self._params
+        return f"Variant(tape={self.tape!r}, params={shown!r}, gather={self.gather!r})"
 
     @classmethod
     def of(cls, tape: qml.tape.QuantumScript) -> "Variant":
@@ -106,6 +137,8 @@ class Variant:
         tape = self.tape
         if n_op_params is None:
             n_op_params = sum(len(op.data) for op in tape.operations)
+        if self._params is None and len(self.gather.maps) == n_op_params:
+            return self  # the tape's observables carry no data (and nothing needs gathering to see it)
         theirs = self.params[n_op_params:]
         if not theirs:
             return self  # no observable carries data
@@ -129,8 +162,7 @@ class Variant:
 
     def regathered(self, inputs) -> "Variant":
         """This variant with its parameters gathered anew from ``inputs`` (in place of ``gather.inputs``)."""
-        gather = self.gather.rebound(inputs)
-        return Variant(self.tape, gather.params(gather.inputs), gather)
+        return Variant(self.tape, None, self.gather.rebound(inputs))
 
 
 def tape_parameters(tape: qml.tape.QuantumScript) -> list:

@@ -71,9 +71,9 @@ class ExecuteTapes(torch.autograd.Function):
 
 
 def _trainable_positions(variants: Sequence[Variant]) -> list[list[int]]:
-    return [
-        [j for j, p in enumerate(v.params) if isinstance(p, torch.Tensor) and p.requires_grad] for v in variants
-    ]
+    if not torch.is_grad_enabled():
+        return [[] for _ in variants]
+    return [v.trainable_positions() for v in variants]
 
 
 def _sources(variants: Sequence[Variant], trainable) -> list[torch.Tensor] | None:
@@ -115,8 +115,10 @@ def execute_variants(
     call.sources = _sources(variants, trainable) if getattr(jpc, "differentiates_sources", False) else None
     if call.sources is not None:
         flat = call.sources
-    else:
+    else:  # gathered now, under the caller's grad mode (the JPC's backward reuses them)
         flat = [v.params[j] for v, tr in zip(variants, trainable) for j in tr]
+        for v in variants:
+            v.params
     out = ExecuteTapes.apply(call, *flat)
     results, k = [], 0
     for n in call.counts:

@@ -171,4 +171,4 @@ def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
 def _gathered(entry, params):
     template, post, gather = entry
     g = gather.rebound(params)
-    return Variant(template, g.params(g.inputs), g), post
+    return Variant(template, None, g), post
