@@ -215,12 +215,13 @@ def test_device_contracts_its_plans_through_the_chosen_backend(monkeypatch):
 
     import qhybrid
 
-    planned = []
+    planned, limits = [], []
     original = TorchBackend.contract
 
-    def spy(self, plan, operands):
+    def spy(self, plan, operands, *, max_memory=None):
         planned.append(plan)
-        return original(self, plan, operands)
+        limits.append(max_memory)
+        return original(self, plan, operands, max_memory=max_memory)
 
     monkeypatch.setattr(TorchBackend, "contract", spy)
     state = torch.tensor([0.6, 0.0, 0.0, 0.8], dtype=torch.complex128)
