@@ -8,6 +8,12 @@ slicing), autotuned once, and afterwards only pointed at new operand values
 ``compute_gradients_backward``), which reuses the intermediates the forward left in the network's
 CACHE workspace, wrapped in a ``torch.autograd.Function``.
 
+Memory (``_workspace``): each network's workspace is sized within the device's ``max_memory`` (and a
+share of the GPU's free memory), a network that cannot fit is refused before anything is allocated,
+and workspaces go back to torch's caching allocator after each call (the CACHE after the backward), so
+a structure's many networks share one scratch workspace instead of each holding its own. Networks are
+autotuned only where their cost makes it pay.
+
 What cuTensorNet is given differs from the plan in ways that keep the result identical:
 
 * extent-1 axes are squeezed (cuTensorNet's gradients refuse "singleton modes"; an extent-1 axis is
@@ -41,6 +47,7 @@ import numpy as np
 import torch
 
 from . import Backend
+from ._workspace import autotune_iterations, check_workspace, estimated_workspace, refuse_from_library, workspace_limit
 
 AUTOTUNE_ITERATIONS = 3
 """Autotuning iterations spent once per network (0: no autotuning). Pays off over a training run."""
@@ -141,10 +148,10 @@ def _gradient_convention(lib, device: torch.device, dtype: torch.dtype, stream) 
                              stream=stream)
         try:
             network.contract_path(optimize={"path": [(0, 1)]})
-            network.contract(stream=stream)
+            network.contract(stream=stream, release_workspace=True)
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=_EXPERIMENTAL_GRADIENTS)
-                ga, gb = network.gradients(seed, stream=stream)
+                ga, gb = network.gradients(seed, stream=stream, release_workspace=True)
         finally:
             network.free()
         tol = 1e-4 if dtype == torch.complex64 else 1e-10
@@ -300,7 +307,8 @@ class _NetworkEntry:
     """A cuTensorNet ``Network`` for one plan, operand layout and gradient mask: planned once."""
 
     def __init__(self, lib, layout: _Layout, operands, grad_mask, stream, autotune_iterations: int,
-                 notes: list[str]):
+                 notes: list[str], memory_limit: int | None = None, what: str = "a network",
+                 max_memory: float | None = None):
         tn, cutn = lib
         self.lib, self.layout, self.notes = lib, layout, notes
         qualifiers = np.zeros(len(operands), dtype=cutn.tensor_qualifiers_dtype)
@@ -309,13 +317,21 @@ class _NetworkEntry:
         for t, modes in zip(operands, layout.kept_modes):
             args += [t, list(modes)]
         args.append(list(layout.out_modes))
-        self.network = tn.Network(*args, qualifiers=qualifiers, options=dict(NETWORK_OPTIONS), stream=stream)
+        options = dict(NETWORK_OPTIONS)
+        if memory_limit is not None:
+            options["memory_limit"] = int(memory_limit)
+        self.network = tn.Network(*args, qualifiers=qualifiers, options=options, stream=stream)
         try:
             # our path and no slicing (a path given without sliced modes is contracted as one slice,
-            # which cuTensorNet's gradients require)
+            # which cuTensorNet's gradients require); the workspace is sized here, within memory_limit
             self.network.contract_path(optimize={"path": [tuple(p) for p in layout.path]})
             if autotune_iterations:
-                self.network.autotune(iterations=autotune_iterations, stream=stream)
+                self.network.autotune(iterations=autotune_iterations, stream=stream, release_workspace=True)
+        except MemoryError as exc:  # cuquantum's MemoryLimitExceeded: the minimum workspace does not fit
+            self.free()
+            if not hasattr(exc, "requirement"):
+                raise
+            raise refuse_from_library(exc, what, max_memory) from exc
         except Exception:
             self.free()
             raise
@@ -333,7 +349,9 @@ class _NetworkEntry:
         if not self.fresh:
             self.network.reset_operands(*operands, stream=stream)
         self.fresh = False
-        out = self.network.contract(stream=stream)
+        # the scratch workspace goes back to torch's pool at once (the next network reuses it); the CACHE
+        # (intermediates for the gradients) stays until the backward
+        out = self.network.contract(stream=stream, release_workspace=True)
         self.token = object()
         self.out_stride = tuple(out.stride())
         return out
@@ -361,7 +379,7 @@ class _NetworkEntry:
         if self.token is not token or not getattr(network, "contracted", True):
             # another contraction of this plan ran since: restore this one's intermediates first
             network.reset_operands(*operands, stream=stream)
-            network.contract(stream=stream)
+            network.contract(stream=stream, release_workspace=True)
             self.token = token
         convention = _gradient_convention(self.lib, grad_out.device, grad_out.dtype, stream)
         if convention == "unknown":
@@ -377,7 +395,7 @@ class _NetworkEntry:
             seed = buf.copy_(seed)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_EXPERIMENTAL_GRADIENTS)
-            grads = network.gradients(seed, stream=stream)
+            grads = network.gradients(seed, stream=stream, release_workspace=True)  # scratch and CACHE
         if convention == "holomorphic":
             grads = [None if g is None else g.conj().resolve_conj() for g in grads]
         return [g if need else None for g, need in zip(grads, needs)]
@@ -427,6 +445,24 @@ class _Contract(torch.autograd.Function):
         return (None, None, None, *grads)
 
 
+def _free_memory(device: torch.device) -> tuple[int, int]:
+    """(free device memory, memory torch's caching allocator holds unused) in bytes."""
+    if device.type != "cuda":  # only the CPU stand-in of the tests gets here
+        import psutil
+
+        return int(psutil.virtual_memory().available), 0
+    free, _ = torch.cuda.mem_get_info(device)
+    cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return int(free), int(cached)
+
+
+def _numel(shape) -> int:
+    n = 1
+    for e in shape:
+        n *= int(e)
+    return n
+
+
 def _device_ctx(device: torch.device):
     return torch.cuda.device(device) if device.type == "cuda" else nullcontext()
 
@@ -451,9 +487,12 @@ class CuTensorNetBackend(Backend):
         device: the CUDA device whose tensors it contracts.
 
     Keyword Args:
-        autotune_iterations: cuTensorNet autotuning iterations per network (once, when it is built).
+        autotune_iterations: cuTensorNet autotuning iterations per network (once, when it is built), for
+            networks whose plan costs at least ``_workspace.AUTOTUNE_MIN_FLOPS`` (cheaper ones gain nothing).
 
-    The first call for a plan builds and autotunes its network (milliseconds); later calls with new
+    ``contract(plan, operands, max_memory=...)`` keeps cuTensorNet's workspace within ``max_memory``
+    bytes and 80% of the GPU's free memory, or raises ``ContractionTooLargeError`` before allocating.
+    The first call for a plan builds (and, if costly, autotunes) its network; later calls with new
     operand values only rebind them. Results and gradients stay on the device, queued on the current
     CUDA stream. Gradients are first order (``once_differentiable``); use ``backend="torch"`` for
     higher derivatives.
@@ -489,7 +528,7 @@ class CuTensorNetBackend(Backend):
         if reason not in self.fallbacks:
             self.fallbacks.append(reason)
 
-    def contract(self, plan, operands: Sequence[torch.Tensor]) -> torch.Tensor:
+    def contract(self, plan, operands: Sequence[torch.Tensor], *, max_memory: float | None = None) -> torch.Tensor:
         if len(operands) != len(plan.inputs):
             raise ValueError(
                 f"The plan contracts {len(plan.inputs)} tensors but {len(operands)} operands were given; "
@@ -523,8 +562,14 @@ class CuTensorNetBackend(Backend):
             stream = _current_stream(device)
             entry = entries.get(key)
             if entry is None:
+                what = f"a network of {len(kept)} tensors"
+                limit = workspace_limit(max_memory, *_free_memory(device))
+                itemsize = torch.empty((), dtype=dtype).element_size()
+                need = estimated_workspace(plan.largest_intermediate, _numel(layout.out_shape), itemsize)
+                check_workspace(need, limit, what, max_memory)
+                tune = autotune_iterations(plan.flops, self.autotune_iterations)
                 try:
-                    entry = _NetworkEntry(lib, layout, kept, mask, stream, self.autotune_iterations, self.fallbacks)
+                    entry = _NetworkEntry(lib, layout, kept, mask, stream, tune, self.fallbacks, limit, what, max_memory)
                 except Exception as exc:
                     if not (isinstance(exc, lib[1].cuTensorNetError) and _is_not_supported(exc)):
                         raise
