@@ -23,6 +23,7 @@ from qhybrid.devices.tensornet.backends import (
     clear_backend_cache,
     get_backend,
 )
+from qhybrid.devices.tensornet.backends import _workspace
 from qhybrid.devices.tensornet.backends import cutensornet as ctn
 from qhybrid.devices.tensornet.backends.cutensornet import CuTensorNetBackend
 
@@ -215,12 +216,13 @@ def test_device_contracts_its_plans_through_the_chosen_backend(monkeypatch):
 
     import qhybrid
 
-    planned = []
+    planned, limits = [], []
     original = TorchBackend.contract
 
-    def spy(self, plan, operands):
+    def spy(self, plan, operands, *, max_memory=None):
         planned.append(plan)
-        return original(self, plan, operands)
+        limits.append(max_memory)
+        return original(self, plan, operands, max_memory=max_memory)
 
     monkeypatch.setattr(TorchBackend, "contract", spy)
     state = torch.tensor([0.6, 0.0, 0.0, 0.8], dtype=torch.complex128)
@@ -301,6 +303,7 @@ class FakeNetwork:
     the way cuTensorNet would, and keeps only the latest contraction's operands as its "CACHE"."""
 
     instances: list = []
+    min_workspace = 0  # the workspace cuTensorNet would say it needs at least
     refuse_gradients = False
     refuse_networks = False
     convention = "torch"  # or "holomorphic" (J^T g), or "scaled" (matches neither)
@@ -311,7 +314,9 @@ class FakeNetwork:
         assert len(args) % 2 == 1, "interleaved: op, modes, ..., output modes"
         self.operands, self.modes, self.out = list(args[0:-1:2]), [tuple(m) for m in args[1:-1:2]], tuple(args[-1])
         self.qualifiers = qualifiers
-        assert options == {"blocking": "auto"}, "no host synchronisation after each call"
+        assert options["blocking"] == "auto", "no host synchronisation after each call"
+        assert set(options) <= {"blocking", "memory_limit"}
+        self.memory_limit = options.get("memory_limit")
         self.shapes = [tuple(t.shape) for t in self.operands]
         self.strides = [t.stride() for t in self.operands]
         self._check(self.operands)
@@ -334,12 +339,18 @@ class FakeNetwork:
             assert all(e > 1 for e in t.shape), "no singleton modes"
 
     def contract_path(self, optimize=None):
+        need = FakeNetwork.min_workspace
+        if self.memory_limit is not None and need > self.memory_limit:  # as cuquantum's MemoryLimitExceeded
+            exc = MemoryError(f"GPU memory limit exceeded: limit {self.memory_limit}, minimum workspace {need}")
+            exc.limit, exc.requirement = self.memory_limit, need
+            raise exc
         path = optimize["path"]
         assert len(path) == len(self.operands) - 1 and all(len(p) == 2 for p in path)
         self.path = path
         return path, None
 
     def autotune(self, *, iterations=3, stream=None, release_workspace=False):
+        assert release_workspace, "workspaces go back to the pool after each call"
         self.autotuned += iterations
 
     def reset_operands(self, *ops, stream=None):
@@ -355,12 +366,14 @@ class FakeNetwork:
         return torch.einsum(*args, [local[i] for i in self.out])
 
     def contract(self, *, slices=None, stream=None, release_workspace=False):
+        assert release_workspace, "the scratch workspace goes back to the pool after each call"
         self.cache = [t.clone() for t in self.operands]
         self.contracted, self.contractions = True, self.contractions + 1
         return self._einsum(self.operands).contiguous()
 
     def gradients(self, output_gradient, *, stream=None, release_workspace=False):
         warnings.warn("Network.gradients() is an experimental API and subject to future changes", stacklevel=2)
+        assert release_workspace, "scratch and CACHE go back to the pool after the backward"
         if FakeNetwork.refuse_gradients:
             raise FakeCutn.cuTensorNetError("cuTensorNetError: NOT_SUPPORTED (15): CUTENSORNET_STATUS_NOT_SUPPORTED")
         assert self.contracted and output_gradient.is_contiguous() and not output_gradient.is_conj()
@@ -393,6 +406,7 @@ def fake():
     FakeNetwork.instances = []
     FakeNetwork.refuse_gradients = FakeNetwork.refuse_networks = False
     FakeNetwork.convention = "torch"
+    FakeNetwork.min_workspace = 0
     yield CuTensorNetBackend("cpu", autotune_iterations=2, _library=(FakeTensornet, FakeCutn))
     FakeNetwork.refuse_gradients = FakeNetwork.refuse_networks = False
     FakeNetwork.convention = "torch"
@@ -405,7 +419,8 @@ def test_cutensornet_glue_matches_whole_network_einsum(fake, net):
     assert fake.fallbacks == [] or "fewer than two" in fake.fallbacks[0]
 
 
-def test_cutensornet_plans_once_and_rebinds_operands(fake):
+def test_cutensornet_plans_once_and_rebinds_operands(fake, monkeypatch):
+    monkeypatch.setattr(_workspace, "AUTOTUNE_MIN_FLOPS", 0)  # autotune even this small network
     inputs, output, sizes, ops = random_network(3, 8, broadcast=True)
     plan = ContractionPlan(inputs, output, sizes)
     with torch.no_grad():

@@ -63,3 +63,33 @@ def test_cache_is_bounded():
         ops = [qml.RX(0.1, 0)] * (k + 1)
         qhybrid.execute([qml.tape.QuantumScript(ops, [qml.expval(qml.Z(0))])], dev, diff_method=None)
     assert dev.plan_cache_info().size == 2
+
+
+def test_a_new_batch_size_reuses_the_searched_paths(monkeypatch):
+    """The batch size is part of the structure key (a new program), but not of the path memo: the second
+    batch size searches nothing and takes the paths found for the first."""
+    from qhybrid.devices.tensornet import _pathfind, _simulate
+
+    monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 0)  # closed networks, planned by _pathfind
+    monkeypatch.setattr(_pathfind, "FLOP_RATE", 1.0)  # every search pays
+    _pathfind.clear_memo()
+    stats = _pathfind.reset_stats()
+    dev = qhybrid.device("tensornet", wires=4, plan_time=0.2)
+    f = _layer(dev, None)
+    ref = qml.QNode(_layer_circuit, qml.device("default.qubit", wires=4))
+    w = torch.rand(2, 4, 3, dtype=torch.float64)
+    for batch in (5, 7):
+        x = torch.rand(batch, 4, dtype=torch.float64)
+        torch.testing.assert_close(torch.stack(f(x, w)), torch.stack(ref(x, w)), atol=1e-10, rtol=0)
+        if batch == 5:
+            searched = stats.searches
+    assert searched > 0 and dev.plan_cache_info().misses == 2
+    assert stats.searches == searched  # no new search for the second batch size
+    assert stats.memo_hits == 4  # each of the 4 networks took its remembered path
+    _pathfind.clear_memo()
+
+
+def _layer_circuit(x, w):
+    qml.AngleEmbedding(x, wires=range(4), rotation="Y")
+    qml.StronglyEntanglingLayers(w, wires=range(4))
+    return [qml.expval(qml.Z(i)) for i in range(4)]

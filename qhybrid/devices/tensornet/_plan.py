@@ -1,9 +1,10 @@
 """Contraction plans: a path found once per network shape, replayed as a list of pairwise einsums.
 
-Paths come from opt_einsum (or a cotengra hyper-optimiser) on the real index sizes, so a batch index
-(a hyperedge shared by every data-dependent tensor) steers the planner towards contracting the
-data-independent part once. The plan records the largest intermediate so that a contraction that would
-not fit in memory is refused before anything is allocated.
+Paths come from ``_pathfind`` (opt_einsum's greedy path at once, a randomised search within the
+device's ``plan_time`` where it pays) on the real index sizes, so a batch index (a hyperedge shared by
+every data-dependent tensor) steers the planner towards contracting the data-independent part once. The
+plan records the largest intermediate so that a contraction that would not fit in memory is refused
+before anything is allocated.
 """
 
 from __future__ import annotations
@@ -11,62 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-import opt_einsum as oe
 import torch
 
 from ...errors import ContractionTooLargeError
+from ._pathfind import DEFAULT_PLAN_TIME, Found, Problem, find_paths
 
 _EINSUM_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-COTENGRA_MIN_TENSORS = 40
-"""Networks at least this large are planned by cotengra in "auto" mode (opt_einsum's greedy below)."""
-
-OPTIMAL_MAX_TENSORS = 6
-"""Networks this small are planned exhaustively."""
-
-
-RECONF_MAX_TENSORS = 120
-"""cotengra's subtree reconfiguration (slow to plan) is used only on networks up to this many tensors."""
-
-
-def _optimizer(name: str, n_tensors: int):
-    if name == "auto":
-        if n_tensors <= OPTIMAL_MAX_TENSORS:
-            return "optimal"
-        if n_tensors >= COTENGRA_MIN_TENSORS:
-            return _cotengra_optimizer(n_tensors)
-        return "greedy"
-    if name == "cotengra":
-        return _cotengra_optimizer(n_tensors)
-    return name
-
-
-def _cotengra_optimizer(n_tensors: int = 0):
-    import cotengra as ctg
-
-    return ctg.HyperOptimizer(
-        methods=["greedy"],
-        max_repeats=16,
-        parallel=False,
-        progbar=False,
-        optlib="random",
-        reconf_opts="auto" if n_tensors <= RECONF_MAX_TENSORS else None,
-    )
-
-
-SWEEP_MIN_TENSORS = 12
-"""Networks at least this large also try a sweep along the wires (the better of the two paths is kept)."""
-
-
-def _sweep_path(positions: Sequence[int]) -> list[tuple[int, int]]:
-    """Contract tensors one by one in order of the lowest wire they touch (ideal for chain-like circuits
-    such as CNOT ladders, whose boundary stays a few bonds wide); a linear opt_einsum path."""
-    order = sorted(range(len(positions)), key=lambda i: (positions[i], i))
-    ssa, acc, nxt = [], order[0], len(positions)
-    for t in order[1:]:
-        ssa.append((acc, t))
-        acc, nxt = nxt, nxt + 1
-    return oe.paths.ssa_to_linear(ssa)
 
 
 @dataclass(frozen=True)
@@ -90,31 +41,19 @@ class ContractionPlan:
         sizes: dict[int, int],
         optimizer: str = "auto",
         positions: Sequence[int] | None = None,
+        *,
+        plan_time: float = DEFAULT_PLAN_TIME,
+        found: Found | None = None,
     ):
         self.inputs = [tuple(ix) for ix in inputs]
         self.output = tuple(output)
-        symbols = {ix: oe.get_symbol(i) for i, ix in enumerate(sizes)}
-        eq = ",".join("".join(symbols[i] for i in ix) for ix in self.inputs)
-        eq += "->" + "".join(symbols[i] for i in self.output)
-        shapes = [tuple(sizes[i] for i in ix) for ix in self.inputs]
-        if len(self.inputs) == 1:
-            path, self.largest_intermediate, self.flops = [(0,)], _numel(self.output, sizes), 0
-        else:
-            n = len(self.inputs)
-            candidates = []
-            if positions is not None and n >= SWEEP_MIN_TENSORS:
-                candidates.append(oe.contract_path(eq, *shapes, shapes=True, optimize=_sweep_path(positions)))
-            if optimizer == "auto" and n > RECONF_MAX_TENSORS and candidates:
-                candidates.append(oe.contract_path(eq, *shapes, shapes=True, optimize="greedy"))
-            else:
-                candidates.append(oe.contract_path(eq, *shapes, shapes=True, optimize=_optimizer(optimizer, n)))
-            path, info = min(candidates, key=lambda c: (int(c[1].opt_cost), int(c[1].largest_intermediate)))
-            self.largest_intermediate = int(info.largest_intermediate)
-            self.flops = int(info.opt_cost)
+        if found is None:
+            found = find_paths([Problem.of(self.inputs, self.output, sizes, positions)], optimizer, plan_time)[0]
+        self.flops = found.flops
         self.largest_intermediate = max(
-            self.largest_intermediate, _numel(self.output, sizes), *(_numel(ix, sizes) for ix in self.inputs)
+            found.largest, _numel(self.output, sizes), *(_numel(ix, sizes) for ix in self.inputs)
         )
-        self.steps = self._compile(path)
+        self.steps = self._compile(found.path)
 
     def _compile(self, path) -> list[_Step]:
         working = list(self.inputs)
@@ -167,6 +106,18 @@ class ContractionPlan:
                 f"{_fmt_bytes(max_memory)}. Use fewer wires or a smaller batch, measure local observables "
                 "(their light cones are smaller), or raise the device's max_memory."
             )
+
+
+def plan_networks(
+    networks: Sequence, optimizer: str = "auto", plan_time: float = DEFAULT_PLAN_TIME, vary: int | None = None
+) -> list[ContractionPlan]:
+    """Plans for several networks (objects with ``inputs``, ``output``, ``sizes``, ``positions``) that share
+    one planning budget of ``plan_time`` seconds; ``vary`` names an index (the batch index) whose extent
+    may change without changing the best path, so searched paths are reused across its sizes.
+    """
+    problems = [Problem.of(n.inputs, n.output, n.sizes, n.positions, vary) for n in networks]
+    found = find_paths(problems, optimizer, plan_time)
+    return [ContractionPlan(n.inputs, n.output, n.sizes, found=f) for n, f in zip(networks, found)]
 
 
 def _numel(ix, sizes) -> int:

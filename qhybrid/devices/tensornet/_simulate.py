@@ -20,7 +20,8 @@ from ...errors import ContractionTooLargeError, UnsupportedOperationError
 from ._gates import broadcast_shape, constant_matrix, fast_matrix, generic_matrix, global_phase, state_vector
 from ._measure import StateReader, measurement_function
 from ._network import BATCH, STACK, Network, closed_network, ket_network
-from ._plan import ContractionPlan, _fmt_bytes
+from ._pathfind import DEFAULT_PLAN_TIME
+from ._plan import ContractionPlan, _fmt_bytes, plan_networks
 from ._statevector import StateVectorProgram
 from ..._variant import Variant
 from ._structure import TapeStructure, tape_structure
@@ -45,6 +46,7 @@ class SimOptions:
     max_memory: float
     optimizer: str = "auto"
     backend: str = "torch"  # what executes contraction plans (backends.get_backend)
+    plan_time: float = DEFAULT_PLAN_TIME  # seconds one structure's path searches may take
 
 
 @dataclass
@@ -88,17 +90,18 @@ class PlanCache:
 
 
 class _Contraction:
-    def __init__(self, network: Network, opts: SimOptions, what: str):
+    def __init__(self, network: Network, opts: SimOptions, what: str, plan: ContractionPlan | None = None):
         self.network = network
-        self.plan = ContractionPlan(
-            network.inputs, network.output, network.sizes, opts.optimizer, positions=network.positions
-        )
+        if plan is None:
+            plan = plan_networks([network], opts.optimizer, opts.plan_time, vary=BATCH)[0]
+        self.plan = plan
         itemsize = torch.empty((), dtype=opts.dtype).element_size()
         self.plan.check_memory(itemsize, opts.max_memory, what)
         self.backend = get_backend(opts.backend, opts.device)
+        self.max_memory = opts.max_memory
 
     def contract(self, operands) -> torch.Tensor:
-        return self.backend.contract(self.plan, operands)
+        return self.backend.contract(self.plan, operands, max_memory=self.max_memory)
 
 
 class StateProgram:
@@ -150,17 +153,24 @@ class ClosedProgram:
     def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions, tape):
         self.structure, self.stacked, self.stack_size, self.opts = structure, stacked, stack_size, opts
         self._terms: dict = {}
-        for mp in tape.measurements:  # plan every term now so the memory guard speaks before any work
-            for spec in _closed_terms(mp, structure):
-                self._contraction(spec)
+        # plan every term now, together (one planning budget), so the memory guard speaks before any work
+        specs = list(dict.fromkeys(spec for mp in tape.measurements for spec in _closed_terms(mp, structure)))
+        nets = [self._network(spec) for spec in specs]
+        plans = plan_networks(nets, opts.optimizer, opts.plan_time, vary=BATCH)
+        for spec, net, plan in zip(specs, nets, plans):
+            self._contraction(spec, net, plan)
 
-    def _contraction(self, spec) -> _Contraction:
+    def _network(self, spec) -> Network:
+        cap, wires, word = spec[:3]
+        coeffs = spec[3] if len(spec) > 3 else ()
+        return closed_network(self.structure, self.stacked, self.stack_size, cap, wires, word, coeffs)
+
+    def _contraction(self, spec, net: Network | None = None, plan: ContractionPlan | None = None) -> _Contraction:
         c = self._terms.get(spec)
         if c is None:
             cap, wires, word = spec[:3]
-            coeffs = spec[3] if len(spec) > 3 else ()
-            net = closed_network(self.structure, self.stacked, self.stack_size, cap, wires, word, coeffs)
-            c = _Contraction(net, self.opts, f"<psi|{word or cap}|psi> on wires {list(wires)}")
+            net = self._network(spec) if net is None else net
+            c = _Contraction(net, self.opts, f"<psi|{word or cap}|psi> on wires {list(wires)}", plan)
             self._terms[spec] = c
         return c
 

@@ -39,6 +39,7 @@ from ...typing import Backend, Optimizer
 from ..._variant import Variant, tape_parameters
 from .._protocol import vjp_calculator
 from ._autograd import execute_traced, is_traced
+from ._pathfind import DEFAULT_PLAN_TIME
 from ._readout import ReadoutPlan, plan_readout
 from ._sampling import sample_tapes
 from ._simulate import CacheInfo, PlanCache, SimOptions, simulate
@@ -206,7 +207,12 @@ class TensorNetworkDevice(Device):
             more than 20 wires; narrower circuits run the compiled state-vector program in torch on the
             parameters' device. See docs/GPU.md.
         max_memory: bytes a single intermediate tensor may take; None means half of the RAM available.
+            The cutensornet backend also keeps cuTensorNet's workspace for one contraction within it
+            (and within 80% of the GPU's free memory), refusing a network that cannot fit.
         optimizer: contraction-path finder, ``"auto"``, ``"greedy"``, ``"optimal"`` or ``"cotengra"``.
+        plan_time: seconds the contraction-path searches of one circuit structure may take (default
+            1.0): a greedy path comes at once, a randomised search only where the greedy path is costly;
+            0 means greedy paths only. Raise it for long training runs of costly networks.
         plan_cache_size: how many compiled circuit structures to keep.
         seed: seed of the numpy ``Generator`` that draws shots (an int, a ``SeedSequence``, a
             ``Generator``, or None for fresh entropy).
@@ -233,6 +239,7 @@ class TensorNetworkDevice(Device):
         max_memory: float | None = None,
         optimizer: Optimizer = "auto",
         plan_cache_size: int = 1024,
+        plan_time: float = DEFAULT_PLAN_TIME,
         seed=None,
     ) -> None:
         super().__init__(wires=wires)
@@ -245,6 +252,9 @@ class TensorNetworkDevice(Device):
                 f"backend {backend!r} is not known; choose one of {BACKEND_NAMES} (cutensornet comes with the "
                 "GPU extra: pip install 'qhybrid[gpu]')."
             )
+        if not plan_time >= 0:  # also refuses NaN
+            raise ValueError(f"plan_time must be a number of seconds >= 0, got {plan_time!r}.")
+        self.plan_time = float(plan_time)
         self.dtype = dtype
         self.torch_device = None if torch_device is None else torch.device(torch_device)
         if backend == "cutensornet":  # refuse now, with the reason, rather than at the first circuit
@@ -274,7 +284,7 @@ class TensorNetworkDevice(Device):
         max_memory = self.max_memory
         if max_memory is None:
             max_memory = DEFAULT_MEMORY_FRACTION * _available_memory()
-        return SimOptions(self.dtype, device, float(max_memory), self.optimizer, self.backend)
+        return SimOptions(self.dtype, device, float(max_memory), self.optimizer, self.backend, self.plan_time)
 
     def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
         """Run each (tape, parameters) variant; variants of one structure share one contraction.

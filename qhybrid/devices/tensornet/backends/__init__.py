@@ -42,6 +42,10 @@ class Backend:
       alive: the device's plan cache decides their lifetime.
     * Failures name the offending thing and the fix (a missing library, an operand on the wrong
       device, a wrong operand count).
+    * ``max_memory`` (bytes, the device option; None: the backend's own default) bounds what one
+      contraction may allocate beyond its operands and result. The plan's largest intermediate was
+      checked against it already; a backend that allocates more (cuTensorNet's workspace) keeps that
+      within it too, or refuses with ``ContractionTooLargeError`` before allocating.
 
     Subclasses set ``name`` and implement :meth:`contract`; :meth:`clear` drops per-plan state.
     """
@@ -51,7 +55,7 @@ class Backend:
     def __init__(self, device: torch.device | str = "cpu"):
         self.device = torch.device(device)
 
-    def contract(self, plan, operands: Sequence[torch.Tensor]) -> torch.Tensor:
+    def contract(self, plan, operands: Sequence[torch.Tensor], *, max_memory: float | None = None) -> torch.Tensor:
         """The contraction of ``operands`` along ``plan``; differentiable w.r.t. the operands."""
         raise NotImplementedError
 

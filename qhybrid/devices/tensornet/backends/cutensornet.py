@@ -8,6 +8,12 @@ slicing), autotuned once, and afterwards only pointed at new operand values
 ``compute_gradients_backward``), which reuses the intermediates the forward left in the network's
 CACHE workspace, wrapped in a ``torch.autograd.Function``.
 
+Memory (``_workspace``): each network's workspace is sized within the device's ``max_memory`` (and a
+share of the GPU's free memory), a network that cannot fit is refused before anything is allocated,
+and workspaces go back to torch's caching allocator after each call (the CACHE after the backward), so
+a structure's many networks share one scratch workspace instead of each holding its own. Networks are
+autotuned only where their cost makes it pay.
+
 What cuTensorNet is given differs from the plan in ways that keep the result identical:
 
 * extent-1 axes are squeezed (cuTensorNet's gradients refuse "singleton modes"; an extent-1 axis is
@@ -32,15 +38,15 @@ import functools
 import importlib
 import warnings
 import weakref
-from collections import Counter
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 
 from . import Backend
+from ._layout import _Layout, _layout, _renumber, _torch_contract, _torch_gradients  # noqa: F401 (re-exported)
+from ._workspace import autotune_iterations, check_workspace, estimated_workspace, refuse_from_library, workspace_limit
 
 AUTOTUNE_ITERATIONS = 3
 """Autotuning iterations spent once per network (0: no autotuning). Pays off over a training run."""
@@ -141,10 +147,10 @@ def _gradient_convention(lib, device: torch.device, dtype: torch.dtype, stream) 
                              stream=stream)
         try:
             network.contract_path(optimize={"path": [(0, 1)]})
-            network.contract(stream=stream)
+            network.contract(stream=stream, release_workspace=True)
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=_EXPERIMENTAL_GRADIENTS)
-                ga, gb = network.gradients(seed, stream=stream)
+                ga, gb = network.gradients(seed, stream=stream, release_workspace=True)
         finally:
             network.free()
         tol = 1e-4 if dtype == torch.complex64 else 1e-10
@@ -165,134 +171,6 @@ def _is_not_supported(exc: Exception) -> bool:
     return "NOT_SUPPORTED" in str(exc) or "NOT SUPPORTED" in str(exc).upper()
 
 
-# --- the network as cuTensorNet sees it ----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """How a plan's operands become cuTensorNet's network, and its result the plan's output."""
-
-    squeeze: tuple[tuple[int, ...], ...]  # per operand: extent-1 axes to drop
-    presum: tuple[tuple[int, ...], ...]  # per operand: axes (after squeezing) summed beforehand
-    kept: tuple[int, ...]  # operands that reach cuTensorNet
-    kept_modes: tuple[tuple[int, ...], ...]  # their mode labels
-    scalars: tuple[int, ...]  # operands with no mode left: multiplied in afterwards
-    out_modes: tuple[int, ...]  # the output modes cuTensorNet produces (plan.output order)
-    out_view: tuple[int, ...]  # plan.output extents, 1 where cuTensorNet produces no axis
-    out_shape: tuple[int, ...]  # the plan's output shape
-    path: tuple[tuple[int, int], ...]  # the plan's path, renumbered over the kept operands
-    unsupported: str | None  # why this network stays with torch, if it does
-
-    def prepare(self, operands: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        out = []
-        for t, sq, ps in zip(operands, self.squeeze, self.presum):
-            if sq:
-                t = t.squeeze(sq)
-            if ps:
-                t = t.sum(dim=ps)
-            out.append(t)
-        return out
-
-    def finish(self, core: torch.Tensor, prepared: Sequence[torch.Tensor]) -> torch.Tensor:
-        if tuple(core.shape) != self.out_view:
-            core = core.reshape(self.out_view)
-        if self.out_view != self.out_shape:
-            core = core.expand(self.out_shape)
-        for i in self.scalars:
-            core = core * prepared[i]
-        return core
-
-
-def _layout(plan, shapes: Sequence[tuple[int, ...]]) -> _Layout:
-    ext: dict[int, int] = {}
-    for i, (ix, shape) in enumerate(zip(plan.inputs, shapes)):
-        if len(ix) != len(shape):
-            raise ValueError(
-                f"Operand {i} has shape {tuple(shape)} but the plan gives it the indices {ix} "
-                f"({len(ix)} axes); build the operands from the same network as the plan."
-            )
-        for label, e in zip(ix, shape):
-            have = ext.get(label, 1)
-            if e != 1 and have not in (1, e):
-                raise ValueError(
-                    f"Index {label} has extent {have} in one operand and {e} in operand {i}; extents of one "
-                    "index must agree (or be 1, to broadcast)."
-                )
-            ext[label] = max(have, e)
-    squeeze, modes0 = [], []
-    for ix, shape in zip(plan.inputs, shapes):
-        squeeze.append(tuple(a for a, e in enumerate(shape) if e == 1))
-        modes0.append(tuple(label for label, e in zip(ix, shape) if e != 1))
-    unsupported = None
-    if any(len(set(m)) != len(m) for m in modes0):
-        unsupported = "an operand carries one index twice (a diagonal)"
-    count = Counter(label for m in modes0 for label in set(m))
-    out_set = {label for label in plan.output if ext.get(label, 1) != 1}
-    presum, modes = [], []
-    for m in modes0:
-        drop = tuple(a for a, label in enumerate(m) if count[label] == 1 and label not in out_set)
-        presum.append(drop)
-        modes.append(tuple(label for a, label in enumerate(m) if a not in drop))
-    kept = tuple(i for i, m in enumerate(modes) if m)
-    scalars = tuple(i for i, m in enumerate(modes) if not m)
-    present = {label for i in kept for label in modes[i]}
-    out_modes = tuple(label for label in plan.output if label in out_set and label in present)
-    out_view = tuple(ext.get(label, 1) if label in out_modes else 1 for label in plan.output)
-    out_shape = tuple(ext.get(label, 1) for label in plan.output)
-    if len(kept) < 2 and unsupported is None:
-        unsupported = "fewer than two tensors are left to contract"
-    path = _renumber([step.operands for step in plan.steps], len(plan.inputs), kept) if unsupported is None else ()
-    return _Layout(
-        tuple(squeeze), tuple(presum), kept, tuple(modes[i] for i in kept), scalars,
-        out_modes, out_view, out_shape, path, unsupported,
-    )
-
-
-def _renumber(steps: Sequence[tuple[int, ...]], n: int, kept: Sequence[int]) -> tuple[tuple[int, int], ...]:
-    """The plan's linear path (opt_einsum format) over only the kept operands.
-
-    A step that meets a dropped (scalar) operand contracts nothing, so the kept partner simply moves
-    on; positions are recomputed on the shorter working list.
-    """
-    node_of = {op: k for k, op in enumerate(kept)}
-    full: list[int | None] = [node_of.get(i) for i in range(n)]
-    reduced = list(range(len(kept)))
-    next_node = len(kept)
-    path = []
-    for positions in steps:
-        items = [full.pop(p) for p in sorted(positions, reverse=True)]
-        real = [x for x in items if x is not None]
-        if not real:
-            full.append(None)
-            continue
-        current = real[0]
-        for other in real[1:]:
-            pair = (reduced.index(current), reduced.index(other))
-            path.append(pair)
-            for p in sorted(pair, reverse=True):
-                reduced.pop(p)
-            reduced.append(next_node)
-            current, next_node = next_node, next_node + 1
-        full.append(current)
-    return tuple(path)
-
-
-def _torch_contract(layout: _Layout, operands: Sequence[torch.Tensor]) -> torch.Tensor:
-    """The kept network contracted by torch along the renumbered path (the gradient fallback)."""
-    working = list(zip(operands, layout.kept_modes))
-    for k, pair in enumerate(layout.path):
-        (tb, mb), (ta, ma) = [working.pop(p) for p in sorted(pair, reverse=True)]
-        if k == len(layout.path) - 1:
-            result = layout.out_modes
-        else:
-            elsewhere = {label for _, m in working for label in m} | set(layout.out_modes)
-            result = tuple(dict.fromkeys(label for label in ma + mb if label in elsewhere))
-        local = {label: j for j, label in enumerate(dict.fromkeys(ma + mb + result))}
-        t = torch.einsum(ta, [local[x] for x in ma], tb, [local[x] for x in mb], [local[x] for x in result])
-        working.append((t, result))
-    return working[0][0]
-
-
 # --- one cuTensorNet network -----------------------------------------------------------------------
 
 
@@ -300,7 +178,8 @@ class _NetworkEntry:
     """A cuTensorNet ``Network`` for one plan, operand layout and gradient mask: planned once."""
 
     def __init__(self, lib, layout: _Layout, operands, grad_mask, stream, autotune_iterations: int,
-                 notes: list[str]):
+                 notes: list[str], memory_limit: int | None = None, what: str = "a network",
+                 max_memory: float | None = None):
         tn, cutn = lib
         self.lib, self.layout, self.notes = lib, layout, notes
         qualifiers = np.zeros(len(operands), dtype=cutn.tensor_qualifiers_dtype)
@@ -309,13 +188,21 @@ class _NetworkEntry:
         for t, modes in zip(operands, layout.kept_modes):
             args += [t, list(modes)]
         args.append(list(layout.out_modes))
-        self.network = tn.Network(*args, qualifiers=qualifiers, options=dict(NETWORK_OPTIONS), stream=stream)
+        options = dict(NETWORK_OPTIONS)
+        if memory_limit is not None:
+            options["memory_limit"] = int(memory_limit)
+        self.network = tn.Network(*args, qualifiers=qualifiers, options=options, stream=stream)
         try:
             # our path and no slicing (a path given without sliced modes is contracted as one slice,
-            # which cuTensorNet's gradients require)
+            # which cuTensorNet's gradients require); the workspace is sized here, within memory_limit
             self.network.contract_path(optimize={"path": [tuple(p) for p in layout.path]})
             if autotune_iterations:
-                self.network.autotune(iterations=autotune_iterations, stream=stream)
+                self.network.autotune(iterations=autotune_iterations, stream=stream, release_workspace=True)
+        except MemoryError as exc:  # cuquantum's MemoryLimitExceeded: the minimum workspace does not fit
+            self.free()
+            if not hasattr(exc, "requirement"):
+                raise
+            raise refuse_from_library(exc, what, max_memory) from exc
         except Exception:
             self.free()
             raise
@@ -333,7 +220,9 @@ class _NetworkEntry:
         if not self.fresh:
             self.network.reset_operands(*operands, stream=stream)
         self.fresh = False
-        out = self.network.contract(stream=stream)
+        # the scratch workspace goes back to torch's pool at once (the next network reuses it); the CACHE
+        # (intermediates for the gradients) stays until the backward
+        out = self.network.contract(stream=stream, release_workspace=True)
         self.token = object()
         self.out_stride = tuple(out.stride())
         return out
@@ -361,7 +250,7 @@ class _NetworkEntry:
         if self.token is not token or not getattr(network, "contracted", True):
             # another contraction of this plan ran since: restore this one's intermediates first
             network.reset_operands(*operands, stream=stream)
-            network.contract(stream=stream)
+            network.contract(stream=stream, release_workspace=True)
             self.token = token
         convention = _gradient_convention(self.lib, grad_out.device, grad_out.dtype, stream)
         if convention == "unknown":
@@ -377,7 +266,7 @@ class _NetworkEntry:
             seed = buf.copy_(seed)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_EXPERIMENTAL_GRADIENTS)
-            grads = network.gradients(seed, stream=stream)
+            grads = network.gradients(seed, stream=stream, release_workspace=True)  # scratch and CACHE
         if convention == "holomorphic":
             grads = [None if g is None else g.conj().resolve_conj() for g in grads]
         return [g if need else None for g, need in zip(grads, needs)]
@@ -387,19 +276,6 @@ class _NetworkEntry:
             self.network.free()
         except Exception:  # noqa: BLE001 - freeing is best effort (e.g. at interpreter exit)
             pass
-
-
-def _torch_gradients(layout: _Layout, operands, grad_out, needs) -> list[torch.Tensor | None]:
-    with torch.enable_grad():
-        leaves = [o.detach().requires_grad_(bool(n)) for o, n in zip(operands, needs)]
-        out = _torch_contract(layout, leaves)
-        wanted = [x for x in leaves if x.requires_grad]
-        got = iter(torch.autograd.grad(out, wanted, grad_out, allow_unused=True) if wanted else ())
-    grads = []
-    for x in leaves:
-        g = next(got) if x.requires_grad else None
-        grads.append(torch.zeros_like(x) if g is None and x.requires_grad else g)
-    return grads
 
 
 class _Contract(torch.autograd.Function):
@@ -427,6 +303,24 @@ class _Contract(torch.autograd.Function):
         return (None, None, None, *grads)
 
 
+def _free_memory(device: torch.device) -> tuple[int, int]:
+    """(free device memory, memory torch's caching allocator holds unused) in bytes."""
+    if device.type != "cuda":  # only the CPU stand-in of the tests gets here
+        import psutil
+
+        return int(psutil.virtual_memory().available), 0
+    free, _ = torch.cuda.mem_get_info(device)
+    cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return int(free), int(cached)
+
+
+def _numel(shape) -> int:
+    n = 1
+    for e in shape:
+        n *= int(e)
+    return n
+
+
 def _device_ctx(device: torch.device):
     return torch.cuda.device(device) if device.type == "cuda" else nullcontext()
 
@@ -451,9 +345,12 @@ class CuTensorNetBackend(Backend):
         device: the CUDA device whose tensors it contracts.
 
     Keyword Args:
-        autotune_iterations: cuTensorNet autotuning iterations per network (once, when it is built).
+        autotune_iterations: cuTensorNet autotuning iterations per network (once, when it is built), for
+            networks whose plan costs at least ``_workspace.AUTOTUNE_MIN_FLOPS`` (cheaper ones gain nothing).
 
-    The first call for a plan builds and autotunes its network (milliseconds); later calls with new
+    ``contract(plan, operands, max_memory=...)`` keeps cuTensorNet's workspace within ``max_memory``
+    bytes and 80% of the GPU's free memory, or raises ``ContractionTooLargeError`` before allocating.
+    The first call for a plan builds (and, if costly, autotunes) its network; later calls with new
     operand values only rebind them. Results and gradients stay on the device, queued on the current
     CUDA stream. Gradients are first order (``once_differentiable``); use ``backend="torch"`` for
     higher derivatives.
@@ -489,7 +386,7 @@ class CuTensorNetBackend(Backend):
         if reason not in self.fallbacks:
             self.fallbacks.append(reason)
 
-    def contract(self, plan, operands: Sequence[torch.Tensor]) -> torch.Tensor:
+    def contract(self, plan, operands: Sequence[torch.Tensor], *, max_memory: float | None = None) -> torch.Tensor:
         if len(operands) != len(plan.inputs):
             raise ValueError(
                 f"The plan contracts {len(plan.inputs)} tensors but {len(operands)} operands were given; "
@@ -523,8 +420,14 @@ class CuTensorNetBackend(Backend):
             stream = _current_stream(device)
             entry = entries.get(key)
             if entry is None:
+                what = f"a network of {len(kept)} tensors"
+                limit = workspace_limit(max_memory, *_free_memory(device))
+                itemsize = torch.empty((), dtype=dtype).element_size()
+                need = estimated_workspace(plan.largest_intermediate, _numel(layout.out_shape), itemsize)
+                check_workspace(need, limit, what, max_memory)
+                tune = autotune_iterations(plan.flops, self.autotune_iterations)
                 try:
-                    entry = _NetworkEntry(lib, layout, kept, mask, stream, self.autotune_iterations, self.fallbacks)
+                    entry = _NetworkEntry(lib, layout, kept, mask, stream, tune, self.fallbacks, limit, what, max_memory)
                 except Exception as exc:
                     if not (isinstance(exc, lib[1].cuTensorNetError) and _is_not_supported(exc)):
                         raise

@@ -25,7 +25,8 @@ class TorchBackend(Backend):
 
     name = "torch"
 
-    def contract(self, plan, operands: Sequence[torch.Tensor]) -> torch.Tensor:
+    def contract(self, plan, operands: Sequence[torch.Tensor], *, max_memory: float | None = None) -> torch.Tensor:
+        # max_memory: the plan's largest intermediate was checked against it when the plan was made
         if len(operands) != len(plan.inputs):
             raise ValueError(
                 f"The plan contracts {len(plan.inputs)} tensors but {len(operands)} operands were given; "
