@@ -1,0 +1,112 @@
+"""Graph circuits as templates: blocks of commuting gates of one kind, plus the Z-words to measure.
+
+A template holds structure only (gate kind and wires); the angles come separately, one ``(batch, n_gates)``
+tensor per block, so one template serves every batch, every step and every light cone cut from it. Every
+block holds gates of a single kind on distinct wire sets, so its gates commute: that is what lets
+:mod:`._graph_lightcone` drop a whole block's gates that miss an observable's support, and put the kept ones
+in a canonical order.
+
+QAOA (``kind="qaoa"``), with ``IsingZZ(phi) = exp(-i phi/2 ZZ)`` and ``RX(phi) = exp(-i phi/2 X)``::
+
+    H on every node;  for l in layers:  ZZ(2 gamma_l w_e) on every edge,  RX(2 beta_l) on every node
+
+QGNN (``kind="qgnn"``)::
+
+    RY(x[:, 0]), RZ(x[:, 1]), RY(x[:, 2]), ... on every node (one block per node feature);
+    for l in layers:  ZZ(c[l, e, 0] w_e),  XX(c[l, e, 1] w_e) on every edge;  RY(r[l, v, 0]), RZ(r[l, v, 1]) on every node
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import pennylane as qml
+import torch
+
+from ._graph_input import Graph
+
+GATES = {
+    "H": qml.Hadamard,
+    "RX": qml.RX,
+    "RY": qml.RY,
+    "RZ": qml.RZ,
+    "ZZ": qml.IsingZZ,
+    "XX": qml.IsingXX,
+}
+"""Gate kinds a block may hold (all but ``H`` take one angle)."""
+
+ENCODING_GATES = ("RY", "RZ")
+"""QGNN node features ``f = 0, 1, 2, ...`` are encoded with ``ENCODING_GATES[f % 2]``."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """Gates of one kind on distinct wire sets (so they commute)."""
+
+    gate: str
+    wires: tuple[tuple[int, ...], ...]
+
+    @property
+    def parametric(self) -> bool:
+        return self.gate != "H"
+
+    @property
+    def two_qubit(self) -> bool:
+        return self.gate in ("ZZ", "XX")
+
+
+@dataclass(frozen=True)
+class Template:
+    """A layered graph circuit on wires ``0 .. n_wires - 1`` measuring ``<Z...Z>`` on each of ``roots``."""
+
+    n_wires: int
+    blocks: tuple[Block, ...]
+    roots: tuple[tuple[int, ...], ...]
+
+
+def qaoa_template(graph: Graph, n_layers: int, roots: Sequence[tuple[int, ...]]) -> Template:
+    nodes = tuple((v,) for v in range(graph.n_nodes))
+    blocks = [Block("H", nodes)]
+    for _ in range(n_layers):
+        blocks += [Block("ZZ", graph.edges), Block("RX", nodes)]
+    return Template(graph.n_nodes, tuple(blocks), tuple(roots))
+
+
+def qgnn_template(graph: Graph, n_layers: int, n_features: int, roots: Sequence[tuple[int, ...]]) -> Template:
+    nodes = tuple((v,) for v in range(graph.n_nodes))
+    blocks = [Block(ENCODING_GATES[f % len(ENCODING_GATES)], nodes) for f in range(n_features)]
+    for _ in range(n_layers):
+        blocks += [Block("ZZ", graph.edges), Block("XX", graph.edges), Block("RY", nodes), Block("RZ", nodes)]
+    return Template(graph.n_nodes, tuple(blocks), tuple(roots))
+
+
+def build_tape(template: Template, angles: Sequence[torch.Tensor | None]) -> qml.tape.QuantumScript:
+    """The template as a PennyLane tape; ``angles[b]`` is ``(batch, n_gates)`` for block ``b`` (None for
+    ``H``): column ``g`` broadcasts gate ``g`` over the batch, so the whole batch is one execution.
+
+    >>> from qhybrid.layers._graph_input import as_graph
+    >>> t = qaoa_template(as_graph([(0, 1)]), 1, [(0, 1)])
+    >>> a = torch.tensor([[0.3]])
+    >>> build_tape(t, [None, a, torch.tensor([[0.1, 0.2]])]).batch_size
+    1
+    """
+    ops = []
+    for block, theta in zip(template.blocks, angles):
+        gate = GATES[block.gate]
+        if not block.parametric:
+            ops.extend(gate(wires=w) for w in block.wires)
+            continue
+        columns = theta.unbind(1)
+        ops.extend(gate(col, wires=w) for col, w in zip(columns, block.wires))
+    measurements = [qml.expval(_z_word(r)) for r in template.roots]
+    return qml.tape.QuantumScript(ops, measurements)
+
+
+def _z_word(wires: tuple[int, ...]):
+    if len(wires) == 1:
+        return qml.Z(wires[0])
+    return qml.prod(*(qml.Z(w) for w in wires))
+
+
+__all__ = ["Block", "Template", "GATES", "qaoa_template", "qgnn_template", "build_tape"]
