@@ -82,8 +82,10 @@ def qgnn_template(graph: Graph, n_layers: int, n_features: int, roots: Sequence[
 
 
 def build_tape(template: Template, angles: Sequence[torch.Tensor | None]) -> qml.tape.QuantumScript:
-    """The template as a PennyLane tape; ``angles[b]`` is ``(batch, n_gates)`` for block ``b`` (None for
-    ``H``): column ``g`` broadcasts gate ``g`` over the batch, so the whole batch is one execution.
+    """The template as a PennyLane tape. ``angles[b]`` is block ``b``'s angles: ``(batch, n_gates)`` (column
+    ``g`` broadcasts gate ``g`` over the batch, so the whole batch is one execution), ``(batch,)`` (one angle
+    per sample for every gate of the block), a 0-dim tensor (one angle for everything: a plain, unbroadcast
+    gate, which the simulator applies faster) or None for ``H``.
 
     >>> from qhybrid.layers._graph_input import as_graph
     >>> t = qaoa_template(as_graph([(0, 1)]), 1, [(0, 1)])
@@ -97,7 +99,7 @@ def build_tape(template: Template, angles: Sequence[torch.Tensor | None]) -> qml
         if not block.parametric:
             ops.extend(gate(wires=w) for w in block.wires)
             continue
-        columns = theta.unbind(1)
+        columns = theta.unbind(1) if theta.ndim == 2 else [theta] * len(block.wires)
         ops.extend(gate(col, wires=w) for col, w in zip(columns, block.wires))
     measurements = [qml.expval(_z_word(r)) for r in template.roots]
     return qml.tape.QuantumScript(ops, measurements)

@@ -16,7 +16,7 @@ import torch
 from ..interfaces.torch import execute
 from ._graph_circuits import Template, build_tape
 from ._graph_lightcone import ConeClass, cone_classes, max_cone_width
-from ._graph_ordered import occurrences, take
+from ._graph_ordered import occurrences, share_columns, take
 
 LIGHT_CONE_AUTO_MIN_NODES = 17
 """``light_cone="auto"`` cuts light cones on graphs of at least this many nodes when the widest cone is
@@ -62,57 +62,70 @@ def make_plan(template: Template, light_cone) -> GraphPlan:
     return GraphPlan(template, classes, inverse, index)
 
 
-def _tapes(plan: GraphPlan, angles: Sequence[torch.Tensor | None], deterministic: bool):
-    """The tapes of one group (``angles[b]`` is ``(B, n_gates)``), and how to read their results back."""
+def _tapes(plan: GraphPlan, angles: Sequence[torch.Tensor | None], batch: int, deterministic: bool):
+    """The tapes of one group (angles as :func:`build_tape` takes them, for ``batch`` samples), and per tape
+    whether its broadcast axis runs over (sample, cone member) pairs."""
     if plan.classes is None:
-        return [build_tape(plan.template, angles)]
+        return [build_tape(plan.template, angles)], [False]
+    # cones of one class differ only in which gates' angles they read: where every angle is uniform over a
+    # block's gates, all members give the same value and one (unbroadcast) run of the class serves them all
+    per_gate = any(a is not None and a.ndim == 2 for a in angles)
     tapes = []
     for c, per_block in zip(plan.classes, plan.index):
+        m = len(c.members)
         sub = []
         for block, a, (flat, occ) in zip(plan.template.blocks, angles, per_block):
             if not block.parametric:
                 sub.append(None)
-                continue
-            m = len(c.members)
-            g = take(a, flat, occ, deterministic)  # (B, M * Gc)
-            sub.append(g.reshape(a.shape[0] * m, -1))
+            elif a.ndim == 2:
+                sub.append(take(a, flat, occ, deterministic).reshape(batch * m, -1))  # (B * M, Gc)
+            elif a.ndim == 1 and per_gate:
+                sub.append(share_columns(a, m, deterministic).reshape(batch * m))
+            else:
+                sub.append(a)
         tapes.append(build_tape(c.template, sub))
-    return tapes
+    return tapes, [per_gate] * len(tapes)
 
 
-def _collect(plan: GraphPlan, results, batch: int) -> torch.Tensor:
+def _collect(plan: GraphPlan, results, flags, batch: int, deterministic: bool) -> torch.Tensor:
     """``(batch, n_roots)`` expectation values from the tapes' results."""
     if plan.classes is None:
         (res,) = results
         res = (res,) if isinstance(res, torch.Tensor) else res
-        return torch.stack([r.reshape(batch) for r in res], -1)
-    parts = [r.reshape(batch, len(c.members)) for r, c in zip(results, plan.classes)]
+        return torch.stack([r.reshape(-1).expand(batch) for r in res], -1)
+    parts = []
+    for r, c, per_gate in zip(results, plan.classes, flags):
+        m = len(c.members)
+        if per_gate:
+            parts.append(r.reshape(batch, m))
+        else:
+            parts.append(share_columns(r.reshape(-1).expand(batch), m, deterministic))
     out = torch.cat(parts, 1) if len(parts) > 1 else parts[0]
     return out.index_select(1, plan.inverse.to(out.device))
 
 
 def run_groups(groups, device, diff_method, deterministic: bool) -> list[torch.Tensor]:
-    """``groups``: ``(plan, angles)`` pairs; one ``(B_group, n_roots)`` tensor each."""
+    """``groups``: ``(plan, angles, batch)`` triples; one ``(batch, n_roots)`` tensor each."""
     if not deterministic:
         tapes, spans = [], []
-        for plan, angles in groups:
-            t = _tapes(plan, angles, False)
-            spans.append((len(tapes), len(t)))
+        for plan, angles, batch in groups:
+            t, flags = _tapes(plan, angles, batch, False)
+            spans.append((len(tapes), len(t), flags))
             tapes.extend(t)
         results = execute(tapes, device, diff_method)
-        return [_collect(plan, results[s : s + n], _batch(angles)) for (plan, angles), (s, n) in zip(groups, spans)]
+        return [
+            _collect(plan, results[s : s + n], flags, batch, False)
+            for (plan, angles, batch), (s, n, flags) in zip(groups, spans)
+        ]
     outs = []
-    for plan, angles in groups:
+    for plan, angles, batch in groups:
         rows = []
-        for i in range(_batch(angles)):
-            one = [None if a is None else a[i : i + 1] for a in angles]
-            rows.append(_collect(plan, execute(_tapes(plan, one, True), device, diff_method), 1))
+        for i in range(batch):  # each sample runs alone: the same bits whatever batch it came in
+            one = [None if a is None else a if a.ndim == 0 else a[i : i + 1] for a in angles]
+            tapes, flags = _tapes(plan, one, 1, True)
+            rows.append(_collect(plan, execute(tapes, device, diff_method), flags, 1, True))
         outs.append(torch.cat(rows, 0))
     return outs
-
-
-def _batch(angles) -> int:
-    return next(a.shape[0] for a in angles if a is not None)
 
 
 __all__ = ["GraphPlan", "make_plan", "run_groups", "LIGHT_CONE_AUTO_MIN_NODES"]

@@ -166,27 +166,26 @@ class GraphQLayer(nn.Module):
             for one sample; in the inputs' dtype.
         """
         if graphs is None:
-            w, feats, batched = self._inputs(self.graph, edge_weight, x, "")
-            (out,) = self._run([(self.graph, w, feats)])
+            item, batched = self._inputs(self.graph, edge_weight, x, "")
+            (out,) = self._run([item])
             return out if batched else out[0]
         graphs = [as_graph(g) for g in graphs]
         ws = _per_graph(edge_weight, len(graphs), "edge_weight")
         xs = _per_graph(x, len(graphs), "x")
         items, flags = [], []
         for k, (g, wk, xk) in enumerate(zip(graphs, ws, xs)):
-            w, feats, batched = self._inputs(g, wk, xk, f"[{k}]")
-            items.append((g, w, feats))
+            item, batched = self._inputs(g, wk, xk, f"[{k}]")
+            items.append(item)
             flags.append(batched)
         return [o if b else o[0] for o, b in zip(self._run(items), flags)]
 
     def _inputs(self, graph: Graph, w, x, where: str):
-        """Edge weights as ``(B, E)`` and features as ``(B, N, F)`` in the compute dtype; whether batched."""
+        """``(graph, weights (B, E) or None for all ones, features (B, N, F) or None, B)``; whether batched."""
         if self.kind == "qgnn" and graph.edges != self.graph.edges:
             raise ValueError(
                 f"graphs{where}: a qgnn layer has one trainable coupling per edge of its own graph "
                 f"({self.graph.n_edges} edges); it cannot run a graph with other edges. Build a layer per graph."
             )
-        params = next(iter(self.parameters()))
         batched = None
         if w is not None:
             w = _real_tensor(w, f"edge_weight{where}")
@@ -210,19 +209,14 @@ class GraphQLayer(nn.Module):
         elif x is not None:
             raise ValueError("x (node features) is for kind='qgnn'; a qaoa layer takes edge weights only.")
         batched = bool(batched)
-        dtype = params.dtype
-        for t in (w, x):
-            if t is not None:
-                dtype = torch.promote_types(dtype, t.dtype)
-        B = (w.shape[0] if w is not None and w.ndim == 2 else x.shape[0] if x is not None and x.ndim == 3 else 1)
-        if w is None:
-            w = torch.ones(B, graph.n_edges, dtype=dtype, device=params.device)
-        w = w.to(dtype).reshape(-1, graph.n_edges)
+        if w is not None:
+            w = w.reshape(-1, graph.n_edges)
         if x is not None:
-            x = x.to(dtype).reshape(-1, graph.n_nodes, self.n_features)
-            if x.shape[0] != w.shape[0]:
+            x = x.reshape(-1, graph.n_nodes, self.n_features)
+            if w is not None and x.shape[0] != w.shape[0]:
                 raise ValueError(f"edge_weight{where} has batch {w.shape[0]} but x{where} has batch {x.shape[0]}.")
-        return w, x, batched
+        size = w.shape[0] if w is not None else x.shape[0] if x is not None else 1
+        return (graph, w, x, size), batched
 
     def _run(self, items) -> list[torch.Tensor]:
         det = self.deterministic
@@ -231,62 +225,76 @@ class GraphQLayer(nn.Module):
                 "GraphQLayer(deterministic=True) on CUDA needs torch.use_deterministic_algorithms(True) (and "
                 "CUBLAS_WORKSPACE_CONFIG=:4096:8) so that the backward pass has no atomics."
             )
-        dtype = torch.promote_types(next(iter(self.parameters())).dtype, items[0][1].dtype)
-        # the batch of every structure group, in the order of the items (one row per sample)
+        dtype = next(iter(self.parameters())).dtype
+        for _, w, x, _ in items:
+            for t in (w, x):
+                if t is not None:
+                    dtype = torch.promote_types(dtype, t.dtype)
+        starts, total = [], 0
+        for *_, size in items:
+            starts.append(total)
+            total += size
+        # deterministic: every parameter repeated once per sample, so its gradient folds over samples in order
+        shared = [share_rows(p.to(dtype), total, det) for p in self._parameters.values()] if det else None
         groups: OrderedDict = OrderedDict()
-        for k, (g, w, x) in enumerate(items):
-            groups.setdefault(g.key, []).append(k)
-        total = sum(w.shape[0] for _, w, _ in items)
-        shared = self._shared(total, det)
-        starts, s = [], 0
-        for _, w, _ in items:
-            starts.append(s)
-            s += w.shape[0]
+        for k, item in enumerate(items):
+            groups.setdefault(item[0].key, []).append(k)
         work = []
-        for key, ks in groups.items():
+        for ks in groups.values():
             g = items[ks[0]][0]
-            w = torch.cat([items[k][1].to(dtype) for k in ks]) if len(ks) > 1 else items[ks[0]][1].to(dtype)
-            x = None
-            if self.kind == "qgnn":
-                x = torch.cat([items[k][2].to(dtype) for k in ks]) if len(ks) > 1 else items[ks[0]][2].to(dtype)
-            rows = torch.cat([torch.arange(starts[k], starts[k] + items[k][1].shape[0]) for k in ks])
-            params = [p.index_select(0, rows.to(p.device)).to(dtype) for p in shared]
-            work.append((g, ks, w, self.plan(g), self._angles(g, params, w, x, det)))
+            size = sum(items[k][3] for k in ks)
+            w = None
+            if any(items[k][1] is not None for k in ks):
+                w = torch.cat([_weights(items[k], dtype, self._device()) for k in ks])
+            x = torch.cat([items[k][2].to(dtype) for k in ks]) if self.kind == "qgnn" else None
+            if det:
+                rows = torch.cat([torch.arange(starts[k], starts[k] + items[k][3]) for k in ks])
+                params = [p.index_select(0, rows.to(p.device)) for p in shared]
+            else:
+                params = [p.to(dtype) for p in self._parameters.values()]
+            work.append((g, ks, w, size, self.plan(g), self._angles(g, params, w, x, size, det)))
         n_wires = max(plan.n_wires for *_, plan, _ in work)
         device = self.quantum_device(dtype, n_wires)
-        outs = run_groups([(plan, angles) for *_, plan, angles in work], device, self.diff_method, det)
+        outs = run_groups([(plan, angles, size) for _, _, _, size, plan, angles in work], device, self.diff_method, det)
         results: list = [None] * len(items)
-        for (g, ks, w, plan, _), out in zip(work, outs):
+        for (g, ks, w, size, plan, _), out in zip(work, outs):
             if self.output == "cost":
-                out = ordered_sum(w * out) if det else (w * out).sum(-1)
-            out = out.to(items[ks[0]][1].dtype if items[ks[0]][1].is_floating_point() else dtype)
+                weighted = out if w is None else w * out
+                out = ordered_sum(weighted) if det else weighted.sum(-1)
             start = 0
             for k in ks:
-                b = items[k][1].shape[0]
-                results[k] = out[start : start + b]
-                start += b
+                results[k] = out[start : start + items[k][3]]
+                start += items[k][3]
         return results
 
-    def _shared(self, total: int, det: bool) -> list[torch.Tensor]:
-        """The trainable parameters repeated once per sample (their gradient folds over samples in order)."""
-        if self.kind == "qaoa":
-            return [share_rows(self.gamma, total, det), share_rows(self.beta, total, det)]
-        return [share_rows(self.coupling, total, det), share_rows(self.rotation, total, det)]
+    def _device(self) -> torch.device:
+        return next(iter(self.parameters())).device
 
-    def _angles(self, g: Graph, params, w, x, det: bool) -> list:
-        """One ``(B, n_gates)`` angle tensor per block of the template (None for ``H``)."""
-        n = g.n_nodes
+    def _angles(self, g: Graph, params, w, x, size: int, det: bool) -> list:
+        """One angle entry per block of the template (see ``build_tape``): per gate ``(B, n_gates)`` where
+        they differ between gates, else one angle per block (0-dim, or ``(B,)`` per sample when deterministic)."""
         if self.kind == "qaoa":
-            gamma, beta = params  # (B, L)
+            gamma, beta = params  # (L,), or (B, L) per sample when deterministic
             angles: list = [None]
             for l in range(self.n_layers):
-                angles.append(2 * share_columns(gamma[:, l], g.n_edges, det) * w)
-                angles.append(2 * share_columns(beta[:, l], n, det))
+                gl, bl = gamma[..., l], beta[..., l]
+                if w is None:
+                    angles.append(2 * gl)
+                elif det:
+                    angles.append(2 * share_columns(gl, g.n_edges, det) * w)
+                else:
+                    angles.append(2 * gl * w)
+                angles.append(2 * bl)
             return angles
-        coupling, rotation = params  # (B, L, E, 2), (B, L, N, 2)
+        coupling, rotation = params
+        if not det:
+            coupling, rotation = coupling.expand(size, *coupling.shape), rotation.expand(size, *rotation.shape)
         angles = [x[:, :, f] for f in range(self.n_features)]
         for l in range(self.n_layers):
-            angles += [coupling[:, l, :, 0] * w, coupling[:, l, :, 1] * w, rotation[:, l, :, 0], rotation[:, l, :, 1]]
+            zz, xx = coupling[:, l, :, 0], coupling[:, l, :, 1]
+            if w is not None:
+                zz, xx = zz * w, xx * w
+            angles += [zz, xx, rotation[:, l, :, 0], rotation[:, l, :, 1]]
         return angles
 
     def __getstate__(self):
@@ -299,6 +307,11 @@ class GraphQLayer(nn.Module):
             f"kind={self.kind!r}, n_layers={self.n_layers}, n_nodes={self.graph.n_nodes}, n_edges={self.graph.n_edges}, "
             f"output={self.output!r}" + (", deterministic=True" if self.deterministic else "")
         )
+
+
+def _weights(item, dtype, device) -> torch.Tensor:
+    g, w, _, size = item
+    return torch.ones(size, g.n_edges, dtype=dtype, device=device) if w is None else w.to(dtype)
 
 
 def _real_tensor(t, name: str) -> torch.Tensor:
