@@ -100,9 +100,22 @@ def build_tape(template: Template, angles: Sequence[torch.Tensor | None]) -> qml
             ops.extend(gate(wires=w) for w in block.wires)
             continue
         columns = theta.unbind(1) if theta.ndim == 2 else [theta] * len(block.wires)
-        ops.extend(gate(col, wires=w) for col, w in zip(columns, block.wires))
+        if block.two_qubit:
+            ops.extend(op for col, w in zip(columns, block.wires) for op in _coupling(block.gate, col, w))
+        else:
+            ops.extend(gate(col, wires=w) for col, w in zip(columns, block.wires))
     measurements = [qml.expval(_z_word(r)) for r in template.roots]
     return qml.tape.QuantumScript(ops, measurements)
+
+
+def _coupling(gate: str, angle, wires) -> list:
+    """``IsingZZ(a)`` as ``CNOT(u, v) RZ_v(a) CNOT(u, v)`` and ``IsingXX(a)`` as ``CNOT(u, v) RX_u(a) CNOT(u, v)``
+    (CNOT conjugation maps ``Z_v`` to ``Z_u Z_v`` and ``X_u`` to ``X_u X_v``): the state-vector engine applies
+    a CNOT as a basis permutation and fuses the rotation with the other single-qubit gates, where a
+    two-qubit gate on wires that are not neighbours costs a general einsum over the whole state."""
+    u, v = wires
+    rotation = qml.RZ(angle, wires=v) if gate == "ZZ" else qml.RX(angle, wires=u)
+    return [qml.CNOT(wires=[u, v]), rotation, qml.CNOT(wires=[u, v])]
 
 
 def _z_word(wires: tuple[int, ...]):
