@@ -19,8 +19,9 @@ PLAN_CACHE_SIZE = 64
 """Graph structures whose plans a layer keeps (least recently used dropped)."""
 
 QAOA_INIT_SCALE = 0.5
-"""QAOA angles start as a linear ramp (gamma rising, beta falling) scaled by this: the Trotterised anneal
-that is the usual warm start (Zhou et al., PRX 10, 021067)."""
+"""QAOA angles start as a linear ramp scaled by this, gamma rising from 0 and beta rising to 0 from below:
+the Trotterised anneal from |+...+> towards the low-cost states of ``sum_e w_e Z_u Z_v`` (the usual warm
+start, Zhou et al., PRX 10, 021067), which already cuts well above a random assignment."""
 
 _COMPLEX_FOR_REAL = {torch.float64: torch.complex128}
 _OUTPUTS = {"qaoa": ("edges", "cost"), "qgnn": ("nodes", "edges")}
@@ -103,12 +104,12 @@ class GraphQLayer(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """QAOA: the linear-ramp anneal; QGNN: angles uniform in ``[0, 2*pi)``."""
+        """QAOA: the linear-ramp anneal (``QAOA_INIT_SCALE``); QGNN: angles uniform in ``[0, 2*pi)``."""
         with torch.no_grad():
             if self.kind == "qaoa":
                 ramp = (torch.arange(self.n_layers, dtype=torch.float64) + 0.5) / self.n_layers
                 self.gamma.copy_(QAOA_INIT_SCALE * ramp)
-                self.beta.copy_(QAOA_INIT_SCALE * (1 - ramp))
+                self.beta.copy_(-QAOA_INIT_SCALE * (1 - ramp))
             else:
                 nn.init.uniform_(self.coupling, 0, 2 * math.pi)
                 nn.init.uniform_(self.rotation, 0, 2 * math.pi)
