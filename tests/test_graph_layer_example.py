@@ -3,7 +3,6 @@ a graph small enough for brute force reports a ratio against the exact maximum c
 
 import math
 
-import pytest
 
 from test_examples import load_example
 

@@ -182,7 +182,7 @@ class GraphQLayer(nn.Module):
 
     def _inputs(self, graph: Graph, w, x, where: str):
         """``(graph, weights (B, E) or None for all ones, features (B, N, F) or None, B)``; whether batched."""
-        if self.kind == "qgnn" and graph.edges != self.graph.edges:
+        if self.kind == "qgnn" and graph.key != self.graph.key:
             raise ValueError(
                 f"graphs{where}: a qgnn layer has one trainable coupling per edge of its own graph "
                 f"({self.graph.n_edges} edges); it cannot run a graph with other edges. Build a layer per graph."
