@@ -19,7 +19,7 @@ import qhybrid
 @dataclass(frozen=True)
 class Workload:
     id: str
-    kind: str  # "sel" | "ladder"
+    kind: str  # "sel" | "ladder" | "qaoa"
     n_qubits: int
     batch: int | None = None
     layers: int = 4
@@ -34,6 +34,7 @@ WORKLOADS = {
     "W3b": Workload("W3b", "ladder", 64, hamiltonian=True),
     "W4": Workload("W4", "sel", 8, 1, 4, diff="parameter-shift"),
     "W5": Workload("W5", "sel", 12, 1024, 6),
+    "G16": Workload("G16", "qaoa", 16, None, 2),  # MaxCut QAOA p=2 on a 16-node 3-regular graph
 }
 
 # system name -> (device factory, diff_method, torch interface differentiates x too)
@@ -53,6 +54,7 @@ PEERS_FOR = {
     "W3b": ["default.tensor mps"],
     "W4": ["lightning.qubit parameter-shift", "default.qubit parameter-shift"],
     "W5": ["default.qubit backprop", "lightning.qubit adjoint"],
+    "G16": ["default.qubit backprop", "lightning.qubit adjoint"],
 }
 """The peers each workload is compared with (the first is the one its target names)."""
 
@@ -84,6 +86,64 @@ def ladder_function(n: int, hamiltonian: bool) -> Callable:
     return circuit
 
 
+QAOA_GRAPH_SEED = 7
+
+
+def qaoa_graph(n: int):
+    import networkx as nx
+
+    return nx.random_regular_graph(3, n, seed=QAOA_GRAPH_SEED)
+
+
+def qaoa_function(edges, n: int) -> Callable:
+    """The peers' QAOA as a PennyLane user writes it: one expval of the cost Hamiltonian."""
+    cost = qml.dot([1.0] * len(edges), [qml.Z(u) @ qml.Z(v) for u, v in edges])
+
+    def circuit(gamma, beta):
+        for i in range(n):
+            qml.Hadamard(i)
+        for layer in range(len(gamma)):
+            for u, v in edges:
+                qml.IsingZZ(2 * gamma[layer], wires=[u, v])
+            for i in range(n):
+                qml.RX(2 * beta[layer], wires=i)
+        return qml.expval(cost)
+
+    return circuit
+
+
+def _qaoa_step(wl: Workload, system: str, dev, real):
+    """G16: gradient of the MaxCut cost for gamma, beta (p = wl.layers)."""
+    g = qaoa_graph(wl.n_qubits)
+    gen = torch.Generator().manual_seed(7)
+    gamma = (torch.rand(wl.layers, generator=gen, dtype=torch.float64).to(real)).requires_grad_(True)
+    beta = (torch.rand(wl.layers, generator=gen, dtype=torch.float64).to(real)).requires_grad_(True)
+    if system == "qhybrid":
+        layer = qhybrid.GraphQLayer(g, wl.layers, output="cost", device=dev, diff_method=wl.diff).to(real)
+        with torch.no_grad():
+            layer.gamma.copy_(gamma)
+            layer.beta.copy_(beta)
+
+        def step():
+            cost = layer()
+            cost.backward()
+            layer.zero_grad()
+            return cost.detach()
+
+        step.device = dev
+        return step
+    circuit = qml.QNode(qaoa_function(list(g.edges()), wl.n_qubits), dev, interface="torch", diff_method=PEERS[system][1])
+
+    def step():
+        cost = circuit(gamma, beta)
+        cost.backward()
+        gamma.grad = beta.grad = None
+        return cost.detach()
+
+    step.device = dev
+    return step
+
+
 def _device(system: str, n: int, dtype):
     if system == "qhybrid":
         return qhybrid.device("tensornet", wires=n, dtype=dtype)
@@ -113,6 +173,8 @@ def make(workload: str, system: str, dtype=torch.complex128, *, batch: int | Non
         wrap = lambda f: qhybrid.qnode(dev, diff_method=wl.diff)(f)  # noqa: E731
     else:
         wrap = lambda f: qml.QNode(f, dev, interface="torch", diff_method=PEERS[system][1])  # noqa: E731
+    if wl.kind == "qaoa":
+        return _qaoa_step(wl, system, dev, real)
     if wl.kind == "sel":
         circuit = wrap(sel_function(n))
         x = torch.rand(B, n, generator=gen, dtype=torch.float64).to(real) * 3

@@ -13,7 +13,7 @@ from ._device_factory import device
 from .devices import TensorNetworkDevice
 from .gradients import AdjointTN, JacobianProductCalculator, Launcher, ParameterShift
 from .interfaces.torch import ExecuteTapes, execute
-from .layers import ArgMax, ArgMaxQLayer, ExpQLayer, QLayer, TorchLayer
+from .layers import ArgMax, ArgMaxQLayer, ExpQLayer, GraphQLayer, QLayer, TorchLayer
 from .qnode import QNode, qnode
 from .cuda_graph import cuda_graph
 
@@ -32,6 +32,7 @@ __all__ = [
     "ParameterShift",
     "Launcher",
     "ExpQLayer",
+    "GraphQLayer",
     "QLayer",
     "ArgMax",
     "ArgMaxQLayer",
