@@ -8,6 +8,7 @@ from typing import Callable
 import pennylane as qml
 from pennylane.measurements import MeasurementProcess
 
+from ._compile import quantum_boundary
 from .interfaces.torch import execute
 from .typing import DiffMethod
 
@@ -66,6 +67,7 @@ class QNode:
         self.tape = tape
         return tape, out
 
+    @quantum_boundary
     def __call__(self, *args, **kwargs):
         tape, out = self.construct(args, kwargs)
         (result,) = execute(

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import pennylane as qml
 import torch
 
+from .._compile import quantum_boundary
 from .._tracking import track_run
 from .._variant import Variant
 from ..gradients.jpc import JacobianProductCalculator, get_jpc
@@ -138,6 +139,7 @@ def _refuse_function_transforms() -> None:
         )
 
 
+@quantum_boundary
 def execute(
     tapes: Sequence[qml.tape.QuantumScript],
     device,
