@@ -8,6 +8,7 @@ from typing import Callable
 import pennylane as qml
 from pennylane.measurements import MeasurementProcess
 
+from ._compile import quantum_boundary
 from .interfaces._placement import call_device
 from .interfaces.torch import execute
 from .typing import DiffMethod
@@ -67,6 +68,7 @@ class QNode:
         self.tape = tape
         return tape, out
 
+    @quantum_boundary
     def __call__(self, *args, **kwargs):
         tape, out = self.construct(args, kwargs)
         (result,) = execute(

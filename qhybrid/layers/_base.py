@@ -13,6 +13,7 @@ import pennylane as qml
 import torch
 from torch import nn
 
+from .._compile import quantum_boundary
 from ..qnode import QNode
 from ..typing import DiffMethod
 from ._ansatz import AnsatzLike, get_ansatz
@@ -141,15 +142,20 @@ class VariationalLayer(nn.Module):
         compute = torch.promote_types(out_dtype, self.weight.dtype)
         batch_shape = x.shape[:-1]
         flat = x.to(compute).reshape(-1, self.in_features) if x.ndim > 2 else x.to(compute)
-        if self.check_finite:
-            _check_finite(type(self).__name__, flat, self.weight)
         if flat.ndim == 2 and flat.shape[0] == 0:  # an empty batch: no circuit to run (PennyLane fails too)
             return (x.new_zeros(*batch_shape, self.out_features) + 0 * self.weight.sum()).to(out_dtype)
-        qnode = QNode(self._circuit, self.quantum_device(compute), self.diff_method)
-        out = self._collect(qnode(flat, self.weight))
+        out = self._quantum(flat)
         if x.ndim > 2:
             out = out.reshape(*batch_shape, self.out_features)
         return out.to(out_dtype)
+
+    @quantum_boundary
+    def _quantum(self, flat: torch.Tensor) -> torch.Tensor:
+        # the finiteness check reads tensor values, so it sits inside the one untraced step too
+        if self.check_finite:
+            _check_finite(type(self).__name__, flat, self.weight)
+        qnode = QNode(self._circuit, self.quantum_device(flat.dtype), self.diff_method)
+        return self._collect(qnode(flat, self.weight))
 
     def __getstate__(self):
         state = super().__getstate__()

@@ -12,7 +12,6 @@ from itertools import compress
 from operator import is_not
 from typing import Sequence
 
-import pennylane as qml
 import torch
 from pennylane.measurements import ExpectationMP, ProbabilityMP, VarianceMP
 
@@ -22,6 +21,7 @@ from ._measure import StateReader, measurement_function
 from ._network import BATCH, STACK, Network, closed_network, ket_network
 from ._pathfind import DEFAULT_PLAN_TIME
 from ._plan import ContractionPlan, _fmt_bytes, plan_networks
+from ._shared_observables import observables_shared, sharing_observables
 from ._statevector import StateVectorProgram
 from ..._variant import Variant
 from ._structure import TapeStructure, tape_structure
@@ -397,6 +397,30 @@ class _Values:
         values = [fn(v.tape.operations[slot.op_index], v.params[slot.params[0] : slot.params[1]]) for v in members]
         return torch.stack(values) if si in self.stacked else values[0]
 
+    def _broadcast_matrix(self, si: int) -> torch.Tensor | None:
+        """A stacked slot of scalar-angle operators (PauliRot, MultiRZ, ...) in one PennyLane matrix call
+        with the stack as PennyLane's broadcast axis, instead of one call per variant (operators of one
+        structure differ only in their parameters); None where that does not apply."""
+        slot = self.structure.slots[si]
+        if si not in self.stacked or slot.batched:
+            return None
+        op = self.group[0].tape.operations[slot.op_index]
+        try:
+            scalar = all(nd == 0 for nd in op.ndim_params)
+        except (AttributeError, TypeError, ValueError):
+            return None
+        if not scalar:
+            return None
+        n = len(self.group)
+        columns = []
+        for p in self._params(si):
+            p = torch.as_tensor(p, device=self.device).to(self.real_dtype)
+            columns.append(p.expand(n) if p.ndim == 0 else p)
+        if any(c.shape != (n,) for c in columns):
+            return None
+        m = generic_matrix(op, columns, self.dtype, self.device)
+        return m if m.ndim == 3 and m.shape[0] == n else None
+
     def prefetch(self, indices: Sequence[int]) -> None:
         """Build the matrices of every closed-form ("fast") slot among ``indices``: one builder call per
         gate kind and lead layout, however many gates of that kind the circuit has."""
@@ -454,7 +478,9 @@ class _Values:
         elif slot.kind == "const":
             m = constant_matrix(self.group[0].tape.operations[slot.op_index], dtype, device)
         elif slot.kind == "matrix":
-            m = self._per_variant(si, lambda op, p: generic_matrix(op, p, dtype, device))
+            m = self._broadcast_matrix(si)
+            if m is None:
+                m = self._per_variant(si, lambda op, p: generic_matrix(op, p, dtype, device))
         else:  # pragma: no cover - only gate kinds have matrices
             raise AssertionError(slot.kind)
         self._matrices[si] = m
@@ -584,13 +610,6 @@ def _stacked_slots(structure: TapeStructure, group: Sequence[Variant]) -> frozen
     return frozenset(out)
 
 
-def _observables_shared(structure: TapeStructure, group: Sequence[Variant]) -> bool:
-    """Stacked variants must measure the same observables (same parameter objects)."""
-    n = structure.n_op_params
-    first = group[0].params[n:]
-    return all(len(v.params) == len(group[0].params) and all(x is y for x, y in zip(v.params[n:], first)) for v in group[1:])
-
-
 STRUCTURE_CACHE_SIZE = 64
 """Tapes (by identity: a cached preprocessed tape comes back every step) whose structure is remembered."""
 
@@ -631,12 +650,17 @@ def simulate(
     for key, members in groups.items():
         structure = structures[id(variants[members[0]].tape)]
         group = [variants[i] for i in members]
-        if len(group) > 1 and not _observables_shared(structure, group):
+        if len(group) > 1 and not observables_shared(structure.n_op_params, group):
             subgroups = [[i] for i in members]
         else:
             subgroups = [members]
         for sub in subgroups:
-            grp = [variants[i].with_observables_bound(structure.n_op_params) for i in sub]
+            grp = [variants[i] for i in sub]
+            if len(grp) > 1:  # the group's readout takes the observables of its first variant's tape
+                grp = sharing_observables(grp, structure.n_op_params)
+                grp[0] = grp[0].with_observables_bound(structure.n_op_params)
+            else:
+                grp = [grp[0].with_observables_bound(structure.n_op_params)]
             outs = _run_group(structure, grp, opts, cache)
             for i, out in zip(sub, outs):
                 results[i] = out
