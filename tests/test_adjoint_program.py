@@ -14,7 +14,8 @@ import pytest
 import torch
 
 import qhybrid
-from qhybrid.devices.tensornet import _statevector, _sv_adjoint
+from qhybrid.devices.tensornet.engines.statevector import adjoint as _sv_adjoint
+from qhybrid.devices.tensornet.engines.statevector import program as _statevector
 
 from test_fast_paths import _circuit, random_case
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
-from qhybrid.devices.tensornet._plan import ContractionPlan
+from qhybrid.devices.tensornet.engines.network.plan import ContractionPlan
 from qhybrid.devices.tensornet.backends import (
     Backend,
     TorchBackend,
@@ -24,6 +24,7 @@ from qhybrid.devices.tensornet.backends import (
     get_backend,
 )
 from qhybrid.devices.tensornet.backends import _workspace
+from qhybrid.devices.tensornet.backends import _layout as _layout_mod
 from qhybrid.devices.tensornet.backends import cutensornet as ctn
 from qhybrid.devices.tensornet.backends.cutensornet import CuTensorNetBackend
 
@@ -445,7 +446,7 @@ def test_cutensornet_renumbers_our_path_and_uses_it(fake):
     (net,) = FakeNetwork.instances
     assert len(net.operands) == 3 and len(net.path) == 2
     steps = [step.operands for step in plan.steps]
-    assert ctn._renumber(steps, 5, (1, 2, 4)) == tuple(tuple(p) for p in net.path)
+    assert _layout_mod._renumber(steps, 5, (1, 2, 4)) == tuple(tuple(p) for p in net.path)
 
 
 def test_renumber_skips_dropped_operands():
@@ -453,7 +454,7 @@ def test_renumber_skips_dropped_operands():
     #   (1,0): s0*a -> [b, s1, c, a]   (2,1): s1*c -> [b, a, c]   (2,1): c.a -> [b, ca]   (1,0): ca.b
     # kept list [a, b, c]: only the last two steps contract: c.a at (2,0) -> [b, ca], then (1,0)
     steps = [(1, 0), (2, 1), (2, 1), (1, 0)]
-    assert ctn._renumber(steps, 5, (1, 2, 4)) == ((2, 0), (1, 0))
+    assert _layout_mod._renumber(steps, 5, (1, 2, 4)) == ((2, 0), (1, 0))
 
 
 def test_cutensornet_backward_after_another_forward_of_the_same_plan(fake):

@@ -17,7 +17,7 @@ import torch
 
 import qhybrid
 from qhybrid.devices.tensornet import _simulate
-from qhybrid.devices.tensornet._plan import ContractionPlan
+from qhybrid.devices.tensornet.engines.network.plan import ContractionPlan
 from qhybrid.devices.tensornet.backends import _INSTANCES, available_backends, clear_backend_cache, get_backend
 from qhybrid.devices.tensornet.backends import _workspace as ws
 from qhybrid.devices.tensornet.backends import cutensornet as ctn

@@ -167,7 +167,7 @@ def test_parameter_shift_stack_redoes_only_the_differing_rows(batch, monkeypatch
     """Shifted variants differ in one parameter each: a stacked gate runs as row 0's gate (Kronecker
     fused) plus a redo of its few differing rows. Both layouts (with and without broadcast data) must match
     default.qubit, and the sparse redo must actually run."""
-    from qhybrid.devices.tensornet._statevector import StateVectorProgram
+    from qhybrid.devices.tensornet.engines.statevector.program import StateVectorProgram
 
     taken = []
     original = StateVectorProgram._sparse_rows
@@ -304,7 +304,7 @@ def test_allocator_tuning_can_be_switched_off(monkeypatch, setting, calls):
     import ctypes
     import sys
 
-    from qhybrid.devices.tensornet import _sv_allocator
+    from qhybrid.devices.tensornet.engines.statevector import allocator as _sv_allocator
 
     if not sys.platform.startswith("linux"):
         pytest.skip("glibc tuning applies on Linux only")

@@ -59,7 +59,7 @@ def test_imports_point_down_the_layers(layer):
 
 def test_the_checker_sees_relative_and_lazy_imports(tmp_path):
     """The reader resolves relative imports and finds imports inside functions (so the test can fail)."""
-    src = ROOT / "devices" / "tensornet" / "device.py"
+    src = ROOT / "devices" / "tensornet" / "_pl_derivatives.py"
     found = {t for _, t in _imports(src)}
     assert "qhybrid.devices._protocol" in found and "qhybrid.errors" in found
     fake = ROOT / "devices" / "_probe_for_test.py"
@@ -68,3 +68,12 @@ def test_the_checker_sees_relative_and_lazy_imports(tmp_path):
         assert ("qhybrid.gradients.jpc" in {t for _, t in _imports(fake)})
     finally:
         fake.unlink()
+
+
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_is_over_400_lines():
+    """One idea a module: a module past 400 lines holds more than one (split it along its ideas)."""
+    long = {str(p.relative_to(ROOT.parent)): n for p in ROOT.rglob("*.py") if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"

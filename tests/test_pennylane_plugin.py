@@ -22,7 +22,7 @@ from pennylane.devices import ExecutionConfig
 from pennylane.exceptions import DeviceError
 
 from qhybrid.devices.tensornet import TensorNetworkDevice
-from qhybrid.devices.tensornet.device import UnsupportedOnDeviceError
+from qhybrid.devices.tensornet.device import UnsupportedOnDeviceError  # re-exported by the device module
 from qhybrid.errors import UnsupportedOperationError
 
 TOL = 1e-10

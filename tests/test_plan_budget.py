@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import qhybrid
-from qhybrid.devices.tensornet import _pathfind, _simulate
+from qhybrid.devices.tensornet import _simulate
+from qhybrid.devices.tensornet.engines.network import pathfind as _pathfind
 
 TOL = 1e-10
 

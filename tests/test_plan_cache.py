@@ -68,7 +68,8 @@ def test_cache_is_bounded():
 def test_a_new_batch_size_reuses_the_searched_paths(monkeypatch):
     """The batch size is part of the structure key (a new program), but not of the path memo: the second
     batch size searches nothing and takes the paths found for the first."""
-    from qhybrid.devices.tensornet import _pathfind, _simulate
+    from qhybrid.devices.tensornet import _simulate
+    from qhybrid.devices.tensornet.engines.network import pathfind as _pathfind
 
     monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 0)  # closed networks, planned by _pathfind
     monkeypatch.setattr(_pathfind, "FLOP_RATE", 1.0)  # every search pays

@@ -16,7 +16,7 @@ import torch
 from pennylane import numpy as pnp
 from pennylane.exceptions import QuantumFunctionError
 
-from qhybrid.devices.tensornet._sampling import measure_tape, state_tape
+from qhybrid.devices.tensornet.readout.sampling import measure_tape, state_tape
 
 NAME = "qhybrid.tensornet"
 SIGMAS = 5.0

@@ -18,7 +18,7 @@ from pennylane.wires import Wires
 
 from ..._variant import Variant
 from ...errors import UnsupportedOperationError
-from ..tensornet._simulate import PlanCache
+from ..tensornet._options import PlanCache
 from ._convert import OpSlot, Template, build_template, matrix_key, op_slots, slot_matrices
 from ._errors import AerSimulationError
 from ._measure_analytic import AnalyticPlan

@@ -18,7 +18,7 @@ from pennylane.transforms.core import CompilePipeline
 
 from ..._variant import Variant, tape_parameters
 from ...errors import UnsupportedOperationError
-from ..tensornet._simulate import CacheInfo, PlanCache
+from ..tensornet._options import CacheInfo, PlanCache
 from ._convert import is_ready
 from ._errors import AerSimulationError
 from ._gpu import check_gpu

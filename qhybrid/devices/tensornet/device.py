@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -14,7 +14,6 @@ import torch
 from pennylane.devices import Device, ExecutionConfig
 from pennylane.devices.modifiers import simulator_tracking, single_tape_support
 from pennylane.devices.preprocess import (
-    decompose,
     no_sampling,
     validate_device_wires,
     validate_measurements,
@@ -22,35 +21,34 @@ from pennylane.devices.preprocess import (
 )
 from pennylane.exceptions import DeviceError
 from pennylane.math import Interface
-from pennylane.measurements import (
-    ClassicalShadowMP,
-    ExpectationMP,
-    MeasurementProcess,
-    SampleMeasurement,
-    ShadowExpvalMP,
-    StateMeasurement,
-)
 from pennylane.tape import QuantumScript
-from pennylane.transforms import broadcast_expand, defer_measurements
+from pennylane.transforms import defer_measurements
 from pennylane.transforms.core import CompilePipeline
 
 from ...errors import GradientError, UnsupportedOperationError
 from ...typing import Backend, Optimizer
 from ..._variant import Variant, tape_parameters
-from .._protocol import vjp_calculator
 from ._autograd import execute_traced, is_traced
-from ._pathfind import DEFAULT_PLAN_TIME
-from ._readout import ReadoutPlan, plan_readout
-from ._sampling import sample_tapes
-from ._simulate import CacheInfo, PlanCache, SimOptions, simulate
+from .engines.network.pathfind import DEFAULT_PLAN_TIME
+from .readout.readout import ReadoutPlan, plan_readout
+from .readout.sampling import sample_tapes
+from ._options import CacheInfo, PlanCache, SimOptions
+from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
-from ._structure import SKIPPED_OPS
+from ._conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor
+from ._pl_derivatives import _core_params, device_vjps, jacobian
+from ._pl_preprocess import (
+    UnsupportedOnDeviceError,
+    _analytic_measurement,
+    _decompose_for_tensornet,
+    _expand_broadcast_shadows,
+    _observable_analytic,
+    _observable_sampled,
+    _sample_measurement,
+)
 
 DEFAULT_MEMORY_FRACTION = 0.5
 """Without an explicit ``max_memory``, a contraction may use this fraction of the RAM available now."""
-
-MATRIX_MAX_WIRES = 10
-"""Operators on more wires than this are decomposed rather than turned into one dense tensor."""
 
 
 _DEVICE_GRADIENTS = frozenset({"adjoint", "backprop", "best", "device"})
@@ -58,112 +56,6 @@ _DEVICE_GRADIENTS = frozenset({"adjoint", "backprop", "best", "device"})
 
 _MCM_METHODS = frozenset({None, "device", "deferred"})
 """Mid-circuit measurements run deferred: as controlled gates on extra wires (qml.defer_measurements)."""
-
-
-class UnsupportedOnDeviceError(UnsupportedOperationError, DeviceError):
-    """An operator or measurement qhybrid.tensornet cannot run; a PennyLane ``DeviceError`` as well, so
-    PennyLane's tools (and its device test suite's ``--skip-ops``) recognise it."""
-
-
-# --- preprocessing --------------------------------------------------------------------------
-
-
-def _rebinds(op: qml.operation.Operator) -> bool:
-    """Whether the simulator can put new parameter values into ``op`` (some composite operators, such
-    as ``Evolution``, cannot take back their own ``data``)."""
-    try:
-        qml.ops.functions.bind_new_parameters(op, list(op.data))
-    except (IndexError, ValueError, TypeError, AttributeError):
-        return False
-    return True
-
-
-def _contracts_whole(op: qml.operation.Operator) -> bool:
-    """Whether ``op`` is contracted as one tensor (True) or must be decomposed first (False)."""
-    if op.name in SKIPPED_OPS or op.name == "GlobalPhase":
-        return True
-    if isinstance(op, qml.operation.StatePrepBase):
-        return True  # mid-circuit ones are caught by _decompose_for_tensornet
-    if isinstance(op, MeasurementProcess) or op.name == "MidMeasureMP":
-        return False
-    if not op.has_matrix or (len(op.wires) > MATRIX_MAX_WIRES and op.has_decomposition):
-        return False
-    if op.num_params and op.name not in _NATIVE_GATES and op.has_decomposition:
-        return _rebinds(op)
-    return True
-
-
-@qml.transform
-def _decompose_for_tensornet(tape: QuantumScript, *, device_wires, target_gates, name: str):
-    """Decompose every operator the contraction cannot take as one tensor.
-
-    State preparations stay whole only where no earlier operator touched their wires; elsewhere they are
-    decomposed into gates. Broadcast operators stay broadcast: the batch is one more tensor index.
-    """
-    late_preps, touched = set(), set()
-    for op in tape.operations:
-        if isinstance(op, qml.operation.StatePrepBase) and not touched.isdisjoint(op.wires):
-            late_preps.add(id(op))
-        touched.update(op.wires)
-
-    def stopping_condition(op):
-        return id(op) not in late_preps and _contracts_whole(op)
-
-    return decompose(
-        tape,
-        stopping_condition=stopping_condition,
-        skip_initial_state_prep=False,
-        device_wires=device_wires,
-        target_gates=target_gates,
-        name=name,
-        error=UnsupportedOnDeviceError,
-    )
-
-
-def _observable_analytic(obs, is_expval: bool) -> bool:
-    if isinstance(obs, qml.ops.CompositeOp):
-        return all(_observable_analytic(o, is_expval) for o in obs.operands)
-    if isinstance(obs, qml.ops.SymbolicOp):
-        return _observable_analytic(obs.base, is_expval)
-    if obs.name == "SparseHamiltonian":
-        return is_expval
-    return obs.pauli_rep is not None or obs.has_matrix or obs.has_diagonalizing_gates
-
-
-def _observable_sampled(obs) -> bool:
-    if isinstance(obs, qml.ops.CompositeOp):
-        return all(_observable_sampled(o) for o in obs.operands)
-    if isinstance(obs, qml.ops.SymbolicOp):
-        return _observable_sampled(obs.base)
-    return obs.has_diagonalizing_gates
-
-
-def _analytic_measurement(mp: MeasurementProcess) -> bool:
-    if not isinstance(mp, StateMeasurement):
-        return False
-    return mp.obs is None or _observable_analytic(mp.obs, isinstance(mp, ExpectationMP))
-
-
-def _sample_measurement(mp: MeasurementProcess) -> bool:
-    if isinstance(mp, (ClassicalShadowMP, ShadowExpvalMP)):
-        return True
-    if not isinstance(mp, SampleMeasurement):
-        return False
-    return mp.obs is None or _observable_sampled(mp.obs)
-
-
-def _null_postprocessing(results):
-    return results[0]
-
-
-@qml.transform
-def _expand_broadcast_shadows(tape: QuantumScript):
-    """Classical shadows draw one random basis per shot and cannot share a batch: split those tapes."""
-    if tape.batch_size is not None and any(
-        isinstance(mp, (ClassicalShadowMP, ShadowExpvalMP)) for mp in tape.measurements
-    ):
-        return broadcast_expand(tape)
-    return (tape,), _null_postprocessing
 
 
 # --- the device -------------------------------------------------------------------------------
@@ -461,17 +353,7 @@ class TensorNetworkDevice(Device):
         ``cotangents[i]`` is shaped like tape ``i``'s result (PennyLane's d/dz convention for complex
         results); the answer per tape is a tuple with one array per trainable parameter, shaped like it.
         """
-        prepared = [self._derivative_tape(t) for t in circuits]
-        jpc = _adjoint(self)
-        variants, trainable = [d.variant for d in prepared], [d.trainable for d in prepared]
-        with torch.no_grad():
-            results, saved = jpc.forward(variants, trainable)
-            dy = [
-                _core_cotangents(d.plan, res, _per_measurement(cot, len(d.plan.tape.measurements)))
-                for d, res, cot in zip(prepared, results, cotangents)
-            ]
-            vjps = jpc.compute_vjp(variants, trainable, dy, saved)
-        return tuple(_ParameterVJPs(d.per_parameter([_to_numpy(g) for g in per])) for d, per in zip(prepared, vjps))
+        return device_vjps(self, circuits, cotangents)
 
     def execute_and_compute_vjp(self, circuits, cotangents, execution_config: ExecutionConfig | None = None):
         return self.execute(circuits, execution_config), self.compute_vjp(circuits, cotangents, execution_config)
@@ -484,177 +366,14 @@ class TensorNetworkDevice(Device):
         parameters; each array shaped ``result.shape + parameter.shape`` (so a broadcast parameter gives
         the full batch-by-batch block, diagonal since tapes of a batch are independent).
         """
-        return tuple(self._jacobian(t) for t in circuits)
+        return tuple(jacobian(self, t) for t in circuits)
 
     def execute_and_compute_derivatives(self, circuits, execution_config: ExecutionConfig | None = None):
         return self.execute(circuits, execution_config), self.compute_derivatives(circuits, execution_config)
 
-    def _derivative_tape(self, tape: QuantumScript) -> "_DerivativeTape":
-        plan = plan_readout(tape, self.wires)
-        params = [_to_tensor(p) for p in _core_params(plan, tape_parameters(tape))]
-        trainable, positions = [], []
-        for k, i in enumerate(tape.trainable_params):
-            j = plan.param_map[i]
-            if j is None:
-                raise GradientError(
-                    f"Parameter {i} of the tape belongs to the observable of a measurement that "
-                    f"{self.name} reads off the state; it cannot be trainable with adjoint. Use backprop."
-                )
-            if params[j].is_floating_point() or params[j].is_complex():  # integers (basis states): 0
-                trainable.append(j)
-                positions.append(k)
-        zeros = [np.zeros(np.shape(params[plan.param_map[i]])) for i in tape.trainable_params]
-        return _DerivativeTape(plan, Variant(plan.core_tape, params), trainable, positions, zeros)
-
-    def _jacobian(self, tape: QuantumScript):
-        d = self._derivative_tape(tape)
-        plan, variant, trainable = d.plan, d.variant, d.trainable
-        n_meas, n_params = len(tape.measurements), len(tape.trainable_params)
-        jpc = _adjoint(self)
-        with torch.no_grad():
-            (core,), saved = jpc.forward([variant], [trainable])
-            outputs = plan.assemble(core)
-            per_meas = []
-            for m, out in enumerate(outputs):
-                rows = [[] for _ in trainable]
-                units = (1.0, 1j) if out.is_complex() else (1.0,)
-                for e in range(max(out.numel(), 1)):
-                    parts = []
-                    for unit in units:
-                        cot = [torch.zeros_like(o) for o in outputs]
-                        cot[m].view(-1)[e] = unit
-                        dy = _core_cotangents(plan, core, cot, torch_convention=True)
-                        parts.append(jpc.compute_vjp([variant], [trainable], [dy], saved)[0])
-                    for k in range(len(trainable)):
-                        rows[k].append(parts[0][k] if len(parts) == 1 else parts[0][k] + 1j * parts[1][k])
-                jac = [
-                    _to_numpy(torch.stack(rows[k]).reshape(tuple(out.shape) + tuple(variant.params[j].shape)))
-                    for k, j in enumerate(trainable)
-                ]
-                full = [np.zeros(tuple(out.shape) + z.shape) for z in d.zeros]
-                jac = d.per_parameter(jac, full)
-                per_meas.append(jac[0] if n_params == 1 else tuple(jac))
-        if not n_params:
-            per_meas = [() for _ in range(n_meas)]
-        return per_meas[0] if n_meas == 1 else tuple(per_meas)
-
 
 # --- helpers ------------------------------------------------------------------------------------
 
-
-@dataclass
-class _DerivativeTape:
-    """A tape set up for AdjointTN: its readout plan, its core variant, and which of its trainable
-    parameters (``positions``, among ``tape.trainable_params``) are differentiated as ``trainable``
-    (indices into the variant's parameters); the others are integers, whose derivatives are zero."""
-
-    plan: ReadoutPlan
-    variant: Variant
-    trainable: list
-    positions: list
-    zeros: list
-
-    def per_parameter(self, values: list, fill: list | None = None) -> list:
-        """One entry per trainable parameter of the tape: ``values`` where differentiated, else zeros."""
-        out = list(self.zeros if fill is None else fill)
-        for k, v in zip(self.positions, values):
-            out[k] = v
-        return out
-
-
-class _ParameterVJPs(tuple):
-    """One tape's VJPs, one array per trainable parameter (shapes may differ: broadcast and scalar).
-
-    PennyLane's torch interface tests each tape's VJPs for emptiness with ``np.squeeze(vjps)``, which
-    fails on arrays of different shapes; this tuple answers it with one entry per parameter.
-    """
-
-    def squeeze(self, axis=None):
-        return np.zeros(len(self))
-
-
-def _adjoint(device):
-    return vjp_calculator(device)
-
-
-def _core_params(plan: ReadoutPlan, params: Sequence) -> list:
-    return [p for p, j in zip(params, plan.param_map) if j is not None]
-
-
-def _per_measurement(cotangent, n_meas: int) -> list:
-    return [cotangent] if n_meas == 1 else list(cotangent)
-
-
-def _core_cotangents(plan: ReadoutPlan, core: Sequence[torch.Tensor], cots: Sequence, *, torch_convention=False):
-    """Cotangents of the core tape's results from those of the tape's measurements.
-
-    PennyLane's cotangent of a complex result is dL/dz; torch's backward wants dL/dz* (its conjugate).
-    Measurements read off the state pass their cotangents back through that read-out.
-    """
-    dy = [torch.zeros_like(c) for c in core]
-    for i, cot in zip(plan.core_index, cots):
-        if i is not None:
-            dy[i] = dy[i] + _as_cotangent(cot, core[i], torch_convention)
-    if plan.needs_state:
-        psi = core[0].detach().requires_grad_(True)
-        with torch.enable_grad():
-            outs = plan.assemble([psi] + [c.detach() for c in core[1:]])
-        pairs = [
-            (outs[m], _as_cotangent(cot, outs[m], torch_convention))
-            for m, (i, cot) in enumerate(zip(plan.core_index, cots))
-            if i is None and outs[m].requires_grad
-        ]
-        if pairs:
-            (g,) = torch.autograd.grad([p[0] for p in pairs], [psi], [p[1] for p in pairs], allow_unused=True)
-            if g is not None:
-                dy[0] = dy[0] + g
-    return dy
-
-
-def _as_cotangent(cot, like: torch.Tensor, torch_convention: bool) -> torch.Tensor:
-    """``cot`` as a tensor of ``like``'s shape, dtype and device (conjugated for torch if complex)."""
-    t = cot if isinstance(cot, torch.Tensor) else torch.as_tensor(np.asarray(qml.math.unwrap(cot)))
-    if t.is_complex() and not like.is_complex():
-        t = t.real
-    t = t.to(device=like.device, dtype=like.dtype)
-    t = t.reshape(like.shape) if t.numel() == like.numel() else t.expand(like.shape)
-    return t.conj() if like.is_complex() and not torch_convention else t
-
-
-def _to_tensor(p):
-    if isinstance(p, torch.Tensor):
-        return p
-    if isinstance(p, bool):
-        return torch.tensor(p)
-    if isinstance(p, int):
-        return torch.tensor(p, dtype=torch.int64)
-    if isinstance(p, float):
-        return torch.tensor(p, dtype=torch.float64)
-    if isinstance(p, complex):
-        return torch.tensor(p, dtype=torch.complex128)
-    return torch.as_tensor(np.asarray(qml.math.unwrap(p)))
-
-
-def _as_torch_result(r) -> torch.Tensor:
-    if isinstance(r, dict):  # counts have no tensor form
-        raise UnsupportedOperationError(
-            "qml.counts is served through PennyLane's API (qml.qnode on qml.device('qhybrid.tensornet')); "
-            "use qml.sample or qml.probs with qhybrid.execute."
-        )
-    return r if isinstance(r, torch.Tensor) else torch.as_tensor(np.asarray(r))
-
-
-def _to_numpy(t) -> np.ndarray:
-    if isinstance(t, torch.Tensor):
-        return t.detach().cpu().numpy()
-    return np.asarray(t)
-
-
-def _pennylane_structure(result: tuple):
-    return result[0] if len(result) == 1 else tuple(result)
-
-
-_NATIVE_GATES = frozenset(TensorNetworkDevice.capabilities.operations)
 
 __all__ = ["TensorNetworkDevice", "UnsupportedOnDeviceError", "GradientError"]
 

@@ -24,7 +24,7 @@ filled the GPU. The backend now
 
 from __future__ import annotations
 
-from .._plan import _fmt_bytes
+from ..engines.network.plan import _fmt_bytes
 from ....errors import ContractionTooLargeError
 
 FREE_FRACTION = 0.8

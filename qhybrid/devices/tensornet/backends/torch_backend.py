@@ -17,7 +17,7 @@ from . import Backend
 class TorchBackend(Backend):
     """Replays ``plan.contract`` (pairwise ``torch.einsum``) on CPU or CUDA tensors.
 
-    >>> from qhybrid.devices.tensornet._plan import ContractionPlan
+    >>> from qhybrid.devices.tensornet.engines.network.plan import ContractionPlan
     >>> plan = ContractionPlan([(0, 1), (1, 2)], (0, 2), {0: 2, 1: 3, 2: 4})
     >>> TorchBackend("cpu").contract(plan, [torch.ones(2, 3), torch.ones(3, 4)])[0, 0]
     tensor(3.)

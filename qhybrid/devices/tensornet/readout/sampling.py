@@ -18,7 +18,7 @@ from pennylane.measurements import StateMP
 from pennylane.tape import QuantumScript
 from pennylane.wires import Wires
 
-from ._readout import state_wires
+from .readout import state_wires
 
 PROBABILITY_NORM_DTYPE = np.complex128
 """States are sampled in double precision, whatever the simulation dtype, so their probabilities pass

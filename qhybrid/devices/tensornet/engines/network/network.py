@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ._structure import Slot, TapeStructure
+from ..._structure import Slot, TapeStructure
 
 STACK = 0
 BATCH = 1

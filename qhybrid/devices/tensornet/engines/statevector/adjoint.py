@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from . import _sv_kernels as kernels
-from ._sv_measure import z_expvals
+from . import kernels
+from .zwords import z_expvals
 
 KEEP_STATES_MAX_BYTES = 64 << 20
 """The forward pass keeps the states before its gate actions up to this many bytes, so that the backward

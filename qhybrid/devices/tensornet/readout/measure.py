@@ -19,7 +19,7 @@ from pennylane.measurements import (
     VarianceMP,
 )
 
-from ...errors import UnsupportedOperationError
+from ....errors import UnsupportedOperationError
 
 SIGN_MATRIX_MAX_ELEMENTS = 1 << 22
 """Above this many entries, Z-word expectations use marginals instead of one sign-matrix product."""

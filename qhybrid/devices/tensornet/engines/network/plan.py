@@ -14,8 +14,8 @@ from typing import Sequence
 
 import torch
 
-from ...errors import ContractionTooLargeError
-from ._pathfind import DEFAULT_PLAN_TIME, Found, Problem, find_paths
+from .....errors import ContractionTooLargeError
+from .pathfind import DEFAULT_PLAN_TIME, Found, Problem, find_paths
 
 _EINSUM_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 

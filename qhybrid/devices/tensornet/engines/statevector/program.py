@@ -18,7 +18,7 @@ compiled op list instead of pairwise einsums removes the permute copies and the 
 * **Z words.** Expectation values of Z-type Pauli words are one product of a sign matrix with the
   probabilities; a basis permutation after the last gate moves into the sign matrix.
 
-**Adjoint differentiation.** A run is a list of actions (``_sv_kernels``) built from the gate matrices.
+**Adjoint differentiation.** A run is a list of actions (``kernels``) built from the gate matrices.
 With gradients enabled the whole list, and the Z-word measurement, is one autograd node
 (``AdjointProgram``): forward keeps the final state (and the states before its gate actions while they
 fit ``KEEP_STATES_MAX_BYTES``); backward walks the actions in reverse, un-applying each unitary action
@@ -34,13 +34,13 @@ import numpy as np
 import pennylane as qml
 import torch
 
-from . import _sv_kernels as kernels
-from ._structure import TapeStructure
-from ._sv_allocator import tune_allocator as _tune_allocator
-from ._sv_blocks import _Kron, _build_krons, _full_monomial, _monomial
-from ._sv_adjoint import AdjointProgram, is_unitary, np_unitary
-from ._sv_kernels import Action
-from ._sv_measure import z_expvals, z_reader
+from . import kernels
+from ..._structure import TapeStructure
+from .allocator import tune_allocator as _tune_allocator
+from .blocks import _Kron, _build_krons, _full_monomial, _monomial
+from .adjoint import AdjointProgram, is_unitary, np_unitary
+from .kernels import Action
+from .zwords import z_expvals, z_reader
 
 KRON_MAX_WIRES = 4
 """Pending single-qubit gates on this many adjacent wires are applied as one Kronecker-product matmul."""

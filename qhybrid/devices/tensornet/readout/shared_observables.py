@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 import pennylane as qml
 
-from ..._variant import Variant
+from ...._variant import Variant
 
 
 def observables_shared(n_op_params: int, group: Sequence[Variant]) -> bool:

@@ -6,8 +6,8 @@ import numpy as np
 import torch
 from pennylane.measurements import ExpectationMP
 
-from ._measure import probabilities
-from ._structure import TapeStructure
+from ...readout.measure import probabilities
+from ..._structure import TapeStructure
 
 SIGN_MATRIX_MAX_ELEMENTS = 1 << 24
 """Z-word expectations use one sign-matrix product when (words x 2**n) stays below this."""

@@ -1,0 +1,41 @@
+"""Conversions at the PennyLane boundary: parameters to torch tensors, torch results to numpy arrays in\nPennyLane's result structure."""
+
+from __future__ import annotations
+
+import numpy as np
+import pennylane as qml
+import torch
+from ...errors import UnsupportedOperationError
+
+
+def _to_tensor(p):
+    if isinstance(p, torch.Tensor):
+        return p
+    if isinstance(p, bool):
+        return torch.tensor(p)
+    if isinstance(p, int):
+        return torch.tensor(p, dtype=torch.int64)
+    if isinstance(p, float):
+        return torch.tensor(p, dtype=torch.float64)
+    if isinstance(p, complex):
+        return torch.tensor(p, dtype=torch.complex128)
+    return torch.as_tensor(np.asarray(qml.math.unwrap(p)))
+
+
+def _as_torch_result(r) -> torch.Tensor:
+    if isinstance(r, dict):  # counts have no tensor form
+        raise UnsupportedOperationError(
+            "qml.counts is served through PennyLane's API (qml.qnode on qml.device('qhybrid.tensornet')); "
+            "use qml.sample or qml.probs with qhybrid.execute."
+        )
+    return r if isinstance(r, torch.Tensor) else torch.as_tensor(np.asarray(r))
+
+
+def _to_numpy(t) -> np.ndarray:
+    if isinstance(t, torch.Tensor):
+        return t.detach().cpu().numpy()
+    return np.asarray(t)
+
+
+def _pennylane_structure(result: tuple):
+    return result[0] if len(result) == 1 else tuple(result)

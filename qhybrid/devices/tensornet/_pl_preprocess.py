@@ -1,0 +1,126 @@
+"""PennyLane preprocessing for the tensornet device: which operators are contracted whole or decomposed, which\nmeasurements are served analytically or by sampling, and the errors that name what is unsupported."""
+
+from __future__ import annotations
+
+import pennylane as qml
+from pennylane.devices.preprocess import decompose
+from pennylane.exceptions import DeviceError
+from pennylane.measurements import (
+    ClassicalShadowMP,
+    ExpectationMP,
+    MeasurementProcess,
+    SampleMeasurement,
+    ShadowExpvalMP,
+    StateMeasurement,
+)
+from pennylane.tape import QuantumScript
+from pennylane.transforms import broadcast_expand
+from ...errors import UnsupportedOperationError
+from ._structure import SKIPPED_OPS
+
+
+MATRIX_MAX_WIRES = 10
+"""Operators on more wires than this are decomposed rather than turned into one dense tensor."""
+
+
+class UnsupportedOnDeviceError(UnsupportedOperationError, DeviceError):
+    """An operator or measurement qhybrid.tensornet cannot run; a PennyLane ``DeviceError`` as well, so
+    PennyLane's tools (and its device test suite's ``--skip-ops``) recognise it."""
+
+
+def _rebinds(op: qml.operation.Operator) -> bool:
+    """Whether the simulator can put new parameter values into ``op`` (some composite operators, such
+    as ``Evolution``, cannot take back their own ``data``)."""
+    try:
+        qml.ops.functions.bind_new_parameters(op, list(op.data))
+    except (IndexError, ValueError, TypeError, AttributeError):
+        return False
+    return True
+
+
+def _contracts_whole(op: qml.operation.Operator, native_gates) -> bool:
+    """Whether ``op`` is contracted as one tensor (True) or must be decomposed first (False)."""
+    if op.name in SKIPPED_OPS or op.name == "GlobalPhase":
+        return True
+    if isinstance(op, qml.operation.StatePrepBase):
+        return True  # mid-circuit ones are caught by _decompose_for_tensornet
+    if isinstance(op, MeasurementProcess) or op.name == "MidMeasureMP":
+        return False
+    if not op.has_matrix or (len(op.wires) > MATRIX_MAX_WIRES and op.has_decomposition):
+        return False
+    if op.num_params and op.name not in native_gates and op.has_decomposition:
+        return _rebinds(op)
+    return True
+
+
+@qml.transform
+def _decompose_for_tensornet(tape: QuantumScript, *, device_wires, target_gates, name: str):
+    """Decompose every operator the contraction cannot take as one tensor.
+
+    State preparations stay whole only where no earlier operator touched their wires; elsewhere they are
+    decomposed into gates. Broadcast operators stay broadcast: the batch is one more tensor index.
+    """
+    late_preps, touched = set(), set()
+    for op in tape.operations:
+        if isinstance(op, qml.operation.StatePrepBase) and not touched.isdisjoint(op.wires):
+            late_preps.add(id(op))
+        touched.update(op.wires)
+
+    def stopping_condition(op):
+        return id(op) not in late_preps and _contracts_whole(op, target_gates)
+
+    return decompose(
+        tape,
+        stopping_condition=stopping_condition,
+        skip_initial_state_prep=False,
+        device_wires=device_wires,
+        target_gates=target_gates,
+        name=name,
+        error=UnsupportedOnDeviceError,
+    )
+
+
+def _observable_analytic(obs, is_expval: bool) -> bool:
+    if isinstance(obs, qml.ops.CompositeOp):
+        return all(_observable_analytic(o, is_expval) for o in obs.operands)
+    if isinstance(obs, qml.ops.SymbolicOp):
+        return _observable_analytic(obs.base, is_expval)
+    if obs.name == "SparseHamiltonian":
+        return is_expval
+    return obs.pauli_rep is not None or obs.has_matrix or obs.has_diagonalizing_gates
+
+
+def _observable_sampled(obs) -> bool:
+    if isinstance(obs, qml.ops.CompositeOp):
+        return all(_observable_sampled(o) for o in obs.operands)
+    if isinstance(obs, qml.ops.SymbolicOp):
+        return _observable_sampled(obs.base)
+    return obs.has_diagonalizing_gates
+
+
+def _analytic_measurement(mp: MeasurementProcess) -> bool:
+    if not isinstance(mp, StateMeasurement):
+        return False
+    return mp.obs is None or _observable_analytic(mp.obs, isinstance(mp, ExpectationMP))
+
+
+def _sample_measurement(mp: MeasurementProcess) -> bool:
+    if isinstance(mp, (ClassicalShadowMP, ShadowExpvalMP)):
+        return True
+    if not isinstance(mp, SampleMeasurement):
+        return False
+    return mp.obs is None or _observable_sampled(mp.obs)
+
+
+def _null_postprocessing(results):
+    return results[0]
+
+
+@qml.transform
+def _expand_broadcast_shadows(tape: QuantumScript):
+    """Classical shadows draw one random basis per shot and cannot share a batch: split those tapes."""
+    if tape.batch_size is not None and any(
+        isinstance(mp, (ClassicalShadowMP, ShadowExpvalMP)) for mp in tape.measurements
+    ):
+        return broadcast_expand(tape)
+    return (tape,), _null_postprocessing

@@ -1,0 +1,185 @@
+"""Programs that contract networks through a backend: the state of a structure (StateProgram) and closed\n<psi|O|psi> light-cone networks per observable term (ClosedProgram)."""
+
+from __future__ import annotations
+
+
+import torch
+from pennylane.measurements import ExpectationMP, ProbabilityMP, VarianceMP
+
+from .....errors import UnsupportedOperationError
+from ....._variant import Variant
+from ..._options import SimOptions
+from ..._structure import TapeStructure
+from ..._values import _expand_lead
+from ...backends import get_backend
+from ...readout.measure import StateReader, measurement_function
+from .network import BATCH, Network, closed_network, ket_network
+from .plan import ContractionPlan, plan_networks
+
+
+class _Contraction:
+    def __init__(self, network: Network, opts: SimOptions, what: str, plan: ContractionPlan | None = None):
+        self.network = network
+        if plan is None:
+            plan = plan_networks([network], opts.optimizer, opts.plan_time, vary=BATCH)[0]
+        self.plan = plan
+        itemsize = torch.empty((), dtype=opts.dtype).element_size()
+        self.plan.check_memory(itemsize, opts.max_memory, what)
+        self.backend = get_backend(opts.backend, opts.device)
+        self.max_memory = opts.max_memory
+
+    def contract(self, operands) -> torch.Tensor:
+        return self.backend.contract(self.plan, operands, max_memory=self.max_memory)
+
+
+class StateProgram:
+    """Small circuits: contract the state once, read every measurement from it."""
+
+    def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions):
+        self.contraction = _Contraction(ket_network(structure, stacked, stack_size), opts, "the circuit's state")
+
+    def run(self, values, variant: Variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:
+        values.prefetch(range(len(structure.slots)))
+        c = self.contraction
+        psi = c.contract([values.operand(o) for o in c.network.operands])
+        psi = _expand_lead(psi, c.network.lead, lead_shape)
+        reader = StateReader(psi, len(lead_shape), structure.sim_wires)
+        return [reader.measure(mp) for mp in variant.tape.measurements]
+
+
+class ClosedProgram:
+    """Wide circuits: one closed network per observable term, each over its own light cone."""
+
+    def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions, tape):
+        self.structure, self.stacked, self.stack_size, self.opts = structure, stacked, stack_size, opts
+        self._terms: dict = {}
+        # plan every term now, together (one planning budget), so the memory guard speaks before any work
+        specs = list(dict.fromkeys(spec for mp in tape.measurements for spec in _closed_terms(mp, structure)))
+        nets = [self._network(spec) for spec in specs]
+        plans = plan_networks(nets, opts.optimizer, opts.plan_time, vary=BATCH)
+        for spec, net, plan in zip(specs, nets, plans):
+            self._contraction(spec, net, plan)
+
+    def _network(self, spec) -> Network:
+        cap, wires, word = spec[:3]
+        coeffs = spec[3] if len(spec) > 3 else ()
+        return closed_network(self.structure, self.stacked, self.stack_size, cap, wires, word, coeffs)
+
+    def _contraction(self, spec, net: Network | None = None, plan: ContractionPlan | None = None) -> _Contraction:
+        c = self._terms.get(spec)
+        if c is None:
+            cap, wires, word = spec[:3]
+            net = self._network(spec) if net is None else net
+            c = _Contraction(net, self.opts, f"<psi|{word or cap}|psi> on wires {list(wires)}", plan)
+            self._terms[spec] = c
+        return c
+
+    def _value(self, values, spec, lead_shape, matrix=None) -> torch.Tensor:
+        c = self._contraction(spec)
+        ops = [values.operand(o, matrix) for o in c.network.operands]
+        return _expand_lead(c.contract(ops), c.network.lead, lead_shape)
+
+    def _pauli_expval(self, values, ps, lead_shape) -> torch.Tensor:
+        pos = {w: i for i, w in enumerate(self.structure.sim_wires)}
+        spec = _sentence_spec(ps, pos)
+        if spec is not None:  # several words: one network (the sentence as an MPO)
+            return self._value(values, spec, lead_shape).real + _sentence_constant(ps)
+        total = None
+        for word, coeff in ps.items():
+            if not word:
+                value = torch.ones(lead_shape, dtype=values.real_dtype, device=values.device)
+            else:
+                wires = tuple(pos[w] for w in word.keys())
+                value = self._value(values, ("pauli", wires, "".join(word.values())), lead_shape).real
+            coeff = coeff.real if isinstance(coeff, complex) else coeff
+            term = value * coeff
+            total = term if total is None else total + term
+        if total is None:
+            total = torch.zeros(lead_shape, dtype=values.real_dtype, device=values.device)
+        return total
+
+    def _matrix_expval(self, values, matrix, wires, lead_shape) -> torch.Tensor:
+        pos = tuple(self.structure.sim_wires.index(w) for w in wires)
+        return self._value(values, ("matrix", pos, ""), lead_shape, matrix).real
+
+    def _expval(self, values, obs, lead_shape) -> torch.Tensor:
+        if obs.pauli_rep is not None:
+            return self._pauli_expval(values, obs.pauli_rep, lead_shape)
+        return self._matrix_expval(values, obs.matrix(wire_order=obs.wires), obs.wires, lead_shape)
+
+    def run(self, values, variant: Variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:
+        values.prefetch(range(len(structure.slots)))  # one matrix builder per gate kind, not per gate
+        out = []
+        for mp in variant.tape.measurements:
+            if isinstance(mp, ExpectationMP):
+                out.append(self._expval(values, mp.obs, lead_shape))
+            elif isinstance(mp, VarianceMP):
+                obs = mp.obs
+                mean = self._expval(values, obs, lead_shape)
+                if obs.pauli_rep is not None:
+                    square = self._pauli_expval(values, obs.pauli_rep @ obs.pauli_rep, lead_shape)
+                else:
+                    m = torch.as_tensor(obs.matrix(wire_order=obs.wires))
+                    square = self._matrix_expval(values, m @ m, obs.wires, lead_shape)
+                out.append(square - mean**2)
+            elif isinstance(mp, ProbabilityMP) and mp.obs is None:
+                pos = tuple(structure.sim_wires.index(w) for w in mp.wires)
+                p = self._value(values, ("probs", pos, ""), lead_shape).real
+                out.append(p.reshape(*lead_shape, 2 ** len(pos)))
+            else:
+                raise UnsupportedOperationError(
+                    f"{type(mp).__name__} on a {len(structure.sim_wires)}-wire circuit would need the full "
+                    "state vector, which wide circuits never build; measure expval, var or probs of a few "
+                    "wires instead."
+                )
+        return out
+
+
+PAULI_SUM_MIN_WORDS = 2
+"""Pauli sentences with at least this many non-identity words are measured by one network with a term
+index over all of them (their light cones united) instead of one network per word."""
+
+
+def _sentence_constant(ps) -> float:
+    real = lambda c: c.real if isinstance(c, complex) else c  # noqa: E731
+    return float(sum((real(c) for w, c in ps.items() if not w), 0.0))
+
+
+def _sentence_spec(ps, pos):
+    """("paulisum", wires, words, coefficients) for a sentence of several words, else None."""
+    words = [(w, c) for w, c in ps.items() if w]
+    if len(words) < PAULI_SUM_MIN_WORDS:
+        return None
+    wires = tuple(sorted({pos[w] for word, _ in words for w in word.keys()}))
+    strings = []
+    for word, _ in words:
+        letters = {pos[w]: l for w, l in word.items()}
+        strings.append("".join(letters.get(w, "I") for w in wires))
+    real = lambda c: c.real if isinstance(c, complex) else c  # noqa: E731
+    return ("paulisum", wires, tuple(strings), tuple(float(real(c)) for _, c in words))
+
+
+def _closed_terms(mp, structure: TapeStructure):
+    pos = {w: i for i, w in enumerate(structure.sim_wires)}
+    if isinstance(mp, (ExpectationMP, VarianceMP)):
+        ps = mp.obs.pauli_rep
+        sentences = [ps] if ps is None or isinstance(mp, ExpectationMP) else [ps, ps @ ps]
+        for s in sentences:
+            if s is None:
+                yield ("matrix", tuple(pos[w] for w in mp.obs.wires), "")
+                continue
+            spec = _sentence_spec(s, pos)
+            if spec is not None:
+                yield spec
+                continue
+            for word in s:
+                if word:
+                    yield ("pauli", tuple(pos[w] for w in word.keys()), "".join(word.values()))
+    elif isinstance(mp, ProbabilityMP) and mp.obs is None:
+        yield ("probs", tuple(pos[w] for w in mp.wires), "")
+    else:
+        measurement_function(mp)  # a clear error for unsupported kinds
+        raise UnsupportedOperationError(
+            f"{type(mp).__name__} on a {len(structure.sim_wires)}-wire circuit would need the full state "
+            "vector, which wide circuits never build; measure expval, var or probs of a few wires instead."
+        )
