@@ -10,6 +10,8 @@ error against default.qubit.
 import sys, time, statistics, torch, networkx as nx, pennylane as qml
 import qhybrid
 
+# 4-qubit states: intra-op threads only add synchronisation (10x slower on a shared 2-core box)
+torch.set_num_threads(1)
 DEPTH = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 cost_h, mixer_h = qml.qaoa.maxcut(nx.complete_graph(4))
 def circuit(params):
