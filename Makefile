@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 EXTRAS := aer,test,examples
 
-.PHONY: venv demo test bench
+.PHONY: venv demo demo-quick test bench
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,9 @@ $(VENV)/.installed: $(PY) pyproject.toml constraints.txt
 venv: $(VENV)/.installed
 
 demo: venv
+	$(PY) examples/train_digits10.py
+
+demo-quick: venv
 	$(PY) examples/train_digits.py
 
 test: venv

@@ -20,6 +20,13 @@ def digits_learns(result):
     assert result["test_accuracy"] >= 0.9  # 0 vs 1 is nearly separable after one epoch
 
 
+def digits10_confusion_counts_the_test_set(result):
+    matrix = result["confusion"]
+    assert matrix.shape == (10, 10) and matrix.sum() > 0
+    assert matrix.trace() / matrix.sum() == pytest.approx(result["test_accuracy"])
+    assert result["confusion_plot"].exists() and result["confusion_plot"].stat().st_size > 1000
+
+
 def vqe_is_variational(result):
     assert result["exact"] == pytest.approx(-7.296229810558761, abs=1e-9)  # 6-site open chain, J = h = 1
     assert result["energy"] >= result["exact"] - 1e-9
@@ -29,6 +36,12 @@ def vqe_is_variational(result):
     "name, argv, png, check",
     [
         ("train_digits", ["--epochs", "1"], "train_digits.png", digits_learns),
+        (
+            "train_digits10",
+            ["--epochs", "1", "--limit", "300", "--n-qubits", "6", "--n-layers", "2"],
+            "train_digits10_curves.png",
+            digits10_confusion_counts_the_test_set,
+        ),
         ("train_moons_vqc", ["--epochs", "1", "--samples", "60", "--n-layers", "2"], "train_moons_vqc.png", None),
         ("qnode_vqe", ["--epochs", "2", "--n-layers", "1"], "qnode_vqe.png", vqe_is_variational),
     ],
