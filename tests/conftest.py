@@ -1,7 +1,17 @@
-"""Shared fixtures: seeded randomness and the GPU marker's skip."""
+"""Shared fixtures: seeded randomness and the GPU marker's skip.
+
+Tests mirror the package: devices/tensornet, devices/aer, plugin (the PennyLane device face), gradients,
+interfaces, layers; whole-library checks (README, examples, demos, layering, errors) stay at the top. The
+shared reference helpers (_circuits, _layer_reference, _graph_reference) live here, importable from every
+folder."""
+
+import sys
+from pathlib import Path
 
 import pytest
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -52,7 +52,7 @@ def test_capabilities_come_from_the_packaged_toml():
 
     toml = Path(TensorNetworkDevice.config_filepath)
     assert toml.exists() and toml == Path(module.__file__).with_name("tensornet.toml")
-    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
+    pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text()
     assert '"*/*.toml"' in pyproject  # shipped as package data
     caps = qml.device(NAME, wires=1).capabilities
     assert {"RX", "CNOT", "Rot", "QubitUnitary", "StatePrep"} <= caps.gate_set()
