@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pennylane as qml
 import torch
-from ...errors import UnsupportedOperationError
 
 
 def _to_tensor(p):
@@ -22,12 +21,11 @@ def _to_tensor(p):
     return torch.as_tensor(np.asarray(qml.math.unwrap(p)))
 
 
-def _as_torch_result(r) -> torch.Tensor:
-    if isinstance(r, dict):  # counts have no tensor form
-        raise UnsupportedOperationError(
-            "qml.counts is served through PennyLane's API (qml.qnode on qml.device('qhybrid.tensornet')); "
-            "use qml.sample or qml.probs with qhybrid.execute."
-        )
+def _as_torch_result(r):
+    """A sampled result as a torch tensor; counts stay what PennyLane gives (a dict, or a list of dicts over
+    a batch), as qhybrid.aer returns them: they have no tensor form and no gradient."""
+    if isinstance(r, dict) or (isinstance(r, (list, tuple)) and r and all(isinstance(c, dict) for c in r)):
+        return r
     return r if isinstance(r, torch.Tensor) else torch.as_tensor(np.asarray(r))
 
 
