@@ -16,6 +16,7 @@ from pennylane.measurements import MeasurementProcess, Shots
 from pennylane.tape import QuantumScript
 from pennylane.transforms.core import CompilePipeline
 
+from ..._tracking import ShotVectorPart, track_execute
 from ..._variant import Variant, tape_parameters
 from ...errors import UnsupportedOperationError
 from ..tensornet._options import CacheInfo, PlanCache
@@ -282,6 +283,10 @@ class AerDevice(Device):
         return results[0] if single else results
 
 
+# one Aer job per shot setting, but the tracker counts a shot vector once (as default.qubit does)
+AerDevice.execute = track_execute(AerDevice.execute.__wrapped__)
+
+
 # --- transforms -----------------------------------------------------------------------------
 
 
@@ -297,7 +302,7 @@ def apply_shots(tape: QuantumScript, default_shots: Shots = Shots(None)):
     if not shots.has_partitioned_shots:
         return (tape,), _first
     settings = [s.shots for s in shots.shot_vector for _ in range(s.copies)]
-    return tuple(tape.copy(shots=s) for s in settings), tuple
+    return tuple(tape.copy(shots=ShotVectorPart(s, first=i == 0)) for i, s in enumerate(settings)), tuple
 
 
 @qml.transform
