@@ -102,9 +102,9 @@ def test_only_requires_grad_parameters_enter_the_graph():
     seen = {}
     original = qhybrid.AdjointTN.forward
 
-    def spy(self, variants, trainable):
+    def spy(self, variants, trainable, **kwargs):
         seen["trainable"] = trainable
-        return original(self, variants, trainable)
+        return original(self, variants, trainable, **kwargs)
 
     qhybrid.AdjointTN.forward = spy
     try:

@@ -156,8 +156,11 @@ def test_adjoint_differentiates_only_what_needs_a_gradient(monkeypatch):
     seen = []
     original = AdjointTN.forward
 
-    def spy(self, variants, trainable, sources=None):
-        seen.append(sum(len(t) for t in trainable) if sources is None else sum(s.numel() for s in sources))
+    def spy(self, variants, trainable, sources=None):  # elements differentiated, whichever path the call takes
+        if sources is None:
+            seen.append(sum(v.params[i].numel() for v, t in zip(variants, trainable) for i in t))
+        else:
+            seen.append(sum(s.numel() for s in sources))
         return original(self, variants, trainable, sources)
 
     monkeypatch.setattr(AdjointTN, "forward", spy)
@@ -165,4 +168,5 @@ def test_adjoint_differentiates_only_what_needs_a_gradient(monkeypatch):
     x = torch.rand(2, 4, 1, dtype=torch.float64)
     layer(None, x).sum().backward()
     layer(None, x.requires_grad_(True)).sum().backward()
-    assert seen[0] == 2 * 3 + 2 * 4 and seen[1] == seen[0] + 4  # the 4 encoding angles join only when x needs them
+    # per sample: 3 edges x 2 couplings and 4 nodes x 2 rotations; the 4 encoding angles only when x needs them
+    assert seen[0] == 2 * (2 * 3 + 2 * 4) and seen[1] == seen[0] + 2 * 4
