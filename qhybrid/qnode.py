@@ -9,17 +9,20 @@ import pennylane as qml
 from pennylane.measurements import MeasurementProcess
 
 from ._compile import quantum_boundary
+from ._transforms import PennyLaneQNodeFace, run_pipeline
 from .interfaces._placement import call_device
 from .interfaces.torch import execute
 from .typing import DiffMethod
 
 
-class QNode:
+class QNode(PennyLaneQNodeFace):
     """A quantum function bound to a device and a gradient method.
 
     Calling it records the function into a PennyLane tape (torch tensors stay its parameters; a leading
     batch axis on data arguments broadcasts the whole circuit in one execution), executes it and returns
-    what a PennyLane torch QNode returns for the same function.
+    what a PennyLane torch QNode returns for the same function. It is a ``qml.QNode`` to PennyLane's tools:
+    transforms (``@qml.transform``, ``qml.metric_tensor``, ``qml.gradients.param_shift``)
+    apply to it, and ``qml.draw`` / ``qml.specs`` read it.
 
     >>> import qhybrid, torch
     >>> dev = qhybrid.device("tensornet", wires=2)
@@ -46,6 +49,7 @@ class QNode:
         self.diff_method = diff_method
         self.max_diff = max_diff
         self.gradient_device = gradient_device
+        self._init_pennylane(func, device, max_diff)
         self.tape: qml.tape.QuantumScript | None = None
         """The tape recorded by the last call (for drawing and inspection); it holds that call's parameters."""
         functools.update_wrapper(self, func)
@@ -71,18 +75,24 @@ class QNode:
     @quantum_boundary
     def __call__(self, *args, **kwargs):
         tape, out = self.construct(args, kwargs)
-        (result,) = execute(
-            [tape],
-            self.device,
-            self.diff_method,
-            max_diff=self.max_diff,
-            gradient_device=self.gradient_device,
-            result_device=call_device(args, kwargs) or call_device(tape.get_parameters(trainable_only=False)),
-        )
+        if self.compile_pipeline:  # PennyLane transforms applied to this qnode
+            return run_pipeline(self, tape, out, args, kwargs, lambda tapes: self._execute(tapes, args, kwargs))
+        (result,) = self._execute([tape], args, kwargs)
         if isinstance(out, (list, tuple)):
             result = (result,) if len(out) == 1 else result
             return type(out)(result)
         return result
+
+    def _execute(self, tapes, args, kwargs) -> tuple:
+        params = [p for t in tapes for p in t.get_parameters(trainable_only=False)]
+        return execute(
+            tapes,
+            self.device,
+            self.diff_method,
+            max_diff=self.max_diff,
+            gradient_device=self.gradient_device,
+            result_device=call_device(args, kwargs) or call_device(params),
+        )
 
 
 def qnode(device, diff_method: DiffMethod = "best", *, max_diff: int = 1, gradient_device=None):

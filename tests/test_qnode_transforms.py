@@ -1,0 +1,167 @@
+"""PennyLane transforms on ``@qhybrid.qnode`` work as on PennyLane's own QNode (issue 20, item 3): a user
+``@qml.transform`` changes the result, ``qml.draw`` / ``qml.specs`` read the circuit, ``qml.metric_tensor`` and
+``qml.gradients.param_shift`` give default.qubit's numbers (float64, 1e-10), and a transformed qnode stays
+differentiable. Every check runs the same function on ``default.qubit`` through ``qml.qnode``."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import numpy as np
+import pennylane as qml
+import pytest
+import torch
+
+import qhybrid
+
+TOL = 1e-10
+WIRES = 3
+
+
+@pytest.fixture(autouse=True)
+def _quiet_pennylane():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", qml.exceptions.PennyLaneDeprecationWarning)
+        yield
+
+
+def _circuit(params):
+    _gates(params)
+    return qml.expval(qml.Z(2) @ qml.Z(0))
+
+
+def _gates(params):
+    qml.RX(params[0], 0)
+    qml.RY(params[1], 1)
+    qml.CNOT([0, 1])
+    qml.RZ(params[2], 1)
+    qml.RY(params[3], 2)
+    qml.CNOT([1, 2])
+    qml.RX(params[4], 2)
+
+
+def _pair(func=_circuit, diff_method="adjoint", wires=WIRES):
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=wires), diff_method=diff_method)(func)
+    ref = qml.qnode(qml.device("default.qubit", wires=wires), interface="torch")(func)
+    return ours, ref
+
+
+def _params(seed=0, n=5):
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.rand(n, generator=gen, dtype=torch.float64) * 2 * np.pi).requires_grad_(True)
+
+
+@qml.transform
+def _append_x(tape):
+    """A user transform with its own postprocessing: one more X on wire 2, result doubled."""
+    new = tape.copy(operations=[*tape.operations, qml.PauliX(2)])
+    return [new], lambda results: _double(results[0])
+
+
+def _double(result):
+    return tuple(2 * r for r in result) if isinstance(result, tuple) else 2 * result
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "parameter-shift", "backprop"])
+def test_user_transform_changes_the_result_like_default_qubit(diff_method):
+    ours, ref = _pair(diff_method=diff_method)
+    x = _params()
+    got, want = _append_x(ours)(x), _append_x(ref)(x)
+    assert abs(float(got) - float(ours(x))) > 1e-3  # the transform did something
+    assert torch.allclose(got, want, atol=TOL, rtol=0)
+    (g_got,) = torch.autograd.grad(got, x)
+    (g_want,) = torch.autograd.grad(want, x)
+    assert torch.allclose(g_got, g_want, atol=TOL, rtol=0)
+
+
+def test_transform_leaves_the_original_qnode_alone():
+    ours, _ = _pair()
+    x = _params()
+    before = ours(x)
+    transformed = _append_x(ours)
+    assert isinstance(transformed, qhybrid.QNode) and transformed is not ours
+    assert len(ours.compile_pipeline) == 0 and len(transformed.compile_pipeline) == 1
+    assert torch.equal(ours(x), before)
+    assert isinstance(copy.copy(ours), qhybrid.QNode)
+
+
+def test_splitting_transform_and_stacked_transforms():
+    def f(params):
+        _gates(params)
+        return qml.expval(qml.X(0) @ qml.Z(1)), qml.expval(qml.Z(0)), qml.expval(qml.Y(2))
+
+    ours, ref = _pair(f)
+    x = _params(1)
+    got = qml.transforms.split_non_commuting(_append_x(ours))(x)
+    want = qml.transforms.split_non_commuting(_append_x(ref))(x)
+    assert isinstance(got, tuple) and len(got) == 3
+    for a, b in zip(got, want):
+        assert torch.allclose(a, b, atol=TOL, rtol=0)
+    ga = torch.autograd.grad(sum(got), x)[0]
+    gb = torch.autograd.grad(sum(want), x)[0]
+    assert torch.allclose(ga, gb, atol=TOL, rtol=0)
+
+
+def test_draw_and_specs():
+    ours, ref = _pair()
+    x = _params()
+    for level in ("top", "user"):
+        assert qml.draw(ours, level=level)(x) == qml.draw(ref, level=level)(x)
+    assert "RX" in qml.draw(ours)(x) and "RX" in qml.draw(_append_x(ours))(x)
+    assert qml.draw(_append_x(ours), level="user")(x) == qml.draw(_append_x(ref), level="user")(x)
+    specs, want = qml.specs(ours)(x), qml.specs(ref)(x)
+    assert specs.resources.num_gates == want.resources.num_gates == 7
+    assert specs.num_device_wires == WIRES
+
+
+@pytest.mark.parametrize("approx", ["block-diag", "diag"])
+def test_metric_tensor_matches_default_qubit(approx):
+    ours, ref = _pair()
+    x = _params(2)
+    got = qml.metric_tensor(ours, approx=approx)(x)
+    want = qml.metric_tensor(ref, approx=approx)(x)
+    assert isinstance(got, torch.Tensor) and got.shape == (5, 5)
+    assert torch.allclose(got, want, atol=TOL, rtol=0)
+
+
+def test_metric_tensor_with_classical_processing_of_the_arguments():
+    def f(a, b):
+        qml.RX(2 * a[0], 0)
+        qml.RY(a[1] * b, 1)
+        qml.CNOT([0, 1])
+        qml.RZ(a[0] + a[1], 1)
+        return qml.expval(qml.Z(1))
+
+    ours, ref = _pair(f)
+    a = torch.tensor([0.3, -0.8], dtype=torch.float64, requires_grad=True)
+    b = torch.tensor(1.7, dtype=torch.float64, requires_grad=True)
+    got, want = qml.metric_tensor(ours)(a, b), qml.metric_tensor(ref)(a, b)
+    for g, w in zip(got, want):
+        assert torch.allclose(g, w, atol=TOL, rtol=0)
+
+
+def test_param_shift_transform_matches_default_qubit():
+    ours, ref = _pair(diff_method="parameter-shift")
+    x = _params(3)
+    got = qml.gradients.param_shift(ours)(x)
+    want = qml.gradients.param_shift(ref)(x)
+    assert torch.allclose(got, want, atol=TOL, rtol=0)
+    (auto,) = torch.autograd.grad(ours(x), x)
+    assert torch.allclose(got, auto, atol=TOL, rtol=0)
+
+
+def test_set_shots_is_refused_naming_the_device_shots():
+    ours, _ = _pair()
+    with pytest.raises(ValueError, match=r"qhybrid.device\('tensornet', wires=..., shots=N\)"):
+        qml.set_shots(ours, 200)
+
+
+def test_update_keeps_transforms_and_refuses_unknown_options():
+    ours, _ = _pair()
+    x = _params()
+    moved = _append_x(ours).update(diff_method="parameter-shift")
+    assert isinstance(moved, qhybrid.QNode) and moved.diff_method == "parameter-shift"
+    assert torch.allclose(moved(x), _append_x(ours)(x), atol=TOL, rtol=0)
+    with pytest.raises(ValueError, match="updates device, diff_method"):
+        ours.update(cache=False)
