@@ -165,3 +165,29 @@ def test_update_keeps_transforms_and_refuses_unknown_options():
     assert torch.allclose(moved(x), _append_x(ours)(x), atol=TOL, rtol=0)
     with pytest.raises(ValueError, match="updates device, diff_method"):
         ours.update(cache=False)
+
+
+@pytest.mark.parametrize(
+    "transform",
+    [
+        lambda f: qml.metric_tensor(f, approx=None),  # Hadamard tests on the spare wire
+        qml.adjoint_metric_tensor,  # informative: reads the tapes, runs nothing
+        qml.gradients.quantum_fisher,
+        qml.gradients.param_shift_hessian,
+    ],
+    ids=["metric_tensor-full", "adjoint_metric_tensor", "quantum_fisher", "param_shift_hessian"],
+)
+def test_other_gradient_transforms_match_default_qubit(transform):
+    def f(x):
+        qml.RX(x[0], 0)
+        qml.RY(x[1], 1)
+        qml.CNOT([0, 1])
+        qml.RZ(x[0] * x[1], 1)
+        return qml.expval(qml.Z(1) @ qml.X(0))
+
+    ours, ref = _pair(f)
+    x = torch.tensor([0.3, 0.5], dtype=torch.float64, requires_grad=True)
+    got, want = transform(ours)(x), transform(ref)(x)
+    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
+    for a, b in zip(got, want, strict=True):
+        assert torch.allclose(torch.as_tensor(a), torch.as_tensor(b), atol=TOL, rtol=0)
