@@ -118,8 +118,8 @@ def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
             _CACHE[key] = entry
             if len(_CACHE) > PREPROCESS_CACHE_SIZE:
                 _CACHE.popitem(last=False)
-            if entry is _UNCACHEABLE:
-                entries.append((new_tapes, post))
+            if entry is _UNCACHEABLE:  # a tape split in several goes the plain way, with the others
+                entries.append((new_tapes, post) if len(new_tapes) == 1 else None)
                 continue
             # the first call already runs the cached form: later calls gather their parameters, and a
             # gathered variant's backward sums in another order than this call's own tape would, so

@@ -248,6 +248,7 @@ class AerDevice(Device):
     # --- PennyLane device API --------------------------------------------------------------
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> CompilePipeline:
         program = CompilePipeline()
+        program.add_transform(refuse_mid_circuit_measurements, name=self.name)
         program.add_transform(apply_shots, default_shots=self.shots)
         program.add_transform(validate_device_wires, self.wires, name=self.name)
         program.add_transform(
@@ -303,6 +304,18 @@ def apply_shots(tape: QuantumScript, default_shots: Shots = Shots(None)):
         return (tape,), _first
     settings = [s.shots for s in shots.shot_vector for _ in range(s.copies)]
     return tuple(tape.copy(shots=ShotVectorPart(s, first=i == 0)) for i, s in enumerate(settings)), tuple
+
+
+@qml.transform
+def refuse_mid_circuit_measurements(tape: QuantumScript, name: str = "qhybrid.aer"):
+    """Mid-circuit measurements (``qml.measure``, postselection) are not run here: say where they are."""
+    mcm = next((op for op in tape.operations if isinstance(op, qml.ops.MidMeasure)), None)
+    if mcm is not None:
+        raise UnsupportedOperationError(
+            f"{name} does not run mid-circuit measurements ({mcm}). qhybrid.tensornet does (deferred onto spare "
+            "wires; postselection with shots=None), as does default.qubit."
+        )
+    return (tape,), _first
 
 
 @qml.transform

@@ -35,6 +35,7 @@ from .readout.sampling import sample_tapes
 from ._options import CacheInfo, PlanCache, SimOptions
 from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
+from .readout.postselect import renormalise_postselection
 from ._conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor
 from ._pl_derivatives import _core_params, device_vjps, jacobian
 from ._pl_preprocess import (
@@ -271,7 +272,10 @@ class TensorNetworkDevice(Device):
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> CompilePipeline:
         config = execution_config or ExecutionConfig()
         program = CompilePipeline()
-        program.add_transform(defer_measurements, allow_postselect=False)
+        program.add_transform(defer_measurements, allow_postselect=True)
+        method = config.gradient_method
+        outside = None if method in (None, "adjoint", "backprop", "device", "best") else getattr(method, "__name__", method)
+        program.add_transform(renormalise_postselection, name=self.name, outside_gradient=outside)
         program.add_transform(
             _decompose_for_tensornet,
             device_wires=self.wires,

@@ -1,0 +1,78 @@
+"""Postselection on qhybrid.tensornet: results of a circuit with projectors, renormalised as default.qubit's.
+
+``qml.measure(w, postselect=b)`` reaches the device as a ``Projector`` on the measured (deferred) wire, a
+non-unitary operator the simulator applies like any other matrix (the state-vector adjoint sees it is not
+unitary and differentiates through the contraction instead). The state it leaves has the squared norm
+``n`` of the postselected branch; default.qubit divides the state by ``sqrt(n)`` after each projector,
+which is the same as dividing the final results once, as done here: expectations and probabilities by
+``n``, the state by ``sqrt(n)``. ``n`` is read from one more measurement, the probabilities of a projected
+wire. A branch of probability zero gives NaN (as on default.qubit).
+"""
+
+from __future__ import annotations
+
+import pennylane as qml
+from pennylane.measurements import DensityMatrixMP, ExpectationMP, ProbabilityMP, StateMP
+from pennylane.tape import QuantumScript
+
+from ....errors import UnsupportedOperationError
+
+_SCALED = (ExpectationMP, ProbabilityMP, StateMP)
+_TRAILING_AXES = {ExpectationMP: 0, ProbabilityMP: 1, StateMP: 1, DensityMatrixMP: 2}
+
+
+def _first(results):
+    return results[0]
+
+
+@qml.transform
+def renormalise_postselection(tape: QuantumScript, name: str = "qhybrid.tensornet", outside_gradient=None):
+    """Renormalise the results of a tape with ``Projector`` operations (postselection); others pass.
+
+    ``outside_gradient``: a gradient method PennyLane applies to the device's (renormalised) runs one by one,
+    such as "parameter-shift"; its shift rules do not hold for a ratio, so trainable tapes are refused
+    (default.qubit gives wrong numbers there).
+
+    >>> tape = qml.tape.QuantumScript([qml.Hadamard(0), qml.Projector([1], 0)], [qml.expval(qml.Z(0))])
+    >>> (new,), post = renormalise_postselection(tape)
+    >>> new.measurements[-1]
+    probs(wires=[0])
+    """
+    projectors = [op for op in tape.operations if isinstance(op, qml.Projector)]
+    if not projectors:
+        return (tape,), _first
+    if tape.shots:
+        raise UnsupportedOperationError(
+            f"Postselection with finite shots ({tape.shots}) is not supported by {name}: run it with shots=None "
+            "(exact postselected results, renormalised as on default.qubit), or on default.qubit for sampling."
+        )
+    if outside_gradient is not None and tape.trainable_params:
+        raise UnsupportedOperationError(
+            f"Postselection with diff_method={outside_gradient!r} through PennyLane is not supported by {name}: "
+            "shift rules differentiate each renormalised run alone, which gives wrong gradients. Use "
+            "diff_method='adjoint' or 'backprop', or qhybrid.qnode (its parameter-shift differentiates the "
+            "runs before the renormalisation)."
+        )
+    refused = [mp for mp in tape.measurements if not isinstance(mp, _SCALED)]
+    if refused:
+        raise UnsupportedOperationError(
+            f"{name} renormalises expval, probs, state and density_matrix after postselection; {refused[0]} is not "
+            "one of them. Measure expval(O) and expval(O @ O) for a variance, or use default.qubit."
+        )
+    norm_wire = projectors[0].wires[:1]
+    new = tape.copy(measurements=[*tape.measurements, qml.probs(wires=norm_wire)])
+    kinds = [_TRAILING_AXES.get(type(mp), 1) for mp in tape.measurements]
+
+    def renormalise(results):
+        *kept, probs = results[0]
+        norm = qml.math.sum(probs, axis=-1)
+        out = []
+        for mp, r, trailing in zip(tape.measurements, kept, kinds):
+            scale = norm if not isinstance(mp, StateMP) or isinstance(mp, DensityMatrixMP) else qml.math.sqrt(norm)
+            out.append(r / qml.math.reshape(scale, qml.math.shape(scale) + (1,) * trailing))
+        return out[0] if len(out) == 1 else tuple(out)
+
+    return (new,), renormalise
+
+
+__all__ = ["renormalise_postselection"]
