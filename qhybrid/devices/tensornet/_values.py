@@ -115,6 +115,13 @@ class _Values:
             out.append(column)
         return out
 
+    def angle(self, si: int) -> torch.Tensor:
+        """The slot's one real parameter with lead axes ``[S|1, B|1]`` (angles of diagonal runs)."""
+        p = torch.as_tensor(self._params(si)[0], device=self.device).to(self.real_dtype)
+        if si in self.stacked and self.structure.slots[si].params[0] in _differences(self.group):
+            return p.reshape(len(self.group), -1)
+        return p.reshape(1, -1)
+
     def changed_rows(self, si: int) -> set | None:
         """Stack rows whose parameters of slot ``si`` are not row 0's; None where rows may differ in more
         than parameters (operator settings of matrix / prep / phase slots)."""

@@ -8,6 +8,7 @@ An action is one of
 * ``scattered``: a matrix (with or without lead) on non-adjacent wires;
 * ``monomial``: a basis permutation with phases (CNOT rings, SWAPs, Paulis: no parameters);
 * ``phase``: a global phase per row / sample ``[S|1, B|1]``;
+* ``diagonal``: a run of diagonal gates as one phase multiply (``diagonal``: angle table, angle columns);
 * ``redo``: plain blocks plus a redo of a few stack rows with their own gates (no-gradient runs only).
 
 ``apply`` runs one action forward. ``unapply`` walks one back for the adjoint method: given the state
@@ -24,6 +25,8 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
+
+from . import diagonal
 
 
 class Action:
@@ -153,6 +156,8 @@ def apply(psi, action: Action, ts: Sequence[torch.Tensor], n: int, differentiabl
         return apply_monomial(psi, perm, phase, differentiable)
     if kind == "phase":
         return psi * ts[0][None]
+    if kind == "diagonal":
+        return diagonal.apply(psi, info, ts)
     if kind == "scattered":
         wires, lead = info
         return apply_scattered(psi, ts[0], wires, n, lead)
@@ -245,6 +250,8 @@ def unapply(psi, h, action: Action, ts, needs, n, keep_state: bool = True):
         before = psi * p.conj()[None] if keep_state else psi
         g_p = sum_to((h * before).sum(0), p.shape).conj() if needs[0] else None
         return before, h * p[None], [g_p]
+    if kind == "diagonal":
+        return diagonal.unapply(psi, h, info, ts, needs)
     if kind == "scattered":
         wires, lead = info
         m = ts[0]
