@@ -78,6 +78,8 @@ def product_state(vectors: Sequence[torch.Tensor], S: int, B: int, dtype, device
 
 def apply_plain(psi, m, q, k):
     view = psi.reshape(1 << q, 1 << k, -1)
+    if view.shape[2] == 1:  # the last wires, no lead: one GEMM, not 2**q matrix-vector products
+        return torch.matmul(psi.reshape(1 << q, 1 << k), m.T).reshape(psi.shape)
     return torch.matmul(m, view).reshape(psi.shape)
 
 
@@ -218,6 +220,8 @@ def _block_cotangent(h, before, m, q, k, lead: bool):
         hv, pv = h.reshape(1 << q, D, -1, S, B), before.reshape(1 << q, D, -1, S, B)
         return sum_to(torch.einsum("aidsb,ajdsb->sbij", hv, pv), m.shape).conj()
     hv, pv = h.reshape(1 << q, D, -1), before.reshape(1 << q, D, -1)
+    if hv.shape[2] == 1:  # the last wires, no lead: one GEMM, not 2**q outer products and their sum
+        return torch.mm(hv.reshape(1 << q, D).T, pv.reshape(1 << q, D)).conj()
     return (torch.matmul(hv, pv.mT).sum(0) if q else torch.mm(hv[0], pv[0].T)).conj()
 
 

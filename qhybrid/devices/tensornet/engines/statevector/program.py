@@ -244,7 +244,7 @@ class StateVectorProgram:
                     step.data = (perm, phase)
                 add("monomial", (perm, phase))
             elif step.kind == "diagonal":
-                add("diagonal", step.data, *step.data.tensors(values, self._diagonal_lead))
+                add("diagonal", diagonal.RunCall(step.data), *step.data.tensors(values, self._diagonal_lead))
             else:
                 self._gate(values, step.data, add)
         for si in () if measuring else self.phases:
