@@ -280,3 +280,26 @@ def test_angle_patterns_are_the_gates_matrices(name):
 
 def test_pauli_rot_with_x_is_not_diagonal():
     assert diagonal.member_kind(qml.PauliRot(0.3, "ZX", wires=[0, 1]), "matrix") is None
+
+
+def test_constant_diagonal_gates_outside_a_run_stay_monomials():
+    ops = [qml.Hadamard(w) for w in range(3)] + [qml.CNOT([0, 1]), qml.CZ([0, 2]), qml.CNOT([1, 2])]
+    program = _program(ops, [qml.expval(qml.X(2))], 3)
+    assert [s.kind for s in program.steps] == ["product", "monomial"]
+
+
+def test_runs_split_at_the_table_budget_and_stay_exact(monkeypatch):
+    monkeypatch.setattr(diagonal, "DIAGONAL_TABLE_MAX_ELEMENTS", 2 << 5)  # two angle rows on 5 wires
+    _, spec, n_wires, x, w = _case(500, n_wires=5, depth=20)
+    _compare(spec, n_wires, x, w)
+    ops = [qml.Hadamard(i) for i in range(5)] + [qml.IsingZZ(0.1 * i, [i, (i + 2) % 5]) for i in range(5)]
+    assert [s.kind for s in _program(ops, [qml.expval(qml.X(0))], 5).steps] == ["product"] + ["diagonal"] * 3
+
+
+def test_no_grad_values_match_default_qubit():
+    _, spec, n_wires, x, w = _case(600)
+    circuit = _circuit(spec, n_wires, _observables(n_wires), frozenset({0, 3}))
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=n_wires), interface="torch")(x, w)
+    with torch.no_grad():
+        got = qhybrid.qnode(qhybrid.device("tensornet", wires=n_wires))(circuit)(x, w)
+    assert max(float((torch.as_tensor(r) - g).abs().max()) for r, g in zip(ref, got)) <= 1e-10

@@ -155,6 +155,18 @@ class DiagonalRun:
         return out
 
 
+def absorb_pending(run: DiagonalRun | None, pending: dict, kinds: dict, slots, ops) -> None:
+    """Single-qubit gates waiting on a wire that are all diagonal join ``run``, the program's last step: they
+    commute with it, and with everything after it on other wires (a non-diagonal one keeps them waiting)."""
+    if run is None:
+        return
+    for w in sorted(pending):
+        todo = pending[w]
+        if todo and all(kinds[si] for si in todo) and run.room(len(todo)):
+            for si in pending.pop(w):
+                run.add(si, kinds[si], ops[slots[si].op_index], slots[si].wires)
+
+
 class RunCall:
     """One call's diagonal action: the plan-time run and the phases its forward pass kept."""
 

@@ -15,6 +15,9 @@ compiled op list instead of pairwise einsums removes the permute copies and the 
 * **Monomial gates.** Parameter-free gates with one non-zero per row (CNOT, SWAP, Toffoli, CZ, Pauli,
   S, T, ...) become one permutation of the basis (with phases) at plan time; consecutive ones compose
   into one gather.
+* **Diagonal runs.** Consecutive diagonal gates (``RZ``, ``IsingZZ``, ``MultiRZ``, ``CZ``, ...: a QAOA cost
+  layer) are one element-wise phase multiply from a plan-time angle table (``diagonal``); single-qubit
+  gates waiting on a wire join the run when they are all diagonal, else they fuse into Kronecker blocks.
 * **Z words.** Expectation values of Z-type Pauli words are one product of a sign matrix with the
   probabilities; a basis permutation after the last gate moves into the sign matrix.
 
@@ -84,20 +87,8 @@ class StateVectorProgram:
 
         kinds: dict[int, str | None] = {}  # slot -> how it joins a diagonal run (None: it does not)
 
-        def open_run():
-            return steps[-1].data if steps and steps[-1].kind == "diagonal" else None
-
-        def absorb(wires) -> None:
-            """Pending single-qubit gates of ``wires`` that are all diagonal join the open run (they commute
-            with it and with everything after it on other wires)."""
-            run = open_run()
-            for w in wires:
-                todo = pending.get(w)
-                if run is None or not todo or not all(kinds[si] for si in todo) or not run.room(len(todo)):
-                    continue
-                for si in pending.pop(w):
-                    op = tape.operations[structure.slots[si].op_index]
-                    run.add(si, kinds[si], op, structure.slots[si].wires)
+        open_run = lambda: steps[-1].data if steps and steps[-1].kind == "diagonal" else None  # noqa: E731
+        absorb = lambda: diagonal.absorb_pending(open_run(), pending, kinds, structure.slots, tape.operations)  # noqa: E731
 
         for si, slot in enumerate(structure.slots):
             if slot.kind == "phase":
@@ -109,10 +100,13 @@ class StateVectorProgram:
                 pending.setdefault(slot.wires[0], []).append(si)
                 continue
             kind = kinds[si]
-            if kind is not None and (kind != "const" or open_run() is not None):
+            if kind is not None and started:
+                absorb()
+            # constant diagonal gates join an open run they can reach; elsewhere they are monomials (which
+            # compose with neighbouring permutations)
+            if kind is not None and (kind != "const" or (open_run() is not None and not any(pending.get(w) for w in slot.wires))):
                 if not started:
                     flush()
-                absorb(range(n))
                 if any(pending.get(w) for w in slot.wires):
                     flush()  # a non-diagonal gate waits on one of its wires: it comes first
                 run = open_run()
@@ -125,7 +119,7 @@ class StateVectorProgram:
             if slot.kind == "const":
                 mono = _monomial(np.asarray(qml.matrix(op, wire_order=op.wires)))
             if any(pending.get(w) for w in slot.wires) or not started:
-                absorb(range(n))
+                absorb()
                 flush()  # every waiting single-qubit gate at once: larger Kronecker blocks
             if mono is not None:
                 src, vals = _full_monomial(n, slot.wires, *mono)
@@ -137,13 +131,15 @@ class StateVectorProgram:
                     steps.append(_Step("monomial", (src, vals)))
             else:
                 steps.append(_Step("gate", si))
-        absorb(range(n))
+        absorb()
         flush()
         self.steps = [self._finish(s, dtype) for s in steps]
         self.phases = phases
         # the adjoint walk inverts every action by its conjugate transpose: closed-form gates are unitary,
         # constant ones are checked here once, operators' own matrices (user_matrices) at every run
         in_runs = {si for st in self.steps if st.kind == "diagonal" for si in st.data.angles}
+        # the slots whose matrices the actions use (a diagonal run reads its gates' angles, not matrices)
+        self.matrix_slots = [si for si in range(len(structure.slots)) if si not in in_runs]
         self.user_matrices = [si for si, slot in enumerate(structure.slots) if slot.kind == "matrix" and si not in in_runs]
         self.unitary = all(
             np_unitary(np.asarray(qml.matrix(tape.operations[slot.op_index])))
