@@ -97,7 +97,14 @@ def _local_index(n: int, wires) -> np.ndarray:
 
 
 class DiagonalRun:
-    """A run of diagonal gates found at plan time: angle rows, constant angles, diagonal gathers."""
+    """A run of diagonal gates found at plan time: angle rows, constant angles, diagonal gathers.
+
+    >>> run = DiagonalRun(2)
+    >>> run.add(0, "angle", qml.IsingZZ(0.3, wires=[0, 1]), (1, 0))
+    >>> run.add(1, "const", qml.CZ(wires=[0, 1]), (0, 1))
+    >>> run.finish().table, run.const
+    (array([[-0.5,  0.5,  0.5, -0.5]]), array([0.        , 0.        , 0.        , 3.14159265]))
+    """
 
     def __init__(self, n: int):
         self.n = n
