@@ -303,3 +303,22 @@ def test_no_grad_values_match_default_qubit():
     with torch.no_grad():
         got = qhybrid.qnode(qhybrid.device("tensornet", wires=n_wires))(circuit)(x, w)
     assert max(float((torch.as_tensor(r) - g).abs().max()) for r, g in zip(ref, got)) <= 1e-10
+
+
+def test_python_float_angles_keep_float64_precision():
+    """Plain-number angles reach the gates in the device's real dtype, not through torch's float32 default
+    (which put 1e-9 errors into every result that used one)."""
+
+    def circuit(a):
+        qml.Hadamard(0)
+        qml.Hadamard(2)
+        qml.CRX(0.3, wires=[2, 1])
+        qml.RY(0.7, wires=0)
+        qml.IsingZZ(0.1, wires=[0, 2])
+        qml.RZ(a, wires=1)
+        return qml.expval(qml.Y(1) @ qml.X(0))
+
+    a = torch.tensor(0.2, dtype=torch.float64)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=3), interface="torch")(a)
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=3))(circuit)(a)
+    assert abs(float(ref - got)) <= 1e-13
