@@ -32,8 +32,13 @@ import numpy as np
 import pennylane as qml
 import torch
 
-DIAGONAL_TABLE_MAX_ELEMENTS = 1 << 24
-"""A run's angle table has at most this many entries (rows x 2**n); a longer run is split."""
+DIAGONAL_TABLE_MAX_ELEMENTS = 1 << 22
+"""A run's angle table has at most this many entries (rows x 2**n; 32 MiB in float64, kept per dtype and
+device with the plan); a longer run is split. G16's cost layer (24 rows x 2**16) is one run."""
+
+TABLE_SCALE = 4
+"""Table entries are multiples of 1/4 (RZ, IsingZZ, MultiRZ: +-1/2; CRZ: 0, +-1/2; PhaseShift: 0, 1), so the
+plan keeps ``TABLE_SCALE * T`` as int8 and converts it once per dtype and device."""
 
 ANGLE_GATES = frozenset({"RZ", "PhaseShift", "U1", "CRZ", "ControlledPhaseShift", "IsingZZ", "MultiRZ", "PauliRot"})
 """One-angle gates whose matrix is ``diag(exp(i theta a(x)))`` (PauliRot: with a Z/I word only)."""
@@ -130,9 +135,17 @@ class DiagonalRun:
             self.vectors.append((si, local))
 
     def finish(self) -> "DiagonalRun":
-        self.table = np.stack(self._rows) if self._rows else None
+        table = np.stack(self._rows) * TABLE_SCALE if self._rows else None
+        if table is not None and not np.array_equal(table, np.round(table)):  # pragma: no cover - a new gate
+            raise AssertionError("diagonal run table entries must be multiples of 1/TABLE_SCALE")
+        self._scaled = None if table is None else table.astype(np.int8)
         del self._rows
         return self
+
+    @property
+    def table(self) -> np.ndarray | None:
+        """``T[g, x]``, ``[angle gates, 2**n]``."""
+        return None if self._scaled is None else self._scaled / TABLE_SCALE
 
     def constants(self, dtype, device) -> tuple:
         """(table, L0, gather indexes) in the state's real dtype on its device, converted once per pair."""
@@ -142,7 +155,8 @@ class DiagonalRun:
         if hit is None:
             as_t = lambda a: None if a is None else torch.as_tensor(a, dtype=real, device=device)  # noqa: E731
             idx = [torch.as_tensor(local, device=device) for _, local in self.vectors]
-            hit = self._cache[key] = (as_t(self.table), as_t(self.const), idx)
+            table = None if self._scaled is None else as_t(self._scaled).div_(TABLE_SCALE)
+            hit = self._cache[key] = (table, as_t(self.const), idx)
         return hit
 
     def tensors(self, values, lead) -> list[torch.Tensor]:
