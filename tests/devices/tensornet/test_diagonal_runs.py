@@ -322,3 +322,35 @@ def test_python_float_angles_keep_float64_precision():
     ref = qml.QNode(circuit, qml.device("default.qubit", wires=3), interface="torch")(a)
     got = qhybrid.qnode(qhybrid.device("tensornet", wires=3))(circuit)(a)
     assert abs(float(ref - got)) <= 1e-13
+
+
+def test_hamiltonian_coefficients_plain_numbers_or_trainable():
+    """Plain-number coefficients are folded into the Z-word sign matrix; trainable ones keep their gradient."""
+
+    def make(coeffs):
+        H = qml.Hamiltonian(coeffs, [qml.Z(0) @ qml.Z(2), qml.Z(1), qml.Z(0) @ qml.Z(1) @ qml.Z(2)])
+
+        def circuit(a):
+            for w in range(3):
+                qml.RY(0.4 + w * a, wires=w)
+            qml.IsingZZ(a, wires=[0, 2])
+            qml.CNOT(wires=[2, 1])
+            return qml.expval(H)
+
+        return circuit
+
+    def run(qnode_factory, coeffs):
+        a = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+        v = qnode_factory(make(coeffs))(a)
+        v.backward()
+        return v.detach(), a.grad, (coeffs.grad if isinstance(coeffs, torch.Tensor) else None)
+
+    ref_f = lambda c: qml.QNode(c, qml.device("default.qubit", wires=3), interface="torch")  # noqa: E731
+    our_f = qhybrid.qnode(qhybrid.device("tensornet", wires=3), diff_method="adjoint")
+    plain = [0.7, -1.3, 0.25]
+    for r, g in zip(run(ref_f, plain), run(our_f, plain)):
+        assert r is None and g is None or float((r - g).abs().max()) <= 1e-12
+    ref = run(ref_f, torch.tensor(plain, dtype=torch.float64, requires_grad=True))
+    got = run(our_f, torch.tensor(plain, dtype=torch.float64, requires_grad=True))
+    for r, g in zip(ref, got):
+        assert float((r - g).abs().max()) <= 1e-12
