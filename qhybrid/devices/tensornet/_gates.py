@@ -133,7 +133,7 @@ def fast_matrix(name: str, params: Sequence[torch.Tensor], dtype, device) -> tor
     """
     dim, builder = _BUILDERS[name]
     real_dtype = torch.empty((), dtype=dtype).real.dtype
-    params = [torch.as_tensor(p, device=device).to(real_dtype) for p in params]
+    params = [torch.as_tensor(p, dtype=real_dtype, device=device) for p in params]
     re, im = builder(params)
     return _assemble(dim, re, im, params, dtype, device)
 

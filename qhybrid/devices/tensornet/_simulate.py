@@ -48,7 +48,7 @@ class VectorProgram:
             )
 
     def run(self, values, variant: Variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:
-        values.prefetch(range(len(structure.slots)))
+        values.prefetch(self.program.matrix_slots)
         if self.program.measure is not None:
             vals = self.program.run_expvals(values)
             return [v.reshape(lead_shape) for v in vals.unbind(0)]

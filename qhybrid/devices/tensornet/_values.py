@@ -101,19 +101,26 @@ class _Values:
             if column is not None:
                 out.append(column.unsqueeze(-1) if slot.batched else column)
                 continue
-            base = torch.as_tensor(first[j], device=self.device).to(self.real_dtype)
+            base = torch.as_tensor(first[j], dtype=self.real_dtype, device=self.device)
             if len(changed) == len(self.group) - 1:
                 column = torch.stack(
-                    [base, *(torch.as_tensor(self.group[r].params[j], device=self.device).to(self.real_dtype) for r in changed)]
+                    [base, *(torch.as_tensor(self.group[r].params[j], dtype=self.real_dtype, device=self.device) for r in changed)]
                 )
             else:
-                vals = torch.stack([torch.as_tensor(self.group[r].params[j], device=self.device).to(self.real_dtype) for r in changed])
+                vals = torch.stack([torch.as_tensor(self.group[r].params[j], dtype=self.real_dtype, device=self.device) for r in changed])
                 index = torch.tensor(changed, device=self.device)
                 column = base.expand(len(self.group), *base.shape).index_put((index,), vals)
             if slot.batched and column.ndim == 1:
                 column = column.unsqueeze(-1)  # a stacked scalar broadcasts against the batch axis
             out.append(column)
         return out
+
+    def angle(self, si: int) -> torch.Tensor:
+        """The slot's one real parameter with lead axes ``[S|1, B|1]`` (angles of diagonal runs)."""
+        p = torch.as_tensor(self._params(si)[0], dtype=self.real_dtype, device=self.device)
+        if si in self.stacked and self.structure.slots[si].params[0] in _differences(self.group):
+            return p.reshape(len(self.group), -1)
+        return p.reshape(1, -1)
 
     def changed_rows(self, si: int) -> set | None:
         """Stack rows whose parameters of slot ``si`` are not row 0's; None where rows may differ in more
@@ -151,7 +158,7 @@ class _Values:
         n = len(self.group)
         columns = []
         for p in self._params(si):
-            p = torch.as_tensor(p, device=self.device).to(self.real_dtype)
+            p = torch.as_tensor(p, dtype=self.real_dtype, device=self.device)
             columns.append(p.expand(n) if p.ndim == 0 else p)
         if any(c.shape != (n,) for c in columns):
             return None
@@ -171,7 +178,7 @@ class _Values:
                 continue
             stacked = None if stacked_kind else self._gathered_columns(members)
             if stacked is None:
-                columns = [[torch.as_tensor(p, device=self.device).to(self.real_dtype) for p in self._params(si)] for si in members]
+                columns = [[torch.as_tensor(p, dtype=self.real_dtype, device=self.device) for p in self._params(si)] for si in members]
                 shape = broadcast_shape(*(p.shape for col in columns for p in col))
                 n_params = len(columns[0])
                 # an expand to the same shape is still an autograd node (and a reduction in the backward)

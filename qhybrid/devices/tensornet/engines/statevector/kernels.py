@@ -8,6 +8,7 @@ An action is one of
 * ``scattered``: a matrix (with or without lead) on non-adjacent wires;
 * ``monomial``: a basis permutation with phases (CNOT rings, SWAPs, Paulis: no parameters);
 * ``phase``: a global phase per row / sample ``[S|1, B|1]``;
+* ``diagonal``: a run of diagonal gates as one phase multiply (``diagonal``: angle table, angle columns);
 * ``redo``: plain blocks plus a redo of a few stack rows with their own gates (no-gradient runs only).
 
 ``apply`` runs one action forward. ``unapply`` walks one back for the adjoint method: given the state
@@ -24,6 +25,8 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
+
+from . import diagonal
 
 
 class Action:
@@ -75,6 +78,8 @@ def product_state(vectors: Sequence[torch.Tensor], S: int, B: int, dtype, device
 
 def apply_plain(psi, m, q, k):
     view = psi.reshape(1 << q, 1 << k, -1)
+    if view.shape[2] == 1:  # the last wires, no lead: one GEMM, not 2**q matrix-vector products
+        return torch.matmul(psi.reshape(1 << q, 1 << k), m.T).reshape(psi.shape)
     return torch.matmul(m, view).reshape(psi.shape)
 
 
@@ -153,6 +158,8 @@ def apply(psi, action: Action, ts: Sequence[torch.Tensor], n: int, differentiabl
         return apply_monomial(psi, perm, phase, differentiable)
     if kind == "phase":
         return psi * ts[0][None]
+    if kind == "diagonal":
+        return diagonal.apply(psi, info, ts)
     if kind == "scattered":
         wires, lead = info
         return apply_scattered(psi, ts[0], wires, n, lead)
@@ -213,6 +220,8 @@ def _block_cotangent(h, before, m, q, k, lead: bool):
         hv, pv = h.reshape(1 << q, D, -1, S, B), before.reshape(1 << q, D, -1, S, B)
         return sum_to(torch.einsum("aidsb,ajdsb->sbij", hv, pv), m.shape).conj()
     hv, pv = h.reshape(1 << q, D, -1), before.reshape(1 << q, D, -1)
+    if hv.shape[2] == 1:  # the last wires, no lead: one GEMM, not 2**q outer products and their sum
+        return torch.mm(hv.reshape(1 << q, D).T, pv.reshape(1 << q, D)).conj()
     return (torch.matmul(hv, pv.mT).sum(0) if q else torch.mm(hv[0], pv[0].T)).conj()
 
 
@@ -245,6 +254,8 @@ def unapply(psi, h, action: Action, ts, needs, n, keep_state: bool = True):
         before = psi * p.conj()[None] if keep_state else psi
         g_p = sum_to((h * before).sum(0), p.shape).conj() if needs[0] else None
         return before, h * p[None], [g_p]
+    if kind == "diagonal":
+        return diagonal.unapply(psi, h, info, ts, needs)
     if kind == "scattered":
         wires, lead = info
         m = ts[0]

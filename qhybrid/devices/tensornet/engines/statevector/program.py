@@ -15,6 +15,9 @@ compiled op list instead of pairwise einsums removes the permute copies and the 
 * **Monomial gates.** Parameter-free gates with one non-zero per row (CNOT, SWAP, Toffoli, CZ, Pauli,
   S, T, ...) become one permutation of the basis (with phases) at plan time; consecutive ones compose
   into one gather.
+* **Diagonal runs.** Consecutive diagonal gates (``RZ``, ``IsingZZ``, ``MultiRZ``, ``CZ``, ...: a QAOA cost
+  layer) are one element-wise phase multiply from a plan-time angle table (``diagonal``); single-qubit
+  gates waiting on a wire join the run when they are all diagonal, else they fuse into Kronecker blocks.
 * **Z words.** Expectation values of Z-type Pauli words are one product of a sign matrix with the
   probabilities; a basis permutation after the last gate moves into the sign matrix.
 
@@ -34,7 +37,7 @@ import numpy as np
 import pennylane as qml
 import torch
 
-from . import kernels
+from . import diagonal, kernels
 from ..._structure import TapeStructure
 from .allocator import tune_allocator as _tune_allocator
 from .blocks import _Kron, _build_krons, _full_monomial, _monomial
@@ -82,18 +85,41 @@ class StateVectorProgram:
             if todo:
                 steps.append(_Step("local", {w: pending.pop(w) for w in todo}))
 
+        kinds: dict[int, str | None] = {}  # slot -> how it joins a diagonal run (None: it does not)
+
+        open_run = lambda: steps[-1].data if steps and steps[-1].kind == "diagonal" else None  # noqa: E731
+        absorb = lambda: diagonal.absorb_pending(open_run(), pending, kinds, structure.slots, tape.operations)  # noqa: E731
+
         for si, slot in enumerate(structure.slots):
             if slot.kind == "phase":
                 phases.append(si)
                 continue
+            op = tape.operations[slot.op_index]
+            kinds[si] = diagonal.member_kind(op, slot.kind) if slot.kind != "prep" else None
             if len(slot.wires) == 1:
                 pending.setdefault(slot.wires[0], []).append(si)
                 continue
+            kind = kinds[si]
+            if kind is not None and started:
+                absorb()
+            # constant diagonal gates join an open run they can reach; elsewhere they are monomials (which
+            # compose with neighbouring permutations)
+            if kind is not None and (kind != "const" or (open_run() is not None and not any(pending.get(w) for w in slot.wires))):
+                if not started:
+                    flush()
+                if any(pending.get(w) for w in slot.wires):
+                    flush()  # a non-diagonal gate waits on one of its wires: it comes first
+                run = open_run()
+                if run is None or not run.room():
+                    run = diagonal.DiagonalRun(n)
+                    steps.append(_Step("diagonal", run))
+                run.add(si, kind, op, slot.wires)
+                continue
             mono = None
             if slot.kind == "const":
-                op = tape.operations[slot.op_index]
                 mono = _monomial(np.asarray(qml.matrix(op, wire_order=op.wires)))
             if any(pending.get(w) for w in slot.wires) or not started:
+                absorb()
                 flush()  # every waiting single-qubit gate at once: larger Kronecker blocks
             if mono is not None:
                 src, vals = _full_monomial(n, slot.wires, *mono)
@@ -105,12 +131,16 @@ class StateVectorProgram:
                     steps.append(_Step("monomial", (src, vals)))
             else:
                 steps.append(_Step("gate", si))
+        absorb()
         flush()
         self.steps = [self._finish(s, dtype) for s in steps]
         self.phases = phases
         # the adjoint walk inverts every action by its conjugate transpose: closed-form gates are unitary,
         # constant ones are checked here once, operators' own matrices (user_matrices) at every run
-        self.user_matrices = [si for si, slot in enumerate(structure.slots) if slot.kind == "matrix"]
+        in_runs = {si for st in self.steps if st.kind == "diagonal" for si in st.data.angles}
+        # the slots whose matrices the actions use (a diagonal run reads its gates' angles, not matrices)
+        self.matrix_slots = [si for si in range(len(structure.slots)) if si not in in_runs]
+        self.user_matrices = [si for si, slot in enumerate(structure.slots) if slot.kind == "matrix" and si not in in_runs]
         self.unitary = all(
             np_unitary(np.asarray(qml.matrix(tape.operations[slot.op_index])))
             for slot in structure.slots
@@ -124,6 +154,8 @@ class StateVectorProgram:
             self.measure_signs = self.measure[:, last.data[0][1]].contiguous()
 
     def _finish(self, step: _Step, dtype) -> _Step:
+        if step.kind == "diagonal":
+            step.data.finish()
         if step.kind != "monomial":
             return step
         src, vals = step.data
@@ -207,6 +239,8 @@ class StateVectorProgram:
                     phase = phase.to(device)
                     step.data = (perm, phase)
                 add("monomial", (perm, phase))
+            elif step.kind == "diagonal":
+                add("diagonal", diagonal.RunCall(step.data), *step.data.tensors(values, self._diagonal_lead))
             else:
                 self._gate(values, step.data, add)
         for si in () if measuring else self.phases:
@@ -222,6 +256,9 @@ class StateVectorProgram:
         if not stacked and not batched:
             return m, False
         return _lead(m, 2, stacked, batched), True
+
+    def _diagonal_lead(self, si, d):
+        return _lead(d, 1, si in self.stacked, self.structure.slots[si].batched)
 
     def _fused(self, values, slots: list[int]):
         """Product of a wire's waiting single-qubit gates (last applied leftmost)."""

@@ -20,7 +20,7 @@ def z_reader(tape, structure: TapeStructure):
     words: dict[tuple, int] = {}
     rows = []
     for mp in tape.measurements:
-        if type(mp) is not ExpectationMP or mp.obs is None or mp.obs.data:
+        if type(mp) is not ExpectationMP or mp.obs is None or not _plain_numbers(mp.obs.data):
             return None
         ps = mp.obs.pauli_rep
         if ps is None or not all(set(w.values()) <= {"Z"} for w in ps):
@@ -50,6 +50,13 @@ def z_reader(tape, structure: TapeStructure):
     )
     combined = signs if identity else coeffs @ signs
     return torch.as_tensor(combined)
+
+
+def _plain_numbers(data) -> bool:
+    """Whether an observable's data are plain numbers: coefficients of a Hamiltonian that the structure key
+    (the measurement's hash) pins, so the sign matrix may hold them. Tensors may carry gradients or
+    change between calls with one hash: those observables are read from the state."""
+    return all(isinstance(d, (int, float, complex, np.number)) for d in data)
 
 
 def z_expvals(signs: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
