@@ -89,6 +89,26 @@ def test_literal_angles_in_a_shifted_and_stacked_run(default):
     torch.testing.assert_close(g, g_ref, atol=TOL, rtol=0)
 
 
+@pytest.mark.parametrize("n_params", [1, 8])  # one by one, and the vectorised shift of several parameters
+def test_shifts_of_float32_parameters_are_formed_in_the_devices_precision(n_params):
+    """A float32 parameter on a complex128 device: ``p + pi/2`` formed in float32 was rounded before the
+    float64 simulation saw it, so gradients missed the correctly rounded float32 value by an ulp."""
+    rng = np.random.default_rng(0)
+    x = torch.tensor(rng.uniform(-3, 3, size=(5, n_params)), dtype=torch.float32, requires_grad=True)
+    tapes = [
+        qml.tape.QuantumScript([op for k in range(n_params) for op in (qml.RX(x[i, k], 0), qml.RY(0.3, 0))], [qml.expval(qml.Z(0))])
+        for i in range(5)
+    ]
+    res = qhybrid.execute(tapes, qhybrid.device("tensornet", wires=1), diff_method="parameter-shift")
+    torch.stack(list(res)).sum().backward()
+    ref = x.detach().double().requires_grad_(True)
+    ref_tapes = [t.bind_new_parameters([p for k in range(n_params) for p in (ref[i, k], 0.3)], list(range(2 * n_params)))
+                 for i, t in enumerate(tapes)]
+    torch.stack(list(qml.execute(ref_tapes, qml.device("default.qubit", wires=1), diff_method="backprop"))).sum().backward()
+    assert x.grad.dtype == torch.float32
+    assert torch.equal(x.grad, ref.grad.float())  # the exact gradient, correctly rounded
+
+
 def test_numpy_float32_angles_are_taken_at_their_float32_value():
     """A numpy float32 angle is the number it holds (its float32 value, widened exactly); the circuit still
     runs in the device's precision, as with a float32 torch parameter."""
@@ -139,13 +159,21 @@ def mixed_circuits(draw):
                 params.append(("arg", n_args))
                 n_args += 1
         gates.append((name, wires, params))
-    values = draw(st.lists(angle, min_size=max(n_args, 1), max_size=max(n_args, 1)))
+    if not n_args:  # a tensor angle somewhere, so a batch axis reaches the circuit
+        gates.append(("RX", [draw(st.integers(0, N_WIRES - 1))], [("arg", 0)]))
+        n_args = 1
+    values = draw(st.lists(angle, min_size=n_args, max_size=n_args))
     return gates, values
 
 
-def _record(gates, x):
+def _record(gates, x, *, reference=False):
+    """``reference``: literals as float64 torch constants of the same value (default.qubit cannot mix Python
+    or numpy numbers with torch tensors in one Rot / U3 matrix)."""
     for name, wires, params in gates:
-        args = [v if kind == "lit" else x[..., v] for kind, v in params]
+        args = [
+            (torch.tensor(float(v), dtype=torch.float64) if reference else v) if kind == "lit" else x[..., v]
+            for kind, v in params
+        ]
         getattr(qml, name)(*args, wires=wires)
 
 
@@ -156,7 +184,7 @@ def _measure():
 def _reference(gates, x):
     @qml.qnode(qml.device("default.qubit", wires=N_WIRES), interface="torch", diff_method="backprop")
     def ref(x):
-        _record(gates, x)
+        _record(gates, x, reference=True)
         return _measure()
 
     return _value_and_grad(ref, x)
@@ -211,7 +239,7 @@ def _entry_points(gates):
 
 def _exp_qlayer_case(gates, values):
     """ExpQLayer with a callable ansatz holding the literal angles; its weight carries the tensor angles."""
-    n = max(len(values), 1)
+    n = len(values)
 
     def ansatz(w, wires):
         _record(gates, w)
