@@ -276,5 +276,5 @@ def _contract(dy: torch.Tensor, jac: torch.Tensor, batched: bool) -> torch.Tenso
     prod = dy.conj() * jac if jac.is_complex() else dy * jac
     prod = prod.real if prod.is_complex() else prod
     if batched:
-        return prod.reshape(prod.shape[0], -1).sum(-1)
+        return prod.flatten(1).sum(-1) if prod.ndim > 1 else prod  # flatten, not reshape: a batch may be empty
     return prod.sum()

@@ -67,8 +67,8 @@ def test_execute_beside_a_non_empty_tape(diff_method):
     tapes = []
     for xx in (x, x3):
         with qml.queuing.AnnotatedQueue() as q:
-            mps = _circuit(xx, w)
-        tapes.append(qml.tape.QuantumScript(q.queue, list(mps)))
+            _circuit(xx, w)
+        tapes.append(qml.tape.QuantumScript.from_queue(q))
     empty, full = qhybrid.execute(tapes, dev, diff_method=diff_method)
     assert [o.shape for o in empty] == [(0,), (0, 4), (0,)] and [o.shape for o in full] == [(3,), (3, 4), (3,)]
     sum(o.sum() for o in empty).backward()

@@ -33,6 +33,7 @@ from .readout.sampling import sample_tapes
 from ._options import CacheInfo, PlanCache, SimOptions
 from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
+from ._empty_batch import with_empty_batches
 from ._conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor
 from ._pl_config import refuse_second_derivative_of_numpy_tapes, refuse_second_derivative_of_vjp, resolve_config
 from ._pl_derivatives import _core_params, device_vjps, jacobian
@@ -177,7 +178,11 @@ class TensorNetworkDevice(Device):
         """Run each (tape, parameters) variant; variants of one structure share one contraction.
 
         Each result is a tuple with one torch tensor per measurement, differentiable in the parameters.
+        Variants with an empty batch get empty results (``_empty_batch``).
         """
+        with_empty = with_empty_batches(variants, self.simulate_variants)
+        if with_empty is not None:
+            return with_empty
         sampled = [i for i, v in enumerate(variants) if v.tape.shots]
         if not sampled:
             first = variants[0]
