@@ -79,7 +79,8 @@ class TensorNetworkDevice(Device):
     capabilities in ``tensornet.toml``; analytic expval/var/probs/state/density_matrix (and every other
     state measurement, read off the contracted state); finite shots (sample, counts, shot vectors) by
     sampling the contracted state; ``diff_method="adjoint"`` (device VJPs by reverse mode through the
-    contraction, chosen by ``"best"``) and ``"backprop"`` (torch or autograd parameters).
+    contraction) and ``"backprop"`` (torch or autograd parameters, every derivative order; what ``"best"``
+    picks for those interfaces).
 
     Args:
         wires: number of wires or their labels (None: the circuit's own wires).
