@@ -88,3 +88,17 @@ def test_plugin_jacobian_of_an_empty_batch():
                                   [qml.expval(qml.Z(0))], trainable_params=[1])
     jac = dev.compute_derivatives(tape)
     assert jac.shape == (0,)
+
+
+def test_torch_layer_and_exp_qlayer():
+    @qhybrid.qnode(qhybrid.device("tensornet", wires=N))
+    def circuit(inputs, w):
+        return _circuit(inputs, w)
+
+    layer = qhybrid.TorchLayer(circuit, {"w": (2, N, 3)}).double()
+    x = torch.rand(0, N, dtype=torch.float64, requires_grad=True)
+    out = layer(x)
+    assert out.shape == (0, 1 + 4 + 1) and layer(torch.rand(3, N, dtype=torch.float64)).shape == (3, 6)
+    out.sum().backward()
+    assert x.grad.shape == (0, N) and torch.equal(layer.w.grad, torch.zeros_like(layer.w))
+    assert qhybrid.ExpQLayer(N)(torch.rand(0, N)).shape == (0, N)
