@@ -37,6 +37,11 @@ class CaptureError(QhybridError, RuntimeError):
     """A step that cannot be captured as a CUDA graph (no GPU, host tensors, host read-backs)."""
 
 
+class QhybridWarning(UserWarning):
+    """A request served another way than asked (the numbers are the same), e.g. a PennyLane option the
+    device does not use; each is said once per process."""
+
+
 __all__ = [
     "QhybridError",
     "UnsupportedOperationError",
@@ -45,4 +50,5 @@ __all__ = [
     "ContractionTooLargeError",
     "GradientError",
     "CaptureError",
+    "QhybridWarning",
 ]

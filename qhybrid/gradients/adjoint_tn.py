@@ -18,20 +18,15 @@ from .._tracking import track_run
 from .._variant import Variant
 from ..devices._protocol import register_vjp_calculator, supports_reverse_mode
 from ..errors import GradientError
-from .jpc import JacobianProductCalculator, Results
+from .jpc import JacobianProductCalculator, Results, refuse_shots
 
 
-def _check_analytic(device) -> None:
-    shots = getattr(device, "shots", None)
-    if shots:
-        raise GradientError(
-            f"diff_method='adjoint' needs analytic results, but the device has shots={shots.total_shots}. "
-            "Use diff_method='parameter-shift' for finite shots."
-        )
+def _check_analytic(device, method: str) -> None:
+    refuse_shots(method, getattr(device, "shots", None))
     if not supports_reverse_mode(device):
         raise GradientError(
-            f"diff_method='adjoint' differentiates through a tensor-network contraction; {device.name} has "
-            "none. Use diff_method='parameter-shift' on this device."
+            f"diff_method={method!r} differentiates through the simulation in torch; {device.name} does not "
+            "simulate in torch. Use diff_method='parameter-shift' on this device."
         )
 
 
@@ -52,7 +47,7 @@ class AdjointTN(JacobianProductCalculator):
     are then the leaves differentiated (one per input tensor instead of one per gate parameter)."""
 
     def __init__(self, device):
-        _check_analytic(device)
+        _check_analytic(device, self.name)
         self.device = device
 
     def forward(self, variants: Sequence[Variant], trainable, sources=None) -> tuple[Results, Any]:

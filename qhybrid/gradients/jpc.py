@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import torch
 
 from .._variant import Variant
+from ..errors import GradientError
 
 Results = list[tuple[torch.Tensor, ...]]
 """One tuple per variant, one tensor per measurement."""
@@ -74,21 +75,34 @@ class JacobianProductCalculator(ABC):
         return jacs
 
 
-def get_jpc(diff_method: str, device, gradient_device=None) -> JacobianProductCalculator | None:
+def refuse_shots(diff_method: str, shots) -> None:
+    """adjoint and backprop differentiate exact results: finite ``shots`` are refused, naming the method
+    asked for and the one that serves sampled results."""
+    if shots:
+        raise GradientError(
+            f"diff_method={diff_method!r} differentiates exact (analytic) results, but the circuit has finite "
+            f"shots ({shots}). Use diff_method='parameter-shift' for gradients of sampled results, or drop the shots."
+        )
+
+
+def get_jpc(diff_method: str, device, gradient_device=None, *, shots=None) -> JacobianProductCalculator | None:
     """The JPC for ``diff_method``: "adjoint", "parameter-shift", "backprop", "best" (adjoint on an analytic
-    tensornet device, parameter-shift otherwise) or None (no gradients)."""
+    tensornet device, parameter-shift otherwise) or None (no gradients). ``shots``: the circuits' own finite
+    shots, where they set them (the device's count too)."""
     from .adjoint_tn import AdjointTN, Backprop
     from .launcher import Launcher
     from .parameter_shift import ParameterShift
 
     if diff_method is None:
         return None
+    shots = shots or getattr(device, "shots", None)
     if diff_method == "best":
         from ..devices._protocol import supports_reverse_mode
 
-        analytic = not getattr(device, "shots", None)
         native = supports_reverse_mode(device)
-        diff_method = "adjoint" if analytic and native and gradient_device is None else "parameter-shift"
+        diff_method = "adjoint" if not shots and native and gradient_device is None else "parameter-shift"
+    if diff_method in ("adjoint", "backprop"):
+        refuse_shots(diff_method, shots)
     if diff_method == "adjoint":
         return AdjointTN(device)
     if diff_method == "backprop":

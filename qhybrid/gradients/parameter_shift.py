@@ -125,7 +125,8 @@ class ParameterShift(JacobianProductCalculator):
                 start = len(shifted) + len(todo)
                 todo.extend((j, mult, shift) for _, mult, shift in rule)
                 entries.append((rule[:, 0].tolist(), range(start, start + len(rule)), batched))
-            for j, value in zip((t[0] for t in todo), _shifted_values(v.params, todo)):
+            shifted_values = _shifted_values(v.params, todo, _compute_real_dtype(self.gradient_launcher.device))
+            for j, value in zip((t[0] for t in todo), shifted_values):
                 params = base.copy()
                 params[j] = value
                 shifted.append(Variant(tape, params))
@@ -166,9 +167,20 @@ class ParameterShift(JacobianProductCalculator):
         return out
 
 
-def _shifted_values(params: Sequence, todo: Sequence[tuple]) -> list:
+def _compute_real_dtype(device) -> torch.dtype:
+    """The real precision ``device`` computes in: float32 for a complex64 tensornet device, else float64."""
+    devices = getattr(device, "devices", None) or [device]  # a MultiDeviceLauncher: its devices
+    single = all(getattr(d, "dtype", None) == torch.complex64 for d in devices)
+    return torch.float32 if single else torch.float64
+
+
+def _shifted_values(params: Sequence, todo: Sequence[tuple], real_dtype: torch.dtype = torch.float64) -> list:
     """``m * p_j + s`` for each (j, m, s): one tensor op for all of them when the parameters are 0-dim
-    tensors of one dtype and device (the usual case), else one by one."""
+    tensors of one dtype and device (the usual case), else one by one.
+
+    The shifted angles are formed in the computation's precision (``real_dtype``, or the parameter's own if
+    finer): a float32 parameter shifted by pi/2 in float32 would be rounded before a float64 simulation
+    sees it, and its gradient would be off by up to an ulp of float32."""
     ps = [params[j] for j, _, _ in todo]
     first = ps[0] if ps else None
     if (
@@ -177,14 +189,20 @@ def _shifted_values(params: Sequence, todo: Sequence[tuple]) -> list:
         and all(isinstance(p, torch.Tensor) and p.ndim == 0 and p.dtype == first.dtype and p.device == first.device for p in ps)
         and first.is_floating_point()
     ):
+        dtype = torch.promote_types(first.dtype, real_dtype)
         uniq = sorted({j for j, _, _ in todo})
         where = {j: i for i, j in enumerate(uniq)}
-        stacked = torch.stack([params[j] for j in uniq])
+        stacked = torch.stack([params[j] for j in uniq]).to(dtype)
         index = torch.tensor([where[j] for j, _, _ in todo], device=first.device)
-        mult = torch.tensor([m for _, m, _ in todo], dtype=first.dtype, device=first.device)
-        shift = torch.tensor([s for _, _, s in todo], dtype=first.dtype, device=first.device)
+        mult = torch.tensor([m for _, m, _ in todo], dtype=dtype, device=first.device)
+        shift = torch.tensor([s for _, _, s in todo], dtype=dtype, device=first.device)
         return list((stacked[index] * mult + shift).unbind(0))
-    return [p * m + s if m != 1 else p + s for p, (_, m, s) in zip(ps, todo)]
+    out = []
+    for p, (_, m, s) in zip(ps, todo):
+        if isinstance(p, torch.Tensor) and p.is_floating_point():
+            p = p.to(torch.promote_types(p.dtype, real_dtype))
+        out.append(p * m + s if m != 1 else p + s)
+    return out
 
 
 COMBINE_MIN_PARAMETERS = 4
@@ -258,5 +276,5 @@ def _contract(dy: torch.Tensor, jac: torch.Tensor, batched: bool) -> torch.Tenso
     prod = dy.conj() * jac if jac.is_complex() else dy * jac
     prod = prod.real if prod.is_complex() else prod
     if batched:
-        return prod.reshape(prod.shape[0], -1).sum(-1)
+        return prod.flatten(1).sum(-1) if prod.ndim > 1 else prod  # flatten, not reshape: a batch may be empty
     return prod.sum()

@@ -72,7 +72,7 @@ def execute(
     if shots:  # a device's own shots apply to tapes that set none (as PennyLane's QNode does)
         tapes = [t if t.shots else t.copy(shots=shots) for t in tapes]
     variants, postprocess = preprocess(device, tapes)  # the device's program, cached per structure
-    jpc = get_jpc(diff_method, device, gradient_device)
+    jpc = get_jpc(diff_method, device, gradient_device, shots=next((t.shots for t in tapes if t.shots), None))
     if jpc is None:
         with torch.no_grad():
             raw = Launcher(device).run(variants)

@@ -115,7 +115,7 @@ def _combine(result, *, batched: bool, batch: int) -> torch.Tensor:
         return result
     if isinstance(result, (list, tuple)) and all(isinstance(r, torch.Tensor) for r in result):
         if batched:
-            return torch.cat([r.reshape(batch, -1) for r in result], dim=-1)
+            return torch.cat([r.reshape(batch, math.prod(r.shape[1:])) for r in result], dim=-1)  # batch may be 0
         return torch.cat([r.reshape(-1) for r in result])
     raise TypeError(
         f"TorchLayer needs the qnode to return a tensor or a list/tuple of tensors, got {type(result).__name__}."

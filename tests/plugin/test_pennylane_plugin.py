@@ -163,13 +163,18 @@ def test_best_for_higher_derivatives_and_backprop_keep_tensors():
     assert config.use_device_gradient and not config.use_device_jacobian_product and not config.convert_to_numpy
 
 
-def test_qnode_resolves_best_to_adjoint():
-    @qml.qnode(qml.device(NAME, wires=1))
+def test_qnode_resolves_best_to_backprop_and_adjoint_to_device_vjps():
+    """"best" is backprop where it serves every derivative order (torch, autograd): see
+    test_plugin_higher_derivatives.py."""
     def circuit(x):
         qml.RX(x, 0)
         return qml.expval(qml.Z(0))
 
-    config = qml.workflow.construct_execution_config(circuit)(pnp.array(0.3))
+    best = qml.qnode(qml.device(NAME, wires=1))(circuit)
+    config = qml.workflow.construct_execution_config(best)(pnp.array(0.3))
+    assert config.gradient_method == "backprop" and not config.use_device_jacobian_product
+    adjoint = qml.qnode(qml.device(NAME, wires=1), diff_method="adjoint", device_vjp=True)(circuit)
+    config = qml.workflow.construct_execution_config(adjoint)(pnp.array(0.3))
     assert config.gradient_method == "adjoint" and config.use_device_jacobian_product
 
 

@@ -125,6 +125,21 @@ def _assemble(dim: int, re: list, im: list, params, dtype, device) -> torch.Tens
     return mat.reshape(*lead, dim, dim)
 
 
+def typed_tensor(p, dtype: torch.dtype, device) -> torch.Tensor:
+    """``p`` as a tensor of the computation's ``dtype`` on ``device``. A Python or numpy number goes straight
+    to ``dtype``: through torch's default dtype (float32 unless set) ``0.7`` would be rounded to 7 digits
+    first. A numpy float32 value keeps its float32 value (widened exactly), as a float32 tensor does.
+
+    >>> torch.set_default_dtype(torch.float32)
+    >>> typed_tensor(0.7, torch.float64, "cpu").item() == 0.7
+    True
+    >>> torch.set_default_dtype(torch.float64)
+    """
+    if isinstance(p, torch.Tensor):
+        return p.to(device=device, dtype=dtype)
+    return torch.as_tensor(p, dtype=dtype, device=device)
+
+
 def fast_matrix(name: str, params: Sequence[torch.Tensor], dtype, device) -> torch.Tensor:
     """Matrix of gate ``name`` for real parameter tensors with any (broadcastable) leading shape.
 
@@ -133,7 +148,7 @@ def fast_matrix(name: str, params: Sequence[torch.Tensor], dtype, device) -> tor
     """
     dim, builder = _BUILDERS[name]
     real_dtype = torch.empty((), dtype=dtype).real.dtype
-    params = [torch.as_tensor(p, dtype=real_dtype, device=device) for p in params]
+    params = [typed_tensor(p, real_dtype, device) for p in params]
     re, im = builder(params)
     return _assemble(dim, re, im, params, dtype, device)
 
@@ -159,6 +174,10 @@ def _to_torch(x, dtype, device):
 
 def generic_matrix(op: qml.operation.Operator, params: Sequence, dtype, device) -> torch.Tensor:
     """Matrix of any operator that has one, with ``params`` in place of its data (kept differentiable)."""
+    if any(isinstance(p, torch.Tensor) for p in params):
+        # PennyLane's matrices cannot mix numpy and torch (U3(x, 0.0, y)), and torch would take an integer
+        # angle's cos in its default dtype: numbers join as tensors of our precision
+        params = [_as_tensor_like(p, dtype, device) for p in params]
     if any(p is not q for p, q in zip(params, op.data)):
         op = qml.ops.functions.bind_new_parameters(op, list(params))
     try:
@@ -172,6 +191,21 @@ def generic_matrix(op: qml.operation.Operator, params: Sequence, dtype, device) 
         for b in range(op.batch_size)
     ]
     return torch.stack([_to_torch(m, dtype, device) for m in per])
+
+
+def _as_tensor_like(p, dtype, device):
+    """A number as a tensor (real ones in ``dtype``'s real precision); real or complex tensors as they are."""
+    if isinstance(p, torch.Tensor):
+        if p.is_floating_point() or p.is_complex():
+            return p
+        kind = "i"
+    else:
+        kind = np.asarray(p).dtype.kind
+    if kind == "c":
+        return typed_tensor(p, dtype, device)
+    if kind in "fiub":
+        return typed_tensor(p, torch.empty((), dtype=dtype).real.dtype, device)
+    return p
 
 
 def _element(p, op, k, b):

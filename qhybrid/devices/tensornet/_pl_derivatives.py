@@ -121,7 +121,7 @@ def jacobian(device, tape: QuantumScript):
         for m, out in enumerate(outputs):
             rows = [[] for _ in trainable]
             units = (1.0, 1j) if out.is_complex() else (1.0,)
-            for e in range(max(out.numel(), 1)):
+            for e in range(out.numel()):
                 parts = []
                 for unit in units:
                     cot = [torch.zeros_like(o) for o in outputs]
@@ -132,6 +132,8 @@ def jacobian(device, tape: QuantumScript):
                     rows[k].append(parts[0][k] if len(parts) == 1 else parts[0][k] + 1j * parts[1][k])
             jac = [
                 _to_numpy(torch.stack(rows[k]).reshape(tuple(out.shape) + tuple(variant.params[j].shape)))
+                if rows[k]
+                else np.zeros(tuple(out.shape) + tuple(variant.params[j].shape))  # an empty batch
                 for k, j in enumerate(trainable)
             ]
             full = [np.zeros(tuple(out.shape) + z.shape) for z in d.zeros]

@@ -7,6 +7,7 @@ from operator import is_not
 from typing import Sequence
 import torch
 from ._gates import broadcast_shape, constant_matrix, fast_matrix, generic_matrix, global_phase, state_vector
+from ._gates import typed_tensor
 from .engines.network.network import BATCH, STACK
 from ..._variant import Variant
 from ._structure import TapeStructure
@@ -51,7 +52,7 @@ class _Values:
     def _stack_table(self) -> dict:
         """Every differing scalar parameter's column over the stack, built in a few ops for the whole
         group: a [S, P] table of row 0's values with the other rows' values scattered in. Empty where
-        some differing value is not a 0-dim tensor of the real dtype (then columns are built one by one)."""
+        some differing value is not a 0-dim real tensor (then columns are built one by one)."""
         if self._table is not None:
             return self._table
         self._table = {}
@@ -60,7 +61,7 @@ class _Values:
         positions = sorted(rows)
         if len(positions) < 2:
             return self._table
-        scalar = lambda p: isinstance(p, torch.Tensor) and p.ndim == 0 and p.dtype == self.real_dtype  # noqa: E731
+        scalar = lambda p: isinstance(p, torch.Tensor) and p.ndim == 0 and p.is_floating_point()  # noqa: E731
         entries = [(k, r) for k, j in enumerate(positions) for r in rows[j]]
         values = [self.group[r].params[positions[k]] for k, r in entries]
         base = [first[j] for j in positions]
@@ -69,10 +70,10 @@ class _Values:
         device = base[0].device
         if any(p.device != device for p in values) or any(p.device != device for p in base):
             return self._table
-        table = torch.stack(base).expand(len(self.group), len(positions))
+        table = torch.stack(base).to(self.real_dtype).expand(len(self.group), len(positions))
         r_idx = torch.tensor([r for _, r in entries], device=device)
         k_idx = torch.tensor([k for k, _ in entries], device=device)
-        table = table.index_put((r_idx, k_idx), torch.stack(values))
+        table = table.index_put((r_idx, k_idx), torch.stack(values).to(self.real_dtype))
         if device != self.device:
             table = table.to(self.device)
         self._table = {j: table[:, k] for k, j in enumerate(positions)}
@@ -101,13 +102,13 @@ class _Values:
             if column is not None:
                 out.append(column.unsqueeze(-1) if slot.batched else column)
                 continue
-            base = torch.as_tensor(first[j], dtype=self.real_dtype, device=self.device)
+            base = typed_tensor(first[j], self.real_dtype, self.device)
             if len(changed) == len(self.group) - 1:
                 column = torch.stack(
-                    [base, *(torch.as_tensor(self.group[r].params[j], dtype=self.real_dtype, device=self.device) for r in changed)]
+                    [base, *(typed_tensor(self.group[r].params[j], self.real_dtype, self.device) for r in changed)]
                 )
             else:
-                vals = torch.stack([torch.as_tensor(self.group[r].params[j], dtype=self.real_dtype, device=self.device) for r in changed])
+                vals = torch.stack([typed_tensor(self.group[r].params[j], self.real_dtype, self.device) for r in changed])
                 index = torch.tensor(changed, device=self.device)
                 column = base.expand(len(self.group), *base.shape).index_put((index,), vals)
             if slot.batched and column.ndim == 1:
@@ -158,7 +159,7 @@ class _Values:
         n = len(self.group)
         columns = []
         for p in self._params(si):
-            p = torch.as_tensor(p, dtype=self.real_dtype, device=self.device)
+            p = typed_tensor(p, self.real_dtype, self.device)
             columns.append(p.expand(n) if p.ndim == 0 else p)
         if any(c.shape != (n,) for c in columns):
             return None
@@ -178,7 +179,7 @@ class _Values:
                 continue
             stacked = None if stacked_kind else self._gathered_columns(members)
             if stacked is None:
-                columns = [[torch.as_tensor(p, dtype=self.real_dtype, device=self.device) for p in self._params(si)] for si in members]
+                columns = [[typed_tensor(p, self.real_dtype, self.device) for p in self._params(si)] for si in members]
                 shape = broadcast_shape(*(p.shape for col in columns for p in col))
                 n_params = len(columns[0])
                 # an expand to the same shape is still an autograd node (and a reduction in the backward)
@@ -260,7 +261,7 @@ class _Values:
         elif o.kind == "mpo":
             t = _mpo_tensor(o.data, self.dtype, self.device)
         else:  # "matrix": the observable's own matrix, bra indices first
-            m = torch.as_tensor(matrix, device=self.device).to(self.dtype)
+            m = typed_tensor(matrix, self.dtype, self.device)
             k = m.shape[-1].bit_length() - 1
             t = m.reshape((2,) * (2 * k))
         return t.conj() if o.conj else t

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -19,7 +18,6 @@ from pennylane.devices.preprocess import (
     validate_measurements,
     validate_observables,
 )
-from pennylane.exceptions import DeviceError
 from pennylane.math import Interface
 from pennylane.tape import QuantumScript
 from pennylane.transforms import defer_measurements
@@ -36,7 +34,9 @@ from ._options import CacheInfo, PlanCache, SimOptions
 from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
 from .readout.postselect import renormalise_postselection
+from ._empty_batch import with_empty_batches
 from ._conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor
+from ._pl_config import refuse_second_derivative_of_numpy_tapes, refuse_second_derivative_of_vjp, resolve_config
 from ._pl_derivatives import _core_params, device_vjps, jacobian
 from ._pl_preprocess import (
     UnsupportedOnDeviceError,
@@ -54,10 +54,6 @@ DEFAULT_MEMORY_FRACTION = 0.5
 
 _DEVICE_GRADIENTS = frozenset({"adjoint", "backprop", "best", "device"})
 """Gradient methods the device answers itself (anything else is a PennyLane gradient transform)."""
-
-_MCM_METHODS = frozenset({None, "device", "deferred"})
-"""Mid-circuit measurements run deferred: as controlled gates on extra wires (qml.defer_measurements)."""
-
 
 # --- the device -------------------------------------------------------------------------------
 
@@ -84,7 +80,8 @@ class TensorNetworkDevice(Device):
     capabilities in ``tensornet.toml``; analytic expval/var/probs/state/density_matrix (and every other
     state measurement, read off the contracted state); finite shots (sample, counts, shot vectors) by
     sampling the contracted state; ``diff_method="adjoint"`` (device VJPs by reverse mode through the
-    contraction, chosen by ``"best"``) and ``"backprop"`` (torch or autograd parameters).
+    contraction) and ``"backprop"`` (torch or autograd parameters, every derivative order; what ``"best"``
+    picks for those interfaces).
 
     Args:
         wires: number of wires or their labels (None: the circuit's own wires).
@@ -183,7 +180,11 @@ class TensorNetworkDevice(Device):
         """Run each (tape, parameters) variant; variants of one structure share one contraction.
 
         Each result is a tuple with one torch tensor per measurement, differentiable in the parameters.
+        Variants with an empty batch get empty results (``_empty_batch``).
         """
+        with_empty = with_empty_batches(variants, self.simulate_variants)
+        if with_empty is not None:
+            return with_empty
         sampled = [i for i, v in enumerate(variants) if v.tape.shots]
         if not sampled:
             first = variants[0]
@@ -230,9 +231,9 @@ class TensorNetworkDevice(Device):
         if circuit is not None and circuit.shots and method in ("adjoint", "backprop"):
             # asked for by name: say what to use instead (PennyLane's own message names no fix)
             raise GradientError(
-                f"Device {self} does not support {method} with requested circuit: it has finite shots "
-                f"({circuit.shots}), and {method} differentiates exact results. Use diff_method='parameter-shift' "
-                "for sampled gradients, or drop the shots."
+                f"Device {self} does not support diff_method={method!r} with requested circuit: it has finite "
+                f"shots ({circuit.shots}), and {method} differentiates exact results. Use "
+                "diff_method='parameter-shift' for sampled gradients, or drop the shots."
             )
         return circuit is None or not circuit.shots
 
@@ -240,34 +241,11 @@ class TensorNetworkDevice(Device):
         return self.supports_derivatives(execution_config, circuit)
 
     def setup_execution_config(self, config: ExecutionConfig | None = None, circuit=None) -> ExecutionConfig:
-        """Resolve ``"best"``/``"device"`` to ``"adjoint"`` (``"backprop"`` for higher derivatives) and
-        answer adjoint with device VJPs: one reverse pass through the contraction per backward call, where
-        a Jacobian would cost one per output element. PennyLane's default ``device_vjp=False`` cannot be
-        told apart from an explicit one, so adjoint always uses the VJP (the numbers are the same)."""
-        config = config or ExecutionConfig()
-        updates = {}
-        method = config.gradient_method
-        if method in ("best", "device"):
-            method = "backprop" if config.derivative_order > 1 else "adjoint"
-            updates["gradient_method"] = method
-        if config.use_device_gradient is None:
-            updates["use_device_gradient"] = method in {"adjoint", "backprop"}
-        if method == "adjoint":
-            updates["use_device_jacobian_product"] = True
-        elif config.use_device_jacobian_product is None:
-            updates["use_device_jacobian_product"] = False
-        if config.grad_on_execution is None:
-            updates["grad_on_execution"] = False
-        if method == "backprop":
-            updates["convert_to_numpy"] = False
-        mcm = config.mcm_config
-        if mcm.mcm_method not in _MCM_METHODS:
-            raise DeviceError(
-                f"mcm_method={mcm.mcm_method!r} is not supported by {self.name}; use mcm_method='deferred' "
-                "(mid-circuit measurements become controlled gates on extra wires)."
-            )
-        updates["mcm_config"] = replace(mcm, mcm_method="deferred")
-        return replace(config, **updates)
+        """Resolve ``"best"``/``"device"`` to ``"backprop"`` where the interface differentiates it to every
+        order (torch, autograd), else ``"adjoint"``; answer adjoint with device VJPs (one reverse pass per
+        backward call, where a Jacobian costs one per output element), and with backprop for
+        ``max_diff > 1``. See ``_pl_config.resolve_config``."""
+        return resolve_config(self, config)
 
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> CompilePipeline:
         config = execution_config or ExecutionConfig()
@@ -303,6 +281,7 @@ class TensorNetworkDevice(Device):
     # --- PennyLane device API: execution -----------------------------------------------------
     def execute(self, circuits, execution_config: ExecutionConfig | None = None):
         tapes = list(circuits)
+        refuse_second_derivative_of_numpy_tapes(tapes)
         results: list = [None] * len(tapes)
         shot_ids = [i for i, t in enumerate(tapes) if t.shots]
         exact_ids = [i for i, t in enumerate(tapes) if not t.shots]
@@ -357,6 +336,7 @@ class TensorNetworkDevice(Device):
         ``cotangents[i]`` is shaped like tape ``i``'s result (PennyLane's d/dz convention for complex
         results); the answer per tape is a tuple with one array per trainable parameter, shaped like it.
         """
+        refuse_second_derivative_of_vjp()
         return device_vjps(self, circuits, cotangents)
 
     def execute_and_compute_vjp(self, circuits, cotangents, execution_config: ExecutionConfig | None = None):
@@ -370,6 +350,7 @@ class TensorNetworkDevice(Device):
         parameters; each array shaped ``result.shape + parameter.shape`` (so a broadcast parameter gives
         the full batch-by-batch block, diagonal since tapes of a batch are independent).
         """
+        refuse_second_derivative_of_vjp()
         return tuple(jacobian(self, t) for t in circuits)
 
     def execute_and_compute_derivatives(self, circuits, execution_config: ExecutionConfig | None = None):

@@ -20,6 +20,7 @@ from pennylane.measurements import (
 )
 
 from ....errors import UnsupportedOperationError
+from .._gates import typed_tensor
 
 SIGN_MATRIX_MAX_ELEMENTS = 1 << 22
 """Above this many entries, Z-word expectations use marginals instead of one sign-matrix product."""
@@ -82,7 +83,7 @@ class StateReader:
 
     def apply_matrix(self, psi: torch.Tensor, matrix, wires: Sequence) -> torch.Tensor:
         k = len(wires)
-        m = torch.as_tensor(matrix, device=psi.device).to(psi.dtype)
+        m = typed_tensor(matrix, psi.dtype, psi.device)
         batched = m.ndim == 3
         axes = [self.axis(w) for w in wires]
         if batched:

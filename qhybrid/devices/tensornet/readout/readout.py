@@ -139,7 +139,7 @@ def sparse_expval(obs, psi: torch.Tensor, batched: bool) -> torch.Tensor:
     n = psi.ndim - int(batched)
     h = obs.sparse_matrix(wire_order=list(range(n))).tocoo()
     index = torch.as_tensor(np.vstack([h.row, h.col]), dtype=torch.long, device=psi.device)
-    values = torch.as_tensor(h.data, device=psi.device).to(psi.dtype)
+    values = torch.as_tensor(h.data, dtype=psi.dtype, device=psi.device)
     sparse = torch.sparse_coo_tensor(index, values, (2**n, 2**n), check_invariants=False)
     flat = psi.reshape(-1, 2**n)
     h_psi = torch.sparse.mm(sparse, flat.T).T
