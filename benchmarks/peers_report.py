@@ -31,6 +31,8 @@ def _cell(row: dict, base: tuple[str | None, float | None], system: str) -> tupl
         return "", "", ""
     if row.get("status") != "ok":
         return row["status"], "", ""
+    if "median_s" not in row:
+        return _t(row["first_s"]), row.get("note", ""), ""
     name, q = base
     ratio = ""
     if q and system != name:
