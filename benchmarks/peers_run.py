@@ -37,6 +37,9 @@ TOLERANCE = 1e-10
 SLOW_STEP_S = 2.0
 """A system whose warm-up step takes longer than this gets ``--slow-repeats`` timed steps."""
 
+VERY_SLOW_STEP_S = 15.0
+"""... and longer than this, one timed step (W5 on torch default.qubit: 25-55 s a step)."""
+
 ONE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
 QAOA_ROWS = ["qhybrid", "qhybrid GraphQLayer"]
@@ -94,6 +97,12 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:200]}"
 
 
+def _repeats(warm_s: float, repeats: int, slow_repeats: int) -> int:
+    if warm_s > VERY_SLOW_STEP_S:
+        return 1
+    return slow_repeats if warm_s > SLOW_STEP_S else repeats
+
+
 def run_workload(wid: str, systems: list[str], repeats: int, slow_repeats: int, skip: dict,
                  first_only: set = frozenset()) -> dict:
     import statistics
@@ -142,7 +151,7 @@ def run_workload(wid: str, systems: list[str], repeats: int, slow_repeats: int, 
             steps[s] = step
         print(f"  {wid} {s}: first {row['first_s']:.2f} s, warm {row['warm_s'] * 1e3:.1f} ms, "
               f"max dev {row['max_dev']:.1e} vs {ref[0]}", flush=True)
-    want = {s: slow_repeats if rows[s]["warm_s"] > SLOW_STEP_S else repeats for s in steps}
+    want = {s: _repeats(rows[s]["warm_s"], repeats, slow_repeats) for s in steps}
     times = {s: [] for s in steps}
     for _ in range(max(want.values(), default=0)):
         for s, step in steps.items():
