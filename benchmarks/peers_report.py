@@ -57,7 +57,7 @@ def markdown(report: dict) -> str:
         "alternating round-robin in one process; ratio = peer / qhybrid (> 1: qhybrid faster). *max dev* = "
         f"max |loss and gradient difference| against the reference row (tolerance {report['tolerance']:g}).",
     ]
-    runs = [r for r in report["runs"] if "workloads" in r]
+    runs = [r for r in report["runs"] if r.get("workloads")]
     for r in report["runs"]:
         if "error" in r:
             lines += ["", f"**{r['threads']} thread(s): {r['error']}**"]
