@@ -38,7 +38,8 @@ SLOW_STEP_S = 2.0
 """A system whose warm-up step takes longer than this gets ``--slow-repeats`` timed steps."""
 
 VERY_SLOW_STEP_S = 15.0
-"""... and longer than this, one timed step (W5 on torch default.qubit: 25-55 s a step)."""
+"""... and longer than this, no more steps: the warm-up step is its one timed step (W5 on torch
+default.qubit: 25-55 s a step; quimb's Q100p1: minutes)."""
 
 ONE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
@@ -102,7 +103,7 @@ def _error(exc: BaseException) -> str:
 
 def _repeats(warm_s: float, repeats: int, slow_repeats: int) -> int:
     if warm_s > VERY_SLOW_STEP_S:
-        return 1
+        return 0
     return slow_repeats if warm_s > SLOW_STEP_S else repeats
 
 
@@ -163,6 +164,7 @@ def run_workload(wid: str, systems: list[str], repeats: int, slow_repeats: int, 
                 step()
                 times[s].append(time.perf_counter() - t0)
     for s, ts in times.items():
+        ts = ts or [rows[s]["warm_s"]]
         rows[s].update(median_s=statistics.median(ts), times_s=ts, repeats=len(ts))
     return rows
 
