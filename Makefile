@@ -4,7 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 EXTRAS := aer,test,examples
 
-.PHONY: venv demo demo-quick test bench
+PEERS_VENV := .venv-peers
+PEERS_PY := $(PEERS_VENV)/bin/python
+PEERS_EXTRAS := bench,peers
+
+.PHONY: venv demo demo-quick test bench bench-peers bench-peers-quick
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,5 +29,24 @@ demo-quick: venv
 test: venv
 	$(PY) -m pytest -q -n 2 --dist loadgroup
 
+# Then the peers' table with whatever of them this venv has: it lists each missing peer as "not installed"
+# with its ImportError (`make bench-peers` runs them all from their own venv).
 bench: venv
 	$(PY) -m benchmarks.run
+	$(PY) -m benchmarks.peers_run --quick --workloads W1,G16
+
+# The compiled peers (jax, TensorCircuit-NG, Catalyst, quimb) live in their own venv so the dev venv's
+# packages never move. BENCH_ARGS passes options, e.g. BENCH_ARGS="--threads 1 --workloads W1".
+$(PEERS_PY):
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_PY) -m pip install -q --upgrade pip
+
+$(PEERS_VENV)/.installed: $(PEERS_PY) pyproject.toml constraints.txt
+	$(PEERS_PY) -m pip install -q -c constraints.txt -e ".[$(PEERS_EXTRAS)]"
+	touch $@
+
+bench-peers: $(PEERS_VENV)/.installed
+	$(PEERS_PY) -m benchmarks.peers_run $(BENCH_ARGS)
+
+bench-peers-quick: $(PEERS_VENV)/.installed
+	$(PEERS_PY) -m benchmarks.peers_run --quick $(BENCH_ARGS)

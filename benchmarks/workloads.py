@@ -19,12 +19,13 @@ import qhybrid
 @dataclass(frozen=True)
 class Workload:
     id: str
-    kind: str  # "sel" | "ladder" | "qaoa"
+    kind: str  # "sel" | "ladder" | "qaoa" | "hea"
     n_qubits: int
     batch: int | None = None
     layers: int = 4
     hamiltonian: bool = False
     diff: str = "adjoint"  # qhybrid's method; "parameter-shift" for W4
+    graph_seed: int = 7  # qaoa: networkx.random_regular_graph(3, n_qubits, seed=graph_seed)
 
 
 WORKLOADS = {
@@ -35,6 +36,10 @@ WORKLOADS = {
     "W4": Workload("W4", "sel", 8, 1, 4, diff="parameter-shift"),
     "W5": Workload("W5", "sel", 12, 1024, 6),
     "G16": Workload("G16", "qaoa", 16, None, 2),  # MaxCut QAOA p=2 on a 16-node 3-regular graph
+    "Q100p1": Workload("Q100p1", "qaoa", 100, None, 1, graph_seed=1),
+    "Q100p2": Workload("Q100p2", "qaoa", 100, None, 2, graph_seed=1),
+    "Q100p3": Workload("Q100p3", "qaoa", 100, None, 3, graph_seed=1),
+    "HEA50": Workload("HEA50", "hea", 50, None, 3),  # brickwork RY/CNOT, 50 local expvals
 }
 
 # system name -> (device factory, diff_method, torch interface differentiates x too)
@@ -55,6 +60,10 @@ PEERS_FOR = {
     "W4": ["lightning.qubit parameter-shift", "default.qubit parameter-shift"],
     "W5": ["default.qubit backprop", "lightning.qubit adjoint"],
     "G16": ["default.qubit backprop", "lightning.qubit adjoint"],
+    "Q100p1": [],
+    "Q100p2": [],
+    "Q100p3": [],
+    "HEA50": ["default.tensor mps"],
 }
 """The peers each workload is compared with (the first is the one its target names)."""
 
@@ -89,10 +98,30 @@ def ladder_function(n: int, hamiltonian: bool) -> Callable:
 QAOA_GRAPH_SEED = 7
 
 
-def qaoa_graph(n: int):
+def qaoa_graph(n: int, seed: int = QAOA_GRAPH_SEED):
     import networkx as nx
 
-    return nx.random_regular_graph(3, n, seed=QAOA_GRAPH_SEED)
+    return nx.random_regular_graph(3, n, seed=seed)
+
+
+def qaoa_edges(wl: Workload) -> list[tuple[int, int]]:
+    """The workload's graph edges as plain int pairs, in networkx order (every system uses this order)."""
+    return [(int(u), int(v)) for u, v in qaoa_graph(wl.n_qubits, wl.graph_seed).edges()]
+
+
+def hea_function(n: int, layers: int) -> Callable:
+    """HEA50: ``layers`` x [RY on every qubit, CNOT(i, i+1) for even i, then for odd i]; <Z_i> for all i."""
+
+    def circuit(theta):
+        for layer in range(layers):
+            for i in range(n):
+                qml.RY(theta[layer, i], wires=i)
+            for start in (0, 1):
+                for i in range(start, n - 1, 2):
+                    qml.CNOT(wires=[i, i + 1])
+        return [qml.expval(qml.Z(i)) for i in range(n)]
+
+    return circuit
 
 
 def qaoa_function(edges, n: int) -> Callable:
@@ -114,7 +143,7 @@ def qaoa_function(edges, n: int) -> Callable:
 
 def _qaoa_step(wl: Workload, system: str, dev, real):
     """G16: gradient of the MaxCut cost for gamma, beta (p = wl.layers)."""
-    g = qaoa_graph(wl.n_qubits)
+    g = qaoa_graph(wl.n_qubits, wl.graph_seed)
     gen = torch.Generator().manual_seed(7)
     gamma = (torch.rand(wl.layers, generator=gen, dtype=torch.float64).to(real)).requires_grad_(True)
     beta = (torch.rand(wl.layers, generator=gen, dtype=torch.float64).to(real)).requires_grad_(True)
@@ -175,6 +204,18 @@ def make(workload: str, system: str, dtype=torch.complex128, *, batch: int | Non
         wrap = lambda f: qml.QNode(f, dev, interface="torch", diff_method=PEERS[system][1])  # noqa: E731
     if wl.kind == "qaoa":
         return _qaoa_step(wl, system, dev, real)
+    if wl.kind == "hea":
+        circuit = wrap(hea_function(n, wl.layers))
+        theta = (torch.rand(wl.layers, n, generator=gen, dtype=torch.float64).to(real) * 3).requires_grad_(True)
+
+        def step():
+            loss = torch.stack(list(circuit(theta))).sum()
+            loss.backward()
+            theta.grad = None
+            return loss.detach()
+
+        step.device = dev
+        return step
     if wl.kind == "sel":
         circuit = wrap(sel_function(n))
         x = torch.rand(B, n, generator=gen, dtype=torch.float64).to(real) * 3
