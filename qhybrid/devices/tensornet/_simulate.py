@@ -22,10 +22,12 @@ from ._structure import TapeStructure, tape_structure
 from ._options import CacheInfo, PlanCache, SimOptions
 from ._values import _Values, _stacked_slots
 from .engines.network.programs import ClosedProgram, StateProgram
+from .engines.lightcone.program import ConeProgram, cones_apply
 
 STATE_MODE_MAX_WIRES = 20
 """Circuits on at most this many wires are contracted to their state once and every measurement is read
-from it; wider circuits contract one closed, light-cone-reduced network per observable term."""
+from it; wider circuits measure each Pauli term on its light cone (``engines.lightcone``: isomorphic cones
+one stacked program) and contract one closed network per other observable."""
 
 
 # --- programs -----------------------------------------------------------------------------
@@ -134,7 +136,9 @@ def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOpti
     wide = len(structure.sim_wires) > STATE_MODE_MAX_WIRES and all(_closed_measurable(mp) for mp in group[0].tape.measurements)
     key = (structure.key, stacked, stack_size, wide, opts.dtype, str(opts.device), opts.backend)
     tape = group[0].tape
-    if wide:
+    if wide and cones_apply(structure, tape):
+        program = cache.get(key, lambda: ConeProgram(structure, stacked, stack_size, opts, tape))
+    elif wide:
         program = cache.get(key, lambda: ClosedProgram(structure, stacked, stack_size, opts, tape))
     elif all(slot.kind != "prep" for slot in structure.slots):
         program = cache.get(key, lambda: VectorProgram(structure, stacked, stack_size, opts, tape))

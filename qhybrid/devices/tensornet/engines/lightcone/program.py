@@ -1,0 +1,250 @@
+"""Wide circuits measured term by term on light cones: ConeProgram.
+
+Every Pauli word of every measured observable (the terms of a Hamiltonian, ``qml.sum``, ``qml.dot``,
+``s_prod``) is measured on its reverse light cone (``cones``). Cones that are the same circuit up to a
+relabelling of wires form a class (``classes``) that runs as ONE program over a stack of its members'
+parameters: a compiled state-vector program (adjoint-differentiable as one autograd node) when the class
+is narrow enough, else one closed network with the members on its stack index. Each measurement is then
+the sum of its terms' coefficients times their values. Measurements that are not Pauli sentences (probs,
+Hermitian matrices) go to a ``ClosedProgram`` of the whole circuit.
+
+Members of a class whose parameters are equal (QAOA: one angle per layer) give the same value: each
+distinct parameter row runs once (``shared.run_distinct``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+from pennylane.measurements import ExpectationMP, VarianceMP
+
+from ..._options import SimOptions
+from ..._structure import TapeStructure
+from ..._values import _differences
+from ..network.programs import ClosedProgram
+from ..statevector.program import StateVectorProgram
+from .classes import ConeClass, group_cones
+from .cones import make_cone
+from .shared import run_distinct
+from .values import ConeValues
+
+CONE_STATE_MAX_WIRES = 20
+"""Classes of cones up to this wide run as state-vector programs; wider ones as closed networks."""
+
+
+def cone_measurable(mp) -> bool:
+    """Whether ``mp`` is measured term by term (an expval or var of a Pauli sentence)."""
+    return isinstance(mp, (ExpectationMP, VarianceMP)) and mp.obs is not None and mp.obs.pauli_rep is not None
+
+
+def cones_apply(structure: TapeStructure, tape) -> bool:
+    """Whether ConeProgram runs ``tape``: no state preparation, every gate parameter a scalar (or a
+    broadcast vector), and some measurement a Pauli sentence."""
+    if not any(cone_measurable(mp) for mp in tape.measurements):
+        return False
+    for slot in structure.slots:
+        if slot.kind == "prep":
+            return False
+        if slot.kind == "matrix" or slot.kind == "fast":
+            op = tape.operations[slot.op_index]
+            for p in op.data:
+                nd = len(getattr(p, "shape", ()))
+                if nd > (1 if slot.batched else 0):
+                    return False
+    return True
+
+
+def _sentences(mp):
+    ps = mp.obs.pauli_rep
+    return [ps] if isinstance(mp, ExpectationMP) else [ps, ps @ ps]
+
+
+def _real(c):
+    return c.real if isinstance(c, complex) or (isinstance(c, torch.Tensor) and c.is_complex()) else c
+
+
+class ConeProgram:
+    """Wide circuits: measured terms on light cones, isomorphic cones one stacked program per class."""
+
+    def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions, tape):
+        self.structure, self.stack_size, self.opts = structure, stack_size, opts
+        self.rows = max(stack_size, 1)
+        pos = {w: i for i, w in enumerate(structure.sim_wires)}
+        self.term_of: dict[tuple, int] = {}
+        words: list[dict] = []
+        closed = []
+        for m, mp in enumerate(tape.measurements):
+            if not cone_measurable(mp):
+                closed.append(m)
+                continue
+            for ps in _sentences(mp):
+                for word in ps:
+                    if not word:
+                        continue
+                    key = tuple(sorted((pos[w], letter) for w, letter in word.items()))
+                    if key not in self.term_of:
+                        self.term_of[key] = len(words)
+                        words.append(dict(key))
+        self.closed_measurements = closed
+        self.closed = ClosedProgram(structure, stacked, stack_size, opts, tape, only=closed) if closed else None
+        cones = [make_cone(structure, w) for w in words]
+        self.classes: list[ConeClass] = group_cones(tape, structure, cones)
+        order = [t for c in self.classes for t in c.terms]
+        self.inverse = torch.empty(len(order), dtype=torch.long)
+        self.inverse[torch.tensor(order, dtype=torch.long)] = torch.arange(len(order))
+        wide = [c for c in self.classes if c.width > CONE_STATE_MAX_WIRES]
+        wide_opts = replace(opts, plan_time=opts.plan_time / max(len(wide), 1))
+        self._programs: dict = {}
+        self._networks: dict = {}
+        for c in wide:  # planned now: the memory guard speaks before any work
+            k = self.rows * len(c.terms)
+            members = frozenset(si for si, s in enumerate(c.structure.slots) if s.params[1] > s.params[0])
+            self._networks[id(c)] = ClosedProgram(
+                c.structure, members if k > 1 else frozenset(), k if k > 1 else 0, wide_opts, c.tape
+            )
+        self._coeffs: dict = {}
+        self.executions = 0
+        """Class programs run so far (one per class and call, whatever its number of members)."""
+
+    # --- parameters ---------------------------------------------------------------------------
+    def _parameters(self, group, values) -> torch.Tensor:
+        """``[rows, P]`` (``[rows, P, B]`` when broadcast) gate parameters of the circuit's variants."""
+        n = self.structure.n_op_params
+        real, device = values.real_dtype, values.device
+        batch = self.structure.batch_size
+        first = group[0].params[:n]
+        row = [_scalar(p, real, device) for p in first]
+        if batch is not None:
+            row = [p.expand(batch) if p.ndim == 0 else p for p in row]
+        base = torch.stack(row) if row else torch.zeros((0,) if batch is None else (0, batch), dtype=real, device=device)
+        if self.rows == 1:
+            return base.unsqueeze(0)
+        diff = {j: r for j, r in _differences(group).items() if j < n}
+        table = base.expand(self.rows, *base.shape)
+        if diff:
+            r_idx = torch.tensor([r for j in diff for r in diff[j]], device=device)
+            k_idx = torch.tensor([j for j in diff for _ in diff[j]], device=device)
+            vals = [_scalar(group[r].params[j], real, device) for j in diff for r in diff[j]]
+            if batch is not None:
+                vals = [v.expand(batch) if v.ndim == 0 else v for v in vals]
+            table = table.index_put((r_idx, k_idx), torch.stack(vals))
+        return table
+
+    # --- running -------------------------------------------------------------------------------
+    def _state_program(self, c: ConeClass, k: int) -> StateVectorProgram:
+        key = (id(c), k)
+        program = self._programs.get(key)
+        if program is None:
+            members = frozenset(si for si, s in enumerate(c.structure.slots) if s.params[1] > s.params[0])
+            stacked = members if k > 1 else frozenset()
+            program = StateVectorProgram(c.structure, stacked, k if k > 1 else 0, c.tape, self.opts.dtype)
+            self._programs[key] = program
+        return program
+
+    def _run_state(self, c: ConeClass, columns: torch.Tensor, dtype, device) -> torch.Tensor:
+        """``[K]`` or ``[K, B]`` values of the class for ``K`` parameter rows ``columns``."""
+        k = columns.shape[0]
+        program = self._state_program(c, k)
+        values = ConeValues(c.structure, c.tape, columns if k > 1 else columns[0], k > 1, dtype, device)
+        values.prefetch(range(len(c.structure.slots)))
+        self.executions += 1
+        out = program.run_expvals(values)[0]  # [S', B']
+        return out.reshape(k, -1) if c.structure.batch_size is not None else out.reshape(k)
+
+    def _class_values(self, c: ConeClass, params: torch.Tensor, values) -> torch.Tensor:
+        """``[rows, members, B']`` values of the class's members."""
+        m = len(c.terms)
+        cols = params[:, c.table.to(params.device)]  # [rows, M, P(, B)]
+        cols = cols.reshape(self.rows * m, *cols.shape[2:])
+        dtype, device = values.dtype, values.device
+        if c.width > CONE_STATE_MAX_WIRES:
+            net = self._networks[id(c)]
+            k = cols.shape[0]
+            sub = ConeValues(c.structure, c.tape, cols if k > 1 else cols[0], k > 1, dtype, device)
+            lead = ((k,) if k > 1 else ()) + ((c.structure.batch_size,) if c.structure.batch_size is not None else ())
+            self.executions += 1
+            out = net.run(sub, _Sub(c.tape), c.structure, lead)[0]
+        elif c.structure.batch_size is None:
+            out = run_distinct(lambda u: self._run_state(c, u, dtype, device), cols)
+        else:
+            out = self._run_state(c, cols, dtype, device)
+        return out.reshape(self.rows, m, -1)
+
+    def _coefficients(self, tape, values) -> list:
+        """Per measurement: (coefficient vectors over the terms, one per sentence; constants)."""
+        hit = self._coeffs.get(id(tape))
+        if hit is not None and hit[0] is tape:
+            return hit[1]
+        out, cacheable = [], True
+        n_terms = len(self.term_of)
+        pos = {w: i for i, w in enumerate(self.structure.sim_wires)}
+        for m, mp in enumerate(tape.measurements):
+            if m in self.closed_measurements:
+                out.append(None)
+                continue
+            per = []
+            for ps in _sentences(mp):
+                index, coeffs, constant = [], [], 0.0
+                for word, c in ps.items():
+                    c = _real(c)
+                    if not word:
+                        constant = constant + c
+                        continue
+                    index.append(self.term_of[tuple(sorted((pos[w], letter) for w, letter in word.items()))])
+                    coeffs.append(c)
+                cacheable = cacheable and not any(isinstance(c, torch.Tensor) for c in coeffs + [constant])
+                vec = torch.zeros(n_terms, dtype=values.real_dtype, device=values.device)
+                if coeffs:
+                    cs = torch.stack([_scalar(c, values.real_dtype, values.device) for c in coeffs])
+                    vec = vec.index_put((torch.tensor(index, device=values.device),), cs, accumulate=True)
+                per.append((vec, constant))
+            out.append(per)
+        if cacheable:
+            self._coeffs[id(tape)] = (tape, out)
+        return out
+
+    def run(self, values, variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:
+        group = values.group if hasattr(values, "group") else [variant]
+        params = self._parameters(group, values)
+        parts = [self._class_values(c, params, values) for c in self.classes]
+        batch = max(p.shape[-1] for p in parts) if parts else 1
+        terms = torch.cat([p.expand(-1, -1, batch) for p in parts], 1) if parts else None
+        if terms is not None:
+            terms = terms.index_select(1, self.inverse.to(terms.device))  # [rows, T, B']
+        closed = self.closed.run(values, variant, structure, lead_shape) if self.closed is not None else []
+        closed_iter = iter(closed)
+        out = []
+        for m, per in enumerate(self._coefficients(variant.tape, values)):
+            if per is None:
+                out.append(next(closed_iter))
+                continue
+            sums = [torch.einsum("rtb,t->rb", terms, vec) + constant for vec, constant in per]
+            value = sums[0] if len(sums) == 1 else sums[1] - sums[0] ** 2
+            out.append(_to_lead(value, lead_shape, self.stack_size))
+        return out
+
+
+class _Sub:
+    """The variant a class's closed network reads its measurement from."""
+
+    def __init__(self, tape):
+        self.tape = tape
+
+
+def _scalar(p, real, device) -> torch.Tensor:
+    if isinstance(p, torch.Tensor):
+        return p if p.dtype == real and p.device == device else p.to(device=device, dtype=real)
+    return torch.as_tensor(p, dtype=real, device=device)
+
+
+def _to_lead(value: torch.Tensor, lead_shape: tuple, stack_size: int) -> torch.Tensor:
+    """``[rows, B']`` to the result's lead shape (stack and batch axes where the circuit has them)."""
+    if not stack_size:
+        value = value[0]
+    if len(lead_shape) == (1 if stack_size else 0):  # no batch axis
+        return value[..., 0]
+    return value.expand(*lead_shape)
+
+
+__all__ = ["ConeProgram", "cones_apply", "cone_measurable", "CONE_STATE_MAX_WIRES"]
