@@ -22,7 +22,10 @@ Run = Callable[[torch.Tensor], torch.Tensor]
 def run_distinct(run: Run, rows: torch.Tensor) -> torch.Tensor:
     """``run(rows)``, running only the distinct rows of ``rows`` (``[K, P]``, no broadcast axis)."""
     with torch.no_grad():
-        unique, inverse = torch.unique(rows.detach(), dim=0, return_inverse=True)
+        if rows.shape[1] == 0:  # a class without parameters: every member is the same circuit
+            unique, inverse = rows[:1], torch.zeros(rows.shape[0], dtype=torch.long, device=rows.device)
+        else:
+            unique, inverse = torch.unique(rows.detach(), dim=0, return_inverse=True)
     if unique.shape[0] == rows.shape[0]:
         return run(rows)  # nothing shared: the plain (adjoint) program
     if not (torch.is_grad_enabled() and rows.requires_grad):
