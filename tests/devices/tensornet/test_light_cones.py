@@ -211,7 +211,7 @@ def test_broadcast_parameters():
 
 def test_isomorphic_cones_run_as_one_execution_per_class(monkeypatch):
     """A 30-node ring at p=1: every ZZ cone is the same 4-wire circuit, so the whole Hamiltonian is ONE
-    class execution forward (and one more in the backward pass, for the shared rows' gradient)."""
+    class execution (its members share one parameter row; the backward pass reads the forward's graph)."""
     n = 30
     edges = [(i, (i + 1) % n) for i in range(n)]
     H = qml.Hamiltonian([1.0] * n, [qml.Z(u) @ qml.Z(v) for u, v in edges])
@@ -226,7 +226,7 @@ def test_isomorphic_cones_run_as_one_execution_per_class(monkeypatch):
     assert len(program.classes) == 1 and len(program.classes[0].terms) == n
     assert len(runs) == 1
     torch.autograd.grad(value, [gamma, beta])
-    assert len(runs) == 2
+    assert len(runs) == 1
     ref, _ = _reference(edges, n, H, gamma, beta)
     torch.testing.assert_close(value, ref, atol=ATOL, rtol=0)
 
@@ -252,7 +252,8 @@ def test_q100_p1_matches_graph_layer():
 
 def test_cone_program_is_the_wide_program():
     n = 24
-    tape = qml.tape.QuantumScript([qml.RX(0.3, w) for w in range(n)] + [qml.CNOT([w, w + 1]) for w in range(n - 1)], [qml.expval(qml.Z(n - 1))])
+    x = torch.tensor(0.3, dtype=torch.float64)  # (a Python float loses digits on the way: float32 on main too)
+    tape = qml.tape.QuantumScript([qml.RX(x, w) for w in range(n)] + [qml.CNOT([w, w + 1]) for w in range(n - 1)], [qml.expval(qml.Z(n - 1))])
     dev = qhybrid.device("tensornet", wires=n)
     (res,) = qhybrid.execute([tape], dev)
     assert any(isinstance(p, ConeProgram) for p in dev._cache._programs.values())

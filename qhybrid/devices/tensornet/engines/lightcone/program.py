@@ -19,18 +19,27 @@ from dataclasses import replace
 import torch
 from pennylane.measurements import ExpectationMP, VarianceMP
 
+from .....errors import ContractionTooLargeError
 from ..._options import SimOptions
 from ..._structure import TapeStructure
 from ..._values import _differences
 from ..network.programs import ClosedProgram
 from ..statevector.program import StateVectorProgram
 from .classes import ConeClass, group_cones
-from .cones import make_cone
+from .cones import cone_slots, make_cone
 from .shared import run_distinct
 from .values import ConeValues
 
-CONE_STATE_MAX_WIRES = 20
-"""Classes of cones up to this wide run as state-vector programs; wider ones as closed networks."""
+CONE_STATE_MAX_WIRES = 16
+"""Classes of cones up to this wide run as state-vector programs; wider ones as closed networks (Q100 at
+p=3: a 20-wire cone took 1.9 s a step as a state vector, a 21-30-wire one 0.2 s as a closed network)."""
+
+
+WHOLE_NETWORK_MAX_ELEMENTS = 1 << 22
+"""A measurement with terms too wide for a state vector is contracted as one closed network of the whole
+circuit (the pre-cone path) when that network's largest intermediate stays within this many elements
+(W3b, a 64-wire CNOT ladder with 64 Z terms: 0.28 s a step, against 12 s as 64 cone networks); else its
+terms run by cone classes (Q100 at p=3: the whole network would touch 52 indices)."""
 
 
 def cone_measurable(mp) -> bool:
@@ -73,11 +82,13 @@ class ConeProgram:
         pos = {w: i for i, w in enumerate(structure.sim_wires)}
         self.term_of: dict[tuple, int] = {}
         words: list[dict] = []
-        closed = []
+        per_measurement: dict[int, list[int]] = {}
+        plain = []  # measured by a closed network of the whole circuit in any case
         for m, mp in enumerate(tape.measurements):
             if not cone_measurable(mp):
-                closed.append(m)
+                plain.append(m)
                 continue
+            terms = per_measurement[m] = []
             for ps in _sentences(mp):
                 for word in ps:
                     if not word:
@@ -86,23 +97,23 @@ class ConeProgram:
                     if key not in self.term_of:
                         self.term_of[key] = len(words)
                         words.append(dict(key))
-        self.closed_measurements = closed
-        self.closed = ClosedProgram(structure, stacked, stack_size, opts, tape, only=closed) if closed else None
-        cones = [make_cone(structure, w) for w in words]
-        self.classes: list[ConeClass] = group_cones(tape, structure, cones)
-        order = [t for c in self.classes for t in c.terms]
-        self.inverse = torch.empty(len(order), dtype=torch.long)
-        self.inverse[torch.tensor(order, dtype=torch.long)] = torch.arange(len(order))
-        wide = [c for c in self.classes if c.width > CONE_STATE_MAX_WIRES]
-        wide_opts = replace(opts, plan_time=opts.plan_time / max(len(wide), 1))
+                    terms.append(self.term_of[key])
+        widths = [_width(structure, w) for w in words]
+        # wide classes' networks are planned at their first run with a new stack size, each within its
+        # share of the structure's planning budget
+        self._wide_opts = replace(opts, plan_time=opts.plan_time / max(sum(w > CONE_STATE_MAX_WIRES for w in widths), 1))
         self._programs: dict = {}
-        self._networks: dict = {}
-        for c in wide:  # planned now: the memory guard speaks before any work
-            k = self.rows * len(c.terms)
-            members = frozenset(si for si, s in enumerate(c.structure.slots) if s.params[1] > s.params[0])
-            self._networks[id(c)] = ClosedProgram(
-                c.structure, members if k > 1 else frozenset(), k if k > 1 else 0, wide_opts, c.tape
-            )
+        self.closed: list[tuple[list[int], ClosedProgram]] = []
+        if plain:
+            self.closed.append((plain, ClosedProgram(structure, stacked, stack_size, opts, tape, only=plain)))
+        self.closed.extend(_whole_networks(per_measurement, widths, structure, stacked, stack_size, opts, tape))
+        self.closed_measurements = frozenset(m for ms, _ in self.closed for m in ms)
+        kept = sorted({t for m, ts in per_measurement.items() if m not in self.closed_measurements for t in ts})
+        cones = [make_cone(structure, words[t]) for t in kept]
+        self.classes: list[ConeClass] = group_cones(tape, structure, cones)
+        for c in self.classes:
+            c.terms = [kept[i] for i in c.terms]
+        self.position = {t: i for i, t in enumerate(t for c in self.classes for t in c.terms)}
         self._coeffs: dict = {}
         self.executions = 0
         """Class programs run so far (one per class and call, whatever its number of members)."""
@@ -133,7 +144,7 @@ class ConeProgram:
 
     # --- running -------------------------------------------------------------------------------
     def _state_program(self, c: ConeClass, k: int) -> StateVectorProgram:
-        key = (id(c), k)
+        key = ("state", id(c), k)
         program = self._programs.get(key)
         if program is None:
             members = frozenset(si for si, s in enumerate(c.structure.slots) if s.params[1] > s.params[0])
@@ -152,23 +163,38 @@ class ConeProgram:
         out = program.run_expvals(values)[0]  # [S', B']
         return out.reshape(k, -1) if c.structure.batch_size is not None else out.reshape(k)
 
+    def _closed_program(self, c: ConeClass, k: int) -> ClosedProgram:
+        key = ("closed", id(c), k)
+        program = self._programs.get(key)
+        if program is None:
+            members = frozenset(si for si, s in enumerate(c.structure.slots) if s.params[1] > s.params[0])
+            stacked = members if k > 1 else frozenset()
+            program = ClosedProgram(c.structure, stacked, k if k > 1 else 0, self._wide_opts, c.tape)
+            self._programs[key] = program
+        return program
+
+    def _run_closed(self, c: ConeClass, columns: torch.Tensor, dtype, device) -> torch.Tensor:
+        """``[K]`` or ``[K, B]`` values of a class too wide for a state vector: one closed network."""
+        k = columns.shape[0]
+        program = self._closed_program(c, k)
+        values = ConeValues(c.structure, c.tape, columns if k > 1 else columns[0], k > 1, dtype, device)
+        batch = c.structure.batch_size
+        lead = ((k,) if k > 1 else ()) + ((batch,) if batch is not None else ())
+        self.executions += 1
+        out = program.run(values, _Sub(c.tape), c.structure, lead)[0]
+        return out.reshape(k, -1) if batch is not None else out.reshape(k)
+
     def _class_values(self, c: ConeClass, params: torch.Tensor, values) -> torch.Tensor:
         """``[rows, members, B']`` values of the class's members."""
         m = len(c.terms)
         cols = params[:, c.table.to(params.device)]  # [rows, M, P(, B)]
         cols = cols.reshape(self.rows * m, *cols.shape[2:])
         dtype, device = values.dtype, values.device
-        if c.width > CONE_STATE_MAX_WIRES:
-            net = self._networks[id(c)]
-            k = cols.shape[0]
-            sub = ConeValues(c.structure, c.tape, cols if k > 1 else cols[0], k > 1, dtype, device)
-            lead = ((k,) if k > 1 else ()) + ((c.structure.batch_size,) if c.structure.batch_size is not None else ())
-            self.executions += 1
-            out = net.run(sub, _Sub(c.tape), c.structure, lead)[0]
-        elif c.structure.batch_size is None:
-            out = run_distinct(lambda u: self._run_state(c, u, dtype, device), cols)
+        run = self._run_closed if c.width > CONE_STATE_MAX_WIRES else self._run_state
+        if c.structure.batch_size is None:
+            out = run_distinct(lambda u: run(c, u, dtype, device), cols)
         else:
-            out = self._run_state(c, cols, dtype, device)
+            out = run(c, cols, dtype, device)
         return out.reshape(self.rows, m, -1)
 
     def _coefficients(self, tape, values) -> list:
@@ -177,7 +203,7 @@ class ConeProgram:
         if hit is not None and hit[0] is tape:
             return hit[1]
         out, cacheable = [], True
-        n_terms = len(self.term_of)
+        n_terms = len(self.position)
         pos = {w: i for i, w in enumerate(self.structure.sim_wires)}
         for m, mp in enumerate(tape.measurements):
             if m in self.closed_measurements:
@@ -191,7 +217,8 @@ class ConeProgram:
                     if not word:
                         constant = constant + c
                         continue
-                    index.append(self.term_of[tuple(sorted((pos[w], letter) for w, letter in word.items()))])
+                    term = self.term_of[tuple(sorted((pos[w], letter) for w, letter in word.items()))]
+                    index.append(self.position[term])
                     coeffs.append(c)
                 cacheable = cacheable and not any(isinstance(c, torch.Tensor) for c in coeffs + [constant])
                 vec = torch.zeros(n_terms, dtype=values.real_dtype, device=values.device)
@@ -206,18 +233,19 @@ class ConeProgram:
 
     def run(self, values, variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:
         group = values.group if hasattr(values, "group") else [variant]
-        params = self._parameters(group, values)
-        parts = [self._class_values(c, params, values) for c in self.classes]
-        batch = max(p.shape[-1] for p in parts) if parts else 1
-        terms = torch.cat([p.expand(-1, -1, batch) for p in parts], 1) if parts else None
-        if terms is not None:
-            terms = terms.index_select(1, self.inverse.to(terms.device))  # [rows, T, B']
-        closed = self.closed.run(values, variant, structure, lead_shape) if self.closed is not None else []
-        closed_iter = iter(closed)
+        terms = None
+        if self.classes:
+            params = self._parameters(group, values)
+            parts = [self._class_values(c, params, values) for c in self.classes]
+            batch = max(p.shape[-1] for p in parts)
+            terms = torch.cat([p.expand(-1, -1, batch) for p in parts], 1)  # [rows, T, B']
+        closed = {}
+        for ms, program in self.closed:
+            closed.update(zip(ms, program.run(values, variant, structure, lead_shape)))
         out = []
         for m, per in enumerate(self._coefficients(variant.tape, values)):
             if per is None:
-                out.append(next(closed_iter))
+                out.append(closed[m])
                 continue
             sums = [torch.einsum("rtb,t->rb", terms, vec) + constant for vec, constant in per]
             value = sums[0] if len(sums) == 1 else sums[1] - sums[0] ** 2
@@ -230,6 +258,28 @@ class _Sub:
 
     def __init__(self, tape):
         self.tape = tape
+
+
+def _width(structure: TapeStructure, word: dict) -> int:
+    slots = structure.slots
+    return len(set(word).union(*(slots[si].wires for si in cone_slots(slots, word))))
+
+
+def _whole_networks(per_measurement, widths, structure, stacked, stack_size, opts, tape) -> list:
+    """Measurements with terms too wide for a state vector that one closed network of the whole circuit
+    measures with small intermediates (their sentence as one matrix-product operator, light cones united:
+    a CNOT ladder's nested cones share all their work there): ``[([m], ClosedProgram)]``."""
+    out = []
+    for m, terms in per_measurement.items():
+        if all(widths[t] <= CONE_STATE_MAX_WIRES for t in terms):
+            continue
+        try:
+            whole = ClosedProgram(structure, stacked, stack_size, opts, tape, only=[m])
+        except ContractionTooLargeError:
+            continue  # united light cones too wide (a QAOA Hamiltonian): measured by classes
+        if max(c.plan.largest_intermediate for c in whole._terms.values()) <= WHOLE_NETWORK_MAX_ELEMENTS:
+            out.append(([m], whole))
+    return out
 
 
 def _scalar(p, real, device) -> torch.Tensor:
