@@ -22,7 +22,7 @@ from ._structure import TapeStructure, tape_structure
 from ._options import CacheInfo, PlanCache, SimOptions
 from ._values import _Values, _stacked_slots
 from .engines.network.programs import ClosedProgram, StateProgram
-from .engines.lightcone.program import ConeProgram, cones_apply
+from .engines.lightcone.program import CONE_STATE_MAX_WIRES, ConeProgram, cones_apply
 
 STATE_MODE_MAX_WIRES = 20
 """Circuits on at most this many wires are contracted to their state once and every measurement is read
@@ -137,7 +137,8 @@ def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOpti
     key = (structure.key, stacked, stack_size, wide, opts.dtype, str(opts.device), opts.backend)
     tape = group[0].tape
     if wide and cones_apply(structure, tape):
-        program = cache.get(key, lambda: ConeProgram(structure, stacked, stack_size, opts, tape))
+        narrow = min(CONE_STATE_MAX_WIRES, STATE_MODE_MAX_WIRES)  # cones of at most this many wires: state vectors
+        program = cache.get(key, lambda: ConeProgram(structure, stacked, stack_size, opts, tape, narrow))
     elif wide:
         program = cache.get(key, lambda: ClosedProgram(structure, stacked, stack_size, opts, tape))
     elif all(slot.kind != "prep" for slot in structure.slots):

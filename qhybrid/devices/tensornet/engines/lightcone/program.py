@@ -76,8 +76,17 @@ def _real(c):
 class ConeProgram:
     """Wide circuits: measured terms on light cones, isomorphic cones one stacked program per class."""
 
-    def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions, tape):
+    def __init__(
+        self,
+        structure: TapeStructure,
+        stacked: frozenset,
+        stack_size: int,
+        opts: SimOptions,
+        tape,
+        state_max_wires: int = CONE_STATE_MAX_WIRES,
+    ):
         self.structure, self.stack_size, self.opts = structure, stack_size, opts
+        self.state_max_wires = state_max_wires
         self.rows = max(stack_size, 1)
         pos = {w: i for i, w in enumerate(structure.sim_wires)}
         self.term_of: dict[tuple, int] = {}
@@ -101,12 +110,12 @@ class ConeProgram:
         widths = [_width(structure, w) for w in words]
         # wide classes' networks are planned at their first run with a new stack size, each within its
         # share of the structure's planning budget
-        self._wide_opts = replace(opts, plan_time=opts.plan_time / max(sum(w > CONE_STATE_MAX_WIRES for w in widths), 1))
+        self._wide_opts = replace(opts, plan_time=opts.plan_time / max(sum(w > state_max_wires for w in widths), 1))
         self._programs: dict = {}
         self.closed: list[tuple[list[int], ClosedProgram]] = []
         if plain:
             self.closed.append((plain, ClosedProgram(structure, stacked, stack_size, opts, tape, only=plain)))
-        self.closed.extend(_whole_networks(per_measurement, widths, structure, stacked, stack_size, opts, tape))
+        self.closed.extend(_whole_networks(per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape))
         self.closed_measurements = frozenset(m for ms, _ in self.closed for m in ms)
         kept = sorted({t for m, ts in per_measurement.items() if m not in self.closed_measurements for t in ts})
         cones = [make_cone(structure, words[t]) for t in kept]
@@ -190,7 +199,7 @@ class ConeProgram:
         cols = params[:, c.table.to(params.device)]  # [rows, M, P(, B)]
         cols = cols.reshape(self.rows * m, *cols.shape[2:])
         dtype, device = values.dtype, values.device
-        run = self._run_closed if c.width > CONE_STATE_MAX_WIRES else self._run_state
+        run = self._run_closed if c.width > self.state_max_wires else self._run_state
         if c.structure.batch_size is None:
             out = run_distinct(lambda u: run(c, u, dtype, device), cols)
         else:
@@ -265,13 +274,13 @@ def _width(structure: TapeStructure, word: dict) -> int:
     return len(set(word).union(*(slots[si].wires for si in cone_slots(slots, word))))
 
 
-def _whole_networks(per_measurement, widths, structure, stacked, stack_size, opts, tape) -> list:
+def _whole_networks(per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape) -> list:
     """Measurements with terms too wide for a state vector that one closed network of the whole circuit
     measures with small intermediates (their sentence as one matrix-product operator, light cones united:
     a CNOT ladder's nested cones share all their work there): ``[([m], ClosedProgram)]``."""
     out = []
     for m, terms in per_measurement.items():
-        if all(widths[t] <= CONE_STATE_MAX_WIRES for t in terms):
+        if all(widths[t] <= state_max_wires for t in terms):
             continue
         try:
             whole = ClosedProgram(structure, stacked, stack_size, opts, tape, only=[m])
