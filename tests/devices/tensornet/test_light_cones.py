@@ -258,3 +258,56 @@ def test_cone_program_is_the_wide_program():
     (res,) = qhybrid.execute([tape], dev)
     assert any(isinstance(p, ConeProgram) for p in dev._cache._programs.values())
     torch.testing.assert_close(res, torch.tensor(np.cos(0.3) ** n, dtype=torch.float64), atol=ATOL, rtol=0)
+
+
+def _ring_reference(n, H, gamma, beta):
+    """The whole circuit on default.qubit (small n): no light cones at all."""
+    edges = [(i, (i + 1) % n) for i in range(n)]
+
+    @qml.qnode(qml.device("default.qubit", wires=n), interface="torch", diff_method="backprop")
+    def circuit(gamma, beta):
+        qaoa_blocks(edges, n, gamma, beta)
+        return qml.expval(H)
+
+    return circuit, edges
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "parameter-shift"])
+def test_classes_as_closed_networks(diff_method, monkeypatch):
+    """Cone classes too wide for a state vector run as one closed network each (forced here on a
+    12-node ring), with shared and stacked parameter rows; the whole circuit on default.qubit agrees."""
+    from qhybrid.devices.tensornet import _simulate
+    from qhybrid.devices.tensornet.engines.lightcone import program
+
+    monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 3)
+    monkeypatch.setattr(program, "WHOLE_NETWORK_MAX_ELEMENTS", 0)
+    n = 12
+    H = qml.Hamiltonian([0.5, -1.0, 0.25, 2.0, 0.7], [qml.Z(0) @ qml.Z(1), qml.Z(7) @ qml.Z(8), qml.X(4), qml.Y(9), qml.Z(3)])
+    ref_circuit, edges = _ring_reference(n, H, None, None)
+    gamma, beta = _angles(2)
+    dev = qhybrid.device("tensornet", wires=n)
+    value = _qaoa_qnode(dev, edges, n, H, diff_method)(gamma, beta)
+    grads = torch.autograd.grad(value, [gamma, beta])
+    prog = next(p for p in dev._cache._programs.values() if isinstance(p, ConeProgram))
+    assert any(c.width > 3 for c in prog.classes) and not prog.closed
+    g, b = gamma.detach().clone().requires_grad_(), beta.detach().clone().requires_grad_()
+    ref = ref_circuit(g, b)
+    torch.testing.assert_close(value, ref.detach(), atol=ATOL, rtol=0)
+    for x, y in zip(grads, torch.autograd.grad(ref, [g, b])):
+        torch.testing.assert_close(x, y, atol=ATOL, rtol=0)
+
+
+def test_second_derivatives_through_shared_rows():
+    """Members sharing one parameter row still get exact Hessians (backprop, create_graph)."""
+    n = 24
+    H = qml.Hamiltonian([1.0] * 3 + [0.5], [qml.Z(0) @ qml.Z(1), qml.Z(5) @ qml.Z(6), qml.Z(11) @ qml.Z(12), qml.X(3)])
+    edges = [(i, (i + 1) % n) for i in range(n)]
+    gamma, beta = _angles(1)
+    circuit = _qaoa_qnode(qhybrid.device("tensornet", wires=n), edges, n, H, "backprop")
+    hess = torch.autograd.functional.hessian(lambda g, b: circuit(g, b), (gamma.detach(), beta.detach()))
+    ref = torch.autograd.functional.hessian(
+        lambda g, b: expval(qaoa_blocks(edges, n, g, b), H), (gamma.detach(), beta.detach())
+    )
+    for row, ref_row in zip(hess, ref):
+        for h, r in zip(row, ref_row):
+            torch.testing.assert_close(h, r, atol=1e-9, rtol=0)
