@@ -14,6 +14,7 @@ distinct parameter row runs once (``shared.run_distinct``).
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import torch
@@ -23,7 +24,7 @@ from .....errors import ContractionTooLargeError
 from ..._options import SimOptions
 from ..._structure import TapeStructure
 from ..._values import _differences
-from ..network.programs import ClosedProgram
+from ..network.programs import ClosedProgram, _closed_terms
 from ..statevector.program import StateVectorProgram
 from .classes import ConeClass, group_cones
 from .cones import cone_slots, make_cone
@@ -108,15 +109,14 @@ class ConeProgram:
                         words.append(dict(key))
                     terms.append(self.term_of[key])
         widths = [_width(structure, w) for w in words]
+        started = time.perf_counter()
+        self.closed = _closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape)
+        self.closed_measurements = self.closed.only if self.closed is not None else frozenset()
         # wide classes' networks are planned at their first run with a new stack size, each within its
-        # share of the structure's planning budget
-        self._wide_opts = replace(opts, plan_time=opts.plan_time / max(sum(w > state_max_wires for w in widths), 1))
+        # share of what the whole-circuit network left of the structure's planning budget
+        left = max(opts.plan_time - (time.perf_counter() - started), 0.0)
+        self._wide_opts = replace(opts, plan_time=left / max(sum(w > state_max_wires for w in widths), 1))
         self._programs: dict = {}
-        self.closed: list[tuple[list[int], ClosedProgram]] = []
-        if plain:
-            self.closed.append((plain, ClosedProgram(structure, stacked, stack_size, opts, tape, only=plain)))
-        self.closed.extend(_whole_networks(per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape))
-        self.closed_measurements = frozenset(m for ms, _ in self.closed for m in ms)
         kept = sorted({t for m, ts in per_measurement.items() if m not in self.closed_measurements for t in ts})
         cones = [make_cone(structure, words[t]) for t in kept]
         self.classes: list[ConeClass] = group_cones(tape, structure, cones)
@@ -249,8 +249,9 @@ class ConeProgram:
             batch = max(p.shape[-1] for p in parts)
             terms = torch.cat([p.expand(-1, -1, batch) for p in parts], 1)  # [rows, T, B']
         closed = {}
-        for ms, program in self.closed:
-            closed.update(zip(ms, program.run(values, variant, structure, lead_shape)))
+        if self.closed is not None:
+            measured = sorted(self.closed.only)
+            closed = dict(zip(measured, self.closed.run(values, variant, structure, lead_shape)))
         out = []
         for m, per in enumerate(self._coefficients(variant.tape, values)):
             if per is None:
@@ -274,21 +275,33 @@ def _width(structure: TapeStructure, word: dict) -> int:
     return len(set(word).union(*(slots[si].wires for si in cone_slots(slots, word))))
 
 
-def _whole_networks(per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape) -> list:
-    """Measurements with terms too wide for a state vector that one closed network of the whole circuit
-    measures with small intermediates (their sentence as one matrix-product operator, light cones united:
-    a CNOT ladder's nested cones share all their work there): ``[([m], ClosedProgram)]``."""
-    out = []
-    for m, terms in per_measurement.items():
-        if all(widths[t] <= state_max_wires for t in terms):
-            continue
-        try:
-            whole = ClosedProgram(structure, stacked, stack_size, opts, tape, only=[m])
-        except ContractionTooLargeError:
-            continue  # united light cones too wide (a QAOA Hamiltonian): measured by classes
-        if max(c.plan.largest_intermediate for c in whole._terms.values()) <= WHOLE_NETWORK_MAX_ELEMENTS:
-            out.append(([m], whole))
-    return out
+def _closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape):
+    """The ClosedProgram of the measurements a closed network of the whole circuit measures (None if
+    none): those that are not Pauli sentences, and those with terms too wide for a state vector whose
+    whole-circuit network has small intermediates (their sentence as one matrix-product operator, light
+    cones united: a CNOT ladder's nested cones share all their work there). One planning budget for all."""
+    candidates = [m for m, terms in per_measurement.items() if any(widths[t] > state_max_wires for t in terms)]
+    if not plain and not candidates:
+        return None
+    try:
+        program = ClosedProgram(structure, stacked, stack_size, opts, tape, only=plain + candidates)
+    except ContractionTooLargeError:
+        if not candidates:
+            raise
+        # some united light cones are too wide (a QAOA Hamiltonian): those measurements go by classes
+        program = ClosedProgram(structure, stacked, stack_size, opts, tape, only=plain) if plain else None
+        candidates = []
+    accepted = [m for m in candidates if _small(program, tape.measurements[m], structure)]
+    if not plain and not accepted:
+        return None
+    program.only = frozenset(plain + accepted)
+    return program
+
+
+def _small(program: ClosedProgram, mp, structure) -> bool:
+    specs = set(_closed_terms(mp, structure))
+    largest = max((c.plan.largest_intermediate for spec, c in program._terms.items() if spec in specs), default=0)
+    return largest <= WHOLE_NETWORK_MAX_ELEMENTS
 
 
 def _scalar(p, real, device) -> torch.Tensor:
