@@ -109,13 +109,7 @@ def simulate(
         else:
             subgroups = [members]
         for sub in subgroups:
-            grp = [variants[i] for i in sub]
-            if len(grp) > 1:  # the group's readout takes the observables of its first variant's tape
-                grp = sharing_observables(grp, structure.n_op_params)
-                grp[0] = grp[0].with_observables_bound(structure.n_op_params)
-            else:
-                grp = [grp[0].with_observables_bound(structure.n_op_params)]
-            outs = _run_group(structure, grp, opts, cache)
+            outs = _run_group(structure, [variants[i] for i in sub], opts, cache)
             for i, out in zip(sub, outs):
                 results[i] = out
     return results
@@ -126,6 +120,16 @@ def _closed_measurable(mp) -> bool:
     if isinstance(mp, (ExpectationMP, VarianceMP)):
         return True
     return isinstance(mp, ProbabilityMP) and mp.obs is None
+
+
+def _bound(structure: TapeStructure, group: Sequence[Variant]) -> list[Variant]:
+    """The group with its first tape's observables carrying the variants' observable parameters (the
+    group's readout takes the observables of its first variant's tape)."""
+    if len(group) > 1:
+        grp = sharing_observables(list(group), structure.n_op_params)
+        grp[0] = grp[0].with_observables_bound(structure.n_op_params)
+        return grp
+    return [group[0].with_observables_bound(structure.n_op_params)]
 
 
 def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOptions, cache: PlanCache):
@@ -145,6 +149,8 @@ def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOpti
         program = cache.get(key, lambda: VectorProgram(structure, stacked, stack_size, opts, tape))
     else:
         program = cache.get(key, lambda: StateProgram(structure, stacked, stack_size, opts))
+    if not getattr(program, "reads_observable_data", False):
+        group = _bound(structure, group)
     lead_shape = ((stack_size,) if stacked else ()) + (
         (structure.batch_size,) if structure.batch_size is not None else ()
     )

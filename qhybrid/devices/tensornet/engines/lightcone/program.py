@@ -27,6 +27,7 @@ from ..._values import _differences
 from ..network.programs import ClosedProgram, _closed_terms
 from ..statevector.program import StateVectorProgram
 from .classes import ConeClass, group_cones
+from .coefficients import data_map
 from .cones import cone_slots, make_cone
 from .shared import run_distinct
 from .values import ConeValues
@@ -123,6 +124,12 @@ class ConeProgram:
         for c in self.classes:
             c.terms = [kept[i] for i in c.terms]
         self.position = {t: i for i, t in enumerate(t for c in self.classes for t in c.terms)}
+        self._maps = self._data_maps(tape, pos)
+        self.reads_observable_data = all(
+            mp.obs is None or not mp.obs.data or m in self._maps for m, mp in enumerate(tape.measurements)
+        )
+        """Whether ``run`` reads every observable's data from the variant's parameters (then the
+        simulator need not bind them into a copy of the tape)."""
         self._coeffs: dict = {}
         self.executions = 0
         """Class programs run so far (one per class and call, whatever its number of members)."""
@@ -206,8 +213,34 @@ class ConeProgram:
             out = run(c, cols, dtype, device)
         return out.reshape(self.rows, m, -1)
 
-    def _coefficients(self, tape, values) -> list:
+    def _data_maps(self, tape, pos) -> dict:
+        """Per expval of a Hamiltonian measured by cones: its coefficients' DataMap (where it has one)."""
+        def position(word):
+            t = self.term_of.get(tuple(sorted((pos[w], letter) for w, letter in word.items())))
+            return self.position.get(t)
+
+        maps, offset = {}, self.structure.n_op_params
+        for m, mp in enumerate(tape.measurements):
+            if mp.obs is None:
+                continue
+            if m not in self.closed_measurements and isinstance(mp, ExpectationMP):
+                found = data_map(mp.obs, offset, position, len(self.position))
+                if found is not None:
+                    maps[m] = found
+            offset += len(mp.obs.data)
+        return maps
+
+    def _coefficients(self, variant, values) -> list:
         """Per measurement: (coefficient vectors over the terms, one per sentence; constants)."""
+        out = self._tape_coefficients(variant.tape, values)
+        if self._maps:
+            out = list(out)
+            for m, dm in self._maps.items():
+                out[m] = [dm.coefficients(variant.params, values.real_dtype, values.device)]
+        return out
+
+    def _tape_coefficients(self, tape, values) -> list:
+        """``_coefficients`` read from the tape's observables (cached while the tape is the same)."""
         hit = self._coeffs.get(id(tape))
         if hit is not None and hit[0] is tape:
             return hit[1]
@@ -215,7 +248,7 @@ class ConeProgram:
         n_terms = len(self.position)
         pos = {w: i for i, w in enumerate(self.structure.sim_wires)}
         for m, mp in enumerate(tape.measurements):
-            if m in self.closed_measurements:
+            if m in self.closed_measurements or m in self._maps:
                 out.append(None)
                 continue
             per = []
@@ -253,8 +286,8 @@ class ConeProgram:
             measured = sorted(self.closed.only)
             closed = dict(zip(measured, self.closed.run(values, variant, structure, lead_shape)))
         out = []
-        for m, per in enumerate(self._coefficients(variant.tape, values)):
-            if per is None:
+        for m, per in enumerate(self._coefficients(variant, values)):
+            if m in closed:
                 out.append(closed[m])
                 continue
             sums = [torch.einsum("rtb,t->rb", terms, vec) + constant for vec, constant in per]
