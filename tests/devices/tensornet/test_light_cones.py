@@ -311,3 +311,28 @@ def test_second_derivatives_through_shared_rows():
     for row, ref_row in zip(hess, ref):
         for h, r in zip(row, ref_row):
             torch.testing.assert_close(h, r, atol=1e-9, rtol=0)
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "backprop"])
+def test_trainable_hamiltonian_coefficients(diff_method):
+    """Coefficients are read from the parameters (not a rebound copy of the observable): their gradients too."""
+    n = 30
+    edges = [(i, (i + 1) % n) for i in range(n)]
+    coeffs = torch.tensor([0.5, -1.0, 0.25, 2.0], dtype=torch.float64, requires_grad=True)
+    ops = [qml.Z(0) @ qml.Z(1), qml.X(12), qml.Y(20) @ qml.Z(21), qml.Identity(3)]
+    gamma, beta = _angles(1)
+
+    @qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method=diff_method)
+    def circuit(gamma, beta, coeffs):
+        qaoa_blocks(edges, n, gamma, beta)
+        return qml.expval(qml.Hamiltonian(coeffs, ops))
+
+    for scale in (1.0, 3.0):  # a second call reuses the structure with new coefficient values
+        c = (coeffs * scale)
+        value = circuit(gamma, beta, c)
+        grads = torch.autograd.grad(value, [gamma, beta, coeffs])
+        g, b, cc = (t.detach().clone().requires_grad_() for t in (gamma, beta, coeffs))
+        ref = expval(qaoa_blocks(edges, n, g, b), qml.Hamiltonian(cc * scale, ops))
+        torch.testing.assert_close(value, ref.detach(), atol=ATOL, rtol=0)
+        for x, y in zip(grads, torch.autograd.grad(ref, [g, b, cc])):
+            torch.testing.assert_close(x, y, atol=ATOL, rtol=0)
