@@ -29,8 +29,11 @@ class DataMap:
     def coefficients(self, params, dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
         """(``[terms]`` coefficient vector, constant) from a variant's flat parameters."""
         data = params[self.offset : self.offset + self.n_data]
-        data = torch.stack([d if isinstance(d, torch.Tensor) else torch.as_tensor(d, dtype=dtype) for d in data])
-        data = data.to(device=device, dtype=dtype)
+        if any(isinstance(d, torch.Tensor) for d in data):
+            data = torch.stack([d if isinstance(d, torch.Tensor) else torch.as_tensor(d, dtype=dtype) for d in data])
+            data = data.to(device=device, dtype=dtype)
+        else:  # plain numbers (the usual fixed Hamiltonian): one tensor, one call
+            data = torch.tensor([d.real if isinstance(d, complex) else d for d in data], dtype=dtype, device=device)
         matrix, constant = self._tensors(dtype, device)
         return matrix @ data, constant @ data
 
