@@ -22,10 +22,12 @@ from ._structure import TapeStructure, tape_structure
 from ._options import CacheInfo, PlanCache, SimOptions
 from ._values import _Values, _stacked_slots
 from .engines.network.programs import ClosedProgram, StateProgram
+from .engines.lightcone.program import CONE_STATE_MAX_WIRES, ConeProgram, cones_apply
 
 STATE_MODE_MAX_WIRES = 20
 """Circuits on at most this many wires are contracted to their state once and every measurement is read
-from it; wider circuits contract one closed, light-cone-reduced network per observable term."""
+from it; wider circuits measure each Pauli term on its light cone (``engines.lightcone``: isomorphic cones
+one stacked program) and contract one closed network per other observable."""
 
 
 # --- programs -----------------------------------------------------------------------------
@@ -107,13 +109,7 @@ def simulate(
         else:
             subgroups = [members]
         for sub in subgroups:
-            grp = [variants[i] for i in sub]
-            if len(grp) > 1:  # the group's readout takes the observables of its first variant's tape
-                grp = sharing_observables(grp, structure.n_op_params)
-                grp[0] = grp[0].with_observables_bound(structure.n_op_params)
-            else:
-                grp = [grp[0].with_observables_bound(structure.n_op_params)]
-            outs = _run_group(structure, grp, opts, cache)
+            outs = _run_group(structure, [variants[i] for i in sub], opts, cache)
             for i, out in zip(sub, outs):
                 results[i] = out
     return results
@@ -126,6 +122,16 @@ def _closed_measurable(mp) -> bool:
     return isinstance(mp, ProbabilityMP) and mp.obs is None
 
 
+def _bound(structure: TapeStructure, group: Sequence[Variant]) -> list[Variant]:
+    """The group with its first tape's observables carrying the variants' observable parameters (the
+    group's readout takes the observables of its first variant's tape)."""
+    if len(group) > 1:
+        grp = sharing_observables(list(group), structure.n_op_params)
+        grp[0] = grp[0].with_observables_bound(structure.n_op_params)
+        return grp
+    return [group[0].with_observables_bound(structure.n_op_params)]
+
+
 def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOptions, cache: PlanCache):
     stacked = _stacked_slots(structure, group)
     stack_size = len(group) if stacked else 0
@@ -134,12 +140,17 @@ def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOpti
     wide = len(structure.sim_wires) > STATE_MODE_MAX_WIRES and all(_closed_measurable(mp) for mp in group[0].tape.measurements)
     key = (structure.key, stacked, stack_size, wide, opts.dtype, str(opts.device), opts.backend)
     tape = group[0].tape
-    if wide:
+    if wide and cones_apply(structure, tape):
+        narrow = min(CONE_STATE_MAX_WIRES, STATE_MODE_MAX_WIRES)  # cones of at most this many wires: state vectors
+        program = cache.get(key, lambda: ConeProgram(structure, stacked, stack_size, opts, tape, narrow))
+    elif wide:
         program = cache.get(key, lambda: ClosedProgram(structure, stacked, stack_size, opts, tape))
     elif all(slot.kind != "prep" for slot in structure.slots):
         program = cache.get(key, lambda: VectorProgram(structure, stacked, stack_size, opts, tape))
     else:
         program = cache.get(key, lambda: StateProgram(structure, stacked, stack_size, opts))
+    if not getattr(program, "reads_observable_data", False):
+        group = _bound(structure, group)
     lead_shape = ((stack_size,) if stacked else ()) + (
         (structure.batch_size,) if structure.batch_size is not None else ()
     )

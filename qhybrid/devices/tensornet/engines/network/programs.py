@@ -48,13 +48,18 @@ class StateProgram:
 
 
 class ClosedProgram:
-    """Wide circuits: one closed network per observable term, each over its own light cone."""
+    """Wide circuits: one closed network per observable term, each over its own light cone.
 
-    def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions, tape):
+    ``only``: indices of the measurements this program measures (``run`` returns those only); None: all.
+    """
+
+    def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions, tape, only=None):
         self.structure, self.stacked, self.stack_size, self.opts = structure, stacked, stack_size, opts
+        self.only = None if only is None else frozenset(only)
         self._terms: dict = {}
         # plan every term now, together (one planning budget), so the memory guard speaks before any work
-        specs = list(dict.fromkeys(spec for mp in tape.measurements for spec in _closed_terms(mp, structure)))
+        measured = [mp for m, mp in enumerate(tape.measurements) if self.only is None or m in self.only]
+        specs = list(dict.fromkeys(spec for mp in measured for spec in _closed_terms(mp, structure)))
         nets = [self._network(spec) for spec in specs]
         plans = plan_networks(nets, opts.optimizer, opts.plan_time, vary=BATCH)
         for spec, net, plan in zip(specs, nets, plans):
@@ -110,7 +115,9 @@ class ClosedProgram:
     def run(self, values, variant: Variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:
         values.prefetch(range(len(structure.slots)))  # one matrix builder per gate kind, not per gate
         out = []
-        for mp in variant.tape.measurements:
+        for m, mp in enumerate(variant.tape.measurements):
+            if self.only is not None and m not in self.only:
+                continue
             if isinstance(mp, ExpectationMP):
                 out.append(self._expval(values, mp.obs, lead_shape))
             elif isinstance(mp, VarianceMP):

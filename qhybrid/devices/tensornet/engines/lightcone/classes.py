@@ -1,0 +1,70 @@
+"""Cones grouped into classes (same canonical form), each with one sub-tape on wires ``0 .. k-1``.
+
+A class's sub-tape is its first member's kept gates relabelled, then the basis changes that turn the
+measured word into a Z word, measuring that Z word. ``table[m, j]`` is the position, in the full circuit's
+flat parameter list, of the sub-tape's parameter ``j`` for member ``m``: one gather gives every member's
+parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pennylane as qml
+import torch
+from pennylane.wires import Wires
+
+from ..._structure import TapeStructure, tape_structure
+from .cones import SYMMETRIC_GATES, Cone, cone_wires
+
+
+@dataclass
+class ConeClass:
+    tape: qml.tape.QuantumScript  # the sub-tape on wires 0 .. width-1
+    structure: TapeStructure
+    terms: list[int]  # the members' term indices, in member order
+    table: torch.Tensor  # [members, sub-tape parameters] positions in the full circuit's parameters
+    width: int
+
+
+_BASIS_CHANGE = {"X": lambda w: [qml.Hadamard(w)], "Y": lambda w: [qml.adjoint(qml.S(w)), qml.Hadamard(w)]}
+"""Gates after which measuring Z measures the letter: H Z H = X, (H S^dag)^dag Z (H S^dag) = Y."""
+
+
+def _relabelled(op, structure: TapeStructure, si: int, labels: dict):
+    slot = structure.slots[si]
+    wires = cone_wires(slot, labels)
+    if slot.name in SYMMETRIC_GATES and wires != tuple(labels[w] for w in slot.wires):
+        return type(op)(*op.data, wires=Wires(wires))  # a symmetric gate on its wires in sorted order
+    return op.map_wires({label: labels[p] for label, p in zip(op.wires, slot.wires)})
+
+
+def class_tape(tape, structure: TapeStructure, cone: Cone) -> qml.tape.QuantumScript:
+    """The cone's gates on its labels, basis changes, and the Z word it then measures."""
+    ops = [_relabelled(tape.operations[structure.slots[si].op_index], structure, si, cone.labels) for si in cone.slots]
+    for w, letter in cone.word:
+        ops.extend(_BASIS_CHANGE[letter](w) if letter in _BASIS_CHANGE else [])
+    observable = qml.prod(*(qml.Z(w) for w, _ in cone.word)) if len(cone.word) > 1 else qml.Z(cone.word[0][0])
+    return qml.tape.QuantumScript(ops, [qml.expval(observable)])
+
+
+def group_cones(tape, structure: TapeStructure, cones: list[Cone]) -> list[ConeClass]:
+    """Classes of ``cones`` (term ``t`` is ``cones[t]``), in order of their first member."""
+    by_key: dict[tuple, list[int]] = {}
+    for t, cone in enumerate(cones):
+        by_key.setdefault(cone.key, []).append(t)
+    classes = []
+    for terms in by_key.values():
+        rep = cones[terms[0]]
+        sub = class_tape(tape, structure, rep)
+        sub_structure = tape_structure(sub, Wires(range(rep.width)))
+        rows = []
+        for t in terms:
+            rows.append([j for si in cones[t].slots for j in range(*structure.slots[si].params)])
+        table = torch.as_tensor(np.asarray(rows, dtype=np.int64).reshape(len(terms), -1))
+        classes.append(ConeClass(sub, sub_structure, terms, table, rep.width))
+    return classes
+
+
+__all__ = ["ConeClass", "class_tape", "group_cones"]

@@ -1,0 +1,199 @@
+"""Reverse light cones of measured Pauli words, and their canonical forms.
+
+``<P>`` after a circuit depends only on the gates in the reverse light cone of ``P``'s wires: walking the
+tape backwards, a gate is kept when it does not commute with a gate kept after it (or with ``P``) on a
+shared wire; every other gate commutes past everything kept after it and cancels against its own
+conjugate. Diagonal gates commute with each other and with Z letters, so a QAOA cost layer written edge
+by edge in any order widens a cone by one layer of neighbours only.
+
+Cones that are the same circuit up to a relabelling of wires share one sub-program. The canonical form
+relabels a cone's wires walking back from the measured word (its wires first, then each gate's fresh
+wires) and lists every kept gate's structure key on the new labels. Gates on disjoint wires commute, so the
+sequence is first put in a normal order: each gate gets the ASAP layer of its dependency graph (diagonal
+gates commute with each other, so a run of them on shared wires is one layer), and a layer's gates are
+ordered by the labels their wires already have. Isomorphic cones written in different tape orders (the
+edges of a graph listed in any order) then usually get the same form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..._structure import Slot, TapeStructure
+
+DIAGONAL_GATES = frozenset(
+    {
+        "RZ", "PhaseShift", "U1", "CZ", "CCZ", "CRZ", "ControlledPhaseShift", "IsingZZ", "MultiRZ",
+        "PauliZ", "Z", "S", "T", "DiagonalQubitUnitary",
+    }
+)  # fmt: skip
+"""Gates diagonal in the computational basis (for every parameter value): they commute with Z words and
+with each other."""
+
+
+SYMMETRIC_GATES = frozenset(
+    {"IsingZZ", "IsingXX", "IsingYY", "IsingXY", "CZ", "CCZ", "SWAP", "ControlledPhaseShift", "MultiRZ"}
+)
+"""Gates whose matrix does not change when their wires are permuted: their wires are compared as a set."""
+
+
+@dataclass(frozen=True)
+class Cone:
+    """The kept slots of one measured word (in normal order), its wires relabelled ``0 .. k-1``."""
+
+    slots: tuple[int, ...]
+    labels: dict  # simulated-wire position -> cone wire
+    word: tuple[tuple[int, str], ...]  # (cone wire, letter), sorted
+    key: tuple  # canonical form: equal keys are the same circuit up to relabelling
+
+    @property
+    def width(self) -> int:
+        return len(self.labels)
+
+
+def _diagonal(slot: Slot) -> bool:
+    if slot.name == "PauliRot":
+        return False  # a Z-only PauliRot is diagonal, but its word is a setting: keep it simple
+    return slot.name in DIAGONAL_GATES
+
+
+def cone_slots(slots: Sequence[Slot], word: dict[int, str]) -> list[int]:
+    """Slot indices (tape order) in the reverse light cone of the Pauli ``word`` (position -> letter).
+
+    A gate is kept when some kept gate after it (or the observable) does not commute with it on a shared
+    wire: the kept gates are the ancestors of the measurement in the circuit's dependency graph; the rest
+    can be moved after every kept gate, where they commute with the observable and cancel. Two gates are
+    taken to commute only when both are diagonal (or share no wire); a gate commutes with the observable
+    when it is diagonal on wires where the observable is Z.
+    """
+    mixing = {w for w, letter in word.items() if letter != "Z"}  # kept non-diagonal action on the wire
+    diagonal = {w for w, letter in word.items() if letter == "Z"}  # kept diagonal action on the wire
+    kept = []
+    for si in range(len(slots) - 1, -1, -1):
+        slot = slots[si]
+        if slot.kind == "phase":
+            continue
+        diag = _diagonal(slot)
+        wires = slot.wires
+        if mixing.isdisjoint(wires) and (diag or diagonal.isdisjoint(wires)):
+            continue
+        kept.append(si)
+        (diagonal if diag else mixing).update(wires)
+    return kept[::-1]
+
+
+def _layers(slots: Sequence[Slot], kept: list[int]) -> list[list[int]]:
+    """``kept`` in ASAP layers of its dependency graph. Two gates depend on each other when they share a
+    wire and are not both diagonal, so a layer's gates commute pairwise and any order of a layer, layers in
+    order, is the same circuit."""
+    last_any: dict[int, int] = {}  # wire -> highest layer of a gate on it
+    last_mixing: dict[int, int] = {}  # wire -> layer of the last non-diagonal gate on it
+    layers: list[list[int]] = []
+    for si in kept:
+        slot = slots[si]
+        if _diagonal(slot):
+            at = 1 + max(last_mixing.get(w, -1) for w in slot.wires)
+            for w in slot.wires:
+                last_any[w] = max(last_any.get(w, -1), at)
+        else:
+            at = 1 + max(last_any.get(w, -1) for w in slot.wires)
+            for w in slot.wires:
+                last_any[w] = last_mixing[w] = at
+        while len(layers) <= at:
+            layers.append([])
+        layers[at].append(si)
+    return layers
+
+
+WL_MAX_ROUNDS = 64
+"""Colour-refinement rounds at most (it stops as soon as a round splits no colour class)."""
+
+
+def _colours(slots: Sequence[Slot], keys, layers: list[list[int]], word: dict[int, str]) -> dict:
+    """Relabelling-invariant colours of the cone's gates (``("g", si)``) and wires (``("w", w)``): colour
+    refinement (1-WL) on the gate-wire incidence graph, gates coloured by kind and ASAP layer, their
+    wires by operand position. Used only to break ties: equal canonical forms are equal circuits anyway."""
+    colour: dict = {}
+    gate_wires: dict[int, tuple] = {}
+    wire_gates: dict[int, list] = {}
+    for at, layer in enumerate(layers):
+        for si in layer:
+            k = keys[si]
+            colour[("g", si)] = hash((k[0], k[1], k[3], k[4], slots[si].params[1] - slots[si].params[0], at))
+            gate_wires[si] = slots[si].wires
+            sym = slots[si].name in SYMMETRIC_GATES
+            for pos, w in enumerate(slots[si].wires):
+                pos = 0 if sym else pos
+                wire_gates.setdefault(w, []).append((at, pos, si))
+    for w in set(wire_gates) | set(word):
+        colour[("w", w)] = hash(("w", word.get(w, "I")))
+    classes = len(set(colour.values()))
+    for _ in range(WL_MAX_ROUNDS):
+        new = {}
+        for si, wires in gate_wires.items():
+            around = [colour[("w", w)] for w in wires]
+            if slots[si].name in SYMMETRIC_GATES:
+                around.sort()
+            new[("g", si)] = hash((colour[("g", si)], tuple(around)))
+        for w in colour.keys() - new.keys():
+            if w[0] == "w":
+                seen = sorted((at, pos, colour[("g", si)]) for at, pos, si in wire_gates.get(w[1], ()))
+                new[w] = hash((colour[w], tuple(seen)))
+        colour = new
+        count = len(set(colour.values()))
+        if count == classes:
+            break
+        classes = count
+    return colour
+
+
+def make_cone(structure: TapeStructure, word: dict[int, str]) -> Cone:
+    """The cone of ``word`` (simulated-wire position -> letter) with its canonical form.
+
+    Labels are given walking back from the measured word: its wires first, then, layer by layer from the
+    last, each gate's fresh wires, taking first the gates on the smallest labels already given (ties
+    broken by refinement colours, which do not depend on the wires' names)."""
+    slots = structure.slots
+    keys = structure.key[0]
+    kept = cone_slots(slots, word)
+    layers = _layers(slots, kept)
+    colour = _colours(slots, keys, layers, word)
+    labels: dict[int, int] = {}
+    for w in sorted(word, key=lambda w: (word[w], colour[("w", w)], w)):
+        labels[w] = len(labels)
+    order: list[int] = []
+    for layer in reversed(layers):
+        pending, picked = list(layer), []
+        while pending:
+            best = min(pending, key=lambda si: (*_rank(slots[si], labels), colour[("g", si)]))
+            pending.remove(best)
+            picked.append(best)
+            for w in slots[best].wires:
+                labels.setdefault(w, len(labels))
+        order[:0] = picked
+    form = tuple(
+        (k[0], k[1], cone_wires(slots[si], labels), k[3], k[4], slots[si].params[1] - slots[si].params[0])
+        for si in order
+        for k in (keys[si],)
+    )
+    measured = tuple(sorted((labels[w], letter) for w, letter in word.items()))
+    return Cone(tuple(order), labels, measured, (form, measured))
+
+
+def cone_wires(slot: Slot, labels: dict) -> tuple[int, ...]:
+    """The slot's wires as cone labels (sorted for a gate whose wires commute)."""
+    out = tuple(labels[w] for w in slot.wires)
+    return tuple(sorted(out)) if slot.name in SYMMETRIC_GATES else out
+
+
+def _rank(slot: Slot, labels: dict) -> tuple:
+    """A gate's place inside a layer: its smallest known label, then its known labels in wire order
+    (fresh wires last; sorted for a symmetric gate)."""
+    known = [labels.get(w, 1 << 30) for w in slot.wires]
+    if slot.name in SYMMETRIC_GATES:
+        known.sort()
+    return (min(known), tuple(known))
+
+
+__all__ = ["Cone", "make_cone", "cone_slots", "cone_wires", "DIAGONAL_GATES", "SYMMETRIC_GATES"]

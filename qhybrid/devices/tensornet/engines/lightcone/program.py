@@ -1,0 +1,355 @@
+"""Wide circuits measured term by term on light cones: ConeProgram.
+
+Every Pauli word of every measured observable (the terms of a Hamiltonian, ``qml.sum``, ``qml.dot``,
+``s_prod``) is measured on its reverse light cone (``cones``). Cones that are the same circuit up to a
+relabelling of wires form a class (``classes``) that runs as ONE program over a stack of its members'
+parameters: a compiled state-vector program (adjoint-differentiable as one autograd node) when the class
+is narrow enough, else one closed network with the members on its stack index. Each measurement is then
+the sum of its terms' coefficients times their values. Measurements that are not Pauli sentences (probs,
+Hermitian matrices) go to a ``ClosedProgram`` of the whole circuit.
+
+Members of a class whose parameters are equal (QAOA: one angle per layer) give the same value: each
+distinct parameter row runs once (``shared.run_distinct``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import torch
+from pennylane.measurements import ExpectationMP, VarianceMP
+
+from .....errors import ContractionTooLargeError
+from ..._options import SimOptions
+from ..._structure import TapeStructure
+from ..._values import _differences
+from ..network.programs import ClosedProgram, _closed_terms
+from ..statevector.program import StateVectorProgram
+from .classes import ConeClass, group_cones
+from .coefficients import data_map
+from .cones import cone_slots, make_cone
+from .shared import run_distinct
+from .values import ConeValues
+
+CONE_STATE_MAX_WIRES = 16
+"""Classes of cones up to this wide run as state-vector programs; wider ones as closed networks (Q100 at
+p=3: a 20-wire cone took 1.9 s a step as a state vector, a 21-30-wire one 0.2 s as a closed network)."""
+
+
+WHOLE_NETWORK_MAX_ELEMENTS = 1 << 22
+"""A measurement with terms too wide for a state vector is contracted as one closed network of the whole
+circuit (the pre-cone path) when that network's largest intermediate stays within this many elements
+(W3b, a 64-wire CNOT ladder with 64 Z terms: 0.28 s a step, against 12 s as 64 cone networks); else its
+terms run by cone classes (Q100 at p=3: the whole network would touch 52 indices)."""
+
+
+def cone_measurable(mp) -> bool:
+    """Whether ``mp`` is measured term by term (an expval or var of a Pauli sentence)."""
+    return isinstance(mp, (ExpectationMP, VarianceMP)) and mp.obs is not None and mp.obs.pauli_rep is not None
+
+
+def cones_apply(structure: TapeStructure, tape) -> bool:
+    """Whether ConeProgram runs ``tape``: no state preparation, every gate parameter a scalar (or a
+    broadcast vector), and some measurement a Pauli sentence."""
+    if not any(cone_measurable(mp) for mp in tape.measurements):
+        return False
+    for slot in structure.slots:
+        if slot.kind == "prep":
+            return False
+        if slot.kind == "matrix" or slot.kind == "fast":
+            op = tape.operations[slot.op_index]
+            for p in op.data:
+                nd = len(getattr(p, "shape", ()))
+                if nd > (1 if slot.batched else 0):
+                    return False
+    return True
+
+
+def _sentences(mp):
+    ps = mp.obs.pauli_rep
+    return [ps] if isinstance(mp, ExpectationMP) else [ps, ps @ ps]
+
+
+def _real(c):
+    return c.real if isinstance(c, complex) or (isinstance(c, torch.Tensor) and c.is_complex()) else c
+
+
+class ConeProgram:
+    """Wide circuits: measured terms on light cones, isomorphic cones one stacked program per class."""
+
+    def __init__(
+        self,
+        structure: TapeStructure,
+        stacked: frozenset,
+        stack_size: int,
+        opts: SimOptions,
+        tape,
+        state_max_wires: int = CONE_STATE_MAX_WIRES,
+    ):
+        self.structure, self.stack_size, self.opts = structure, stack_size, opts
+        self.state_max_wires = state_max_wires
+        self.rows = max(stack_size, 1)
+        pos = {w: i for i, w in enumerate(structure.sim_wires)}
+        self.term_of: dict[tuple, int] = {}
+        words: list[dict] = []
+        per_measurement: dict[int, list[int]] = {}
+        plain = []  # measured by a closed network of the whole circuit in any case
+        for m, mp in enumerate(tape.measurements):
+            if not cone_measurable(mp):
+                plain.append(m)
+                continue
+            terms = per_measurement[m] = []
+            for ps in _sentences(mp):
+                for word in ps:
+                    if not word:
+                        continue
+                    key = tuple(sorted((pos[w], letter) for w, letter in word.items()))
+                    if key not in self.term_of:
+                        self.term_of[key] = len(words)
+                        words.append(dict(key))
+                    terms.append(self.term_of[key])
+        widths = [_width(structure, w) for w in words]
+        started = time.perf_counter()
+        self.closed = _closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape)
+        self.closed_measurements = self.closed.only if self.closed is not None else frozenset()
+        # wide classes' networks are planned at their first run with a new stack size, each within its
+        # share of what the whole-circuit network left of the structure's planning budget
+        left = max(opts.plan_time - (time.perf_counter() - started), 0.0)
+        self._wide_opts = replace(opts, plan_time=left / max(sum(w > state_max_wires for w in widths), 1))
+        self._programs: dict = {}
+        kept = sorted({t for m, ts in per_measurement.items() if m not in self.closed_measurements for t in ts})
+        cones = [make_cone(structure, words[t]) for t in kept]
+        self.classes: list[ConeClass] = group_cones(tape, structure, cones)
+        for c in self.classes:
+            c.terms = [kept[i] for i in c.terms]
+        self.position = {t: i for i, t in enumerate(t for c in self.classes for t in c.terms)}
+        self._maps = self._data_maps(tape, pos)
+        self.reads_observable_data = all(
+            mp.obs is None or not mp.obs.data or m in self._maps for m, mp in enumerate(tape.measurements)
+        )
+        """Whether ``run`` reads every observable's data from the variant's parameters (then the
+        simulator need not bind them into a copy of the tape)."""
+        self._coeffs: dict = {}
+        self.executions = 0
+        """Class programs run so far (one per class and call, whatever its number of members)."""
+
+    # --- parameters ---------------------------------------------------------------------------
+    def _parameters(self, group, values) -> torch.Tensor:
+        """``[rows, P]`` (``[rows, P, B]`` when broadcast) gate parameters of the circuit's variants."""
+        n = self.structure.n_op_params
+        real, device = values.real_dtype, values.device
+        batch = self.structure.batch_size
+        first = group[0].params[:n]
+        row = [_scalar(p, real, device) for p in first]
+        if batch is not None:
+            row = [p.expand(batch) if p.ndim == 0 else p for p in row]
+        base = torch.stack(row) if row else torch.zeros((0,) if batch is None else (0, batch), dtype=real, device=device)
+        if self.rows == 1:
+            return base.unsqueeze(0)
+        diff = {j: r for j, r in _differences(group).items() if j < n}
+        table = base.expand(self.rows, *base.shape)
+        if diff:
+            r_idx = torch.tensor([r for j in diff for r in diff[j]], device=device)
+            k_idx = torch.tensor([j for j in diff for _ in diff[j]], device=device)
+            vals = [_scalar(group[r].params[j], real, device) for j in diff for r in diff[j]]
+            if batch is not None:
+                vals = [v.expand(batch) if v.ndim == 0 else v for v in vals]
+            table = table.index_put((r_idx, k_idx), torch.stack(vals))
+        return table
+
+    # --- running -------------------------------------------------------------------------------
+    def _state_program(self, c: ConeClass, k: int) -> StateVectorProgram:
+        key = ("state", id(c), k)
+        program = self._programs.get(key)
+        if program is None:
+            members = frozenset(si for si, s in enumerate(c.structure.slots) if s.params[1] > s.params[0])
+            stacked = members if k > 1 else frozenset()
+            program = StateVectorProgram(c.structure, stacked, k if k > 1 else 0, c.tape, self.opts.dtype)
+            self._programs[key] = program
+        return program
+
+    def _run_state(self, c: ConeClass, columns: torch.Tensor, dtype, device) -> torch.Tensor:
+        """``[K]`` or ``[K, B]`` values of the class for ``K`` parameter rows ``columns``."""
+        k = columns.shape[0]
+        program = self._state_program(c, k)
+        values = ConeValues(c.structure, c.tape, columns if k > 1 else columns[0], k > 1, dtype, device)
+        values.prefetch(range(len(c.structure.slots)))
+        self.executions += 1
+        out = program.run_expvals(values)[0]  # [S', B']
+        return out.reshape(k, -1) if c.structure.batch_size is not None else out.reshape(k)
+
+    def _closed_program(self, c: ConeClass, k: int) -> ClosedProgram:
+        key = ("closed", id(c), k)
+        program = self._programs.get(key)
+        if program is None:
+            members = frozenset(si for si, s in enumerate(c.structure.slots) if s.params[1] > s.params[0])
+            stacked = members if k > 1 else frozenset()
+            program = ClosedProgram(c.structure, stacked, k if k > 1 else 0, self._wide_opts, c.tape)
+            self._programs[key] = program
+        return program
+
+    def _run_closed(self, c: ConeClass, columns: torch.Tensor, dtype, device) -> torch.Tensor:
+        """``[K]`` or ``[K, B]`` values of a class too wide for a state vector: one closed network."""
+        k = columns.shape[0]
+        program = self._closed_program(c, k)
+        values = ConeValues(c.structure, c.tape, columns if k > 1 else columns[0], k > 1, dtype, device)
+        batch = c.structure.batch_size
+        lead = ((k,) if k > 1 else ()) + ((batch,) if batch is not None else ())
+        self.executions += 1
+        out = program.run(values, _Sub(c.tape), c.structure, lead)[0]
+        return out.reshape(k, -1) if batch is not None else out.reshape(k)
+
+    def _class_values(self, c: ConeClass, params: torch.Tensor, values) -> torch.Tensor:
+        """``[rows, members, B']`` values of the class's members."""
+        m = len(c.terms)
+        cols = params[:, c.table.to(params.device)]  # [rows, M, P(, B)]
+        cols = cols.reshape(self.rows * m, *cols.shape[2:])
+        dtype, device = values.dtype, values.device
+        run = self._run_closed if c.width > self.state_max_wires else self._run_state
+        if c.structure.batch_size is None:
+            out = run_distinct(lambda u: run(c, u, dtype, device), cols)
+        else:
+            out = run(c, cols, dtype, device)
+        return out.reshape(self.rows, m, -1)
+
+    def _data_maps(self, tape, pos) -> dict:
+        """Per expval of a Hamiltonian measured by cones: its coefficients' DataMap (where it has one)."""
+        def position(word):
+            t = self.term_of.get(tuple(sorted((pos[w], letter) for w, letter in word.items())))
+            return self.position.get(t)
+
+        maps, offset = {}, self.structure.n_op_params
+        for m, mp in enumerate(tape.measurements):
+            if mp.obs is None:
+                continue
+            if m not in self.closed_measurements and isinstance(mp, ExpectationMP):
+                found = data_map(mp.obs, offset, position, len(self.position))
+                if found is not None:
+                    maps[m] = found
+            offset += len(mp.obs.data)
+        return maps
+
+    def _coefficients(self, variant, values) -> list:
+        """Per measurement: (coefficient vectors over the terms, one per sentence; constants)."""
+        out = self._tape_coefficients(variant.tape, values)
+        if self._maps:
+            out = list(out)
+            for m, dm in self._maps.items():
+                out[m] = [dm.coefficients(variant.params, values.real_dtype, values.device)]
+        return out
+
+    def _tape_coefficients(self, tape, values) -> list:
+        """``_coefficients`` read from the tape's observables (cached while the tape is the same)."""
+        hit = self._coeffs.get(id(tape))
+        if hit is not None and hit[0] is tape:
+            return hit[1]
+        out, cacheable = [], True
+        n_terms = len(self.position)
+        pos = {w: i for i, w in enumerate(self.structure.sim_wires)}
+        for m, mp in enumerate(tape.measurements):
+            if m in self.closed_measurements or m in self._maps:
+                out.append(None)
+                continue
+            per = []
+            for ps in _sentences(mp):
+                index, coeffs, constant = [], [], 0.0
+                for word, c in ps.items():
+                    c = _real(c)
+                    if not word:
+                        constant = constant + c
+                        continue
+                    term = self.term_of[tuple(sorted((pos[w], letter) for w, letter in word.items()))]
+                    index.append(self.position[term])
+                    coeffs.append(c)
+                cacheable = cacheable and not any(isinstance(c, torch.Tensor) for c in coeffs + [constant])
+                vec = torch.zeros(n_terms, dtype=values.real_dtype, device=values.device)
+                if coeffs:
+                    cs = torch.stack([_scalar(c, values.real_dtype, values.device) for c in coeffs])
+                    vec = vec.index_put((torch.tensor(index, device=values.device),), cs, accumulate=True)
+                per.append((vec, constant))
+            out.append(per)
+        if cacheable:
+            self._coeffs[id(tape)] = (tape, out)
+        return out
+
+    def run(self, values, variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:
+        group = values.group if hasattr(values, "group") else [variant]
+        terms = None
+        if self.classes:
+            params = self._parameters(group, values)
+            parts = [self._class_values(c, params, values) for c in self.classes]
+            batch = max(p.shape[-1] for p in parts)
+            terms = torch.cat([p.expand(-1, -1, batch) for p in parts], 1)  # [rows, T, B']
+        closed = {}
+        if self.closed is not None:
+            measured = sorted(self.closed.only)
+            closed = dict(zip(measured, self.closed.run(values, variant, structure, lead_shape)))
+        out = []
+        for m, per in enumerate(self._coefficients(variant, values)):
+            if m in closed:
+                out.append(closed[m])
+                continue
+            sums = [torch.einsum("rtb,t->rb", terms, vec) + constant for vec, constant in per]
+            value = sums[0] if len(sums) == 1 else sums[1] - sums[0] ** 2
+            out.append(_to_lead(value, lead_shape, self.stack_size))
+        return out
+
+
+class _Sub:
+    """The variant a class's closed network reads its measurement from."""
+
+    def __init__(self, tape):
+        self.tape = tape
+
+
+def _width(structure: TapeStructure, word: dict) -> int:
+    slots = structure.slots
+    return len(set(word).union(*(slots[si].wires for si in cone_slots(slots, word))))
+
+
+def _closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape):
+    """The ClosedProgram of the measurements a closed network of the whole circuit measures (None if
+    none): those that are not Pauli sentences, and those with terms too wide for a state vector whose
+    whole-circuit network has small intermediates (their sentence as one matrix-product operator, light
+    cones united: a CNOT ladder's nested cones share all their work there). One planning budget for all."""
+    candidates = [m for m, terms in per_measurement.items() if any(widths[t] > state_max_wires for t in terms)]
+    if not plain and not candidates:
+        return None
+    try:
+        program = ClosedProgram(structure, stacked, stack_size, opts, tape, only=plain + candidates)
+    except ContractionTooLargeError:
+        if not candidates:
+            raise
+        # some united light cones are too wide (a QAOA Hamiltonian): those measurements go by classes
+        program = ClosedProgram(structure, stacked, stack_size, opts, tape, only=plain) if plain else None
+        candidates = []
+    accepted = [m for m in candidates if _small(program, tape.measurements[m], structure)]
+    if not plain and not accepted:
+        return None
+    program.only = frozenset(plain + accepted)
+    return program
+
+
+def _small(program: ClosedProgram, mp, structure) -> bool:
+    specs = set(_closed_terms(mp, structure))
+    largest = max((c.plan.largest_intermediate for spec, c in program._terms.items() if spec in specs), default=0)
+    return largest <= WHOLE_NETWORK_MAX_ELEMENTS
+
+
+def _scalar(p, real, device) -> torch.Tensor:
+    if isinstance(p, torch.Tensor):
+        return p if p.dtype == real and p.device == device else p.to(device=device, dtype=real)
+    return torch.as_tensor(p, dtype=real, device=device)
+
+
+def _to_lead(value: torch.Tensor, lead_shape: tuple, stack_size: int) -> torch.Tensor:
+    """``[rows, B']`` to the result's lead shape (stack and batch axes where the circuit has them)."""
+    if not stack_size:
+        value = value[0]
+    if len(lead_shape) == (1 if stack_size else 0):  # no batch axis
+        return value[..., 0]
+    return value.expand(*lead_shape)
+
+
+__all__ = ["ConeProgram", "cones_apply", "cone_measurable", "CONE_STATE_MAX_WIRES"]
