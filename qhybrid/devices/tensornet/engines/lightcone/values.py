@@ -37,6 +37,11 @@ class ConeValues:
         slot = self.structure.slots[si]
         return [self._column(j, slot.batched) for j in range(*slot.params)]
 
+    def angle(self, si: int) -> torch.Tensor:
+        """The slot's one real parameter with lead axes ``[K|1, B|1]`` (the angles of diagonal runs)."""
+        p = self._params(si)[0].to(self.real_dtype)
+        return p.reshape(p.shape[0], -1) if self.stacked_rows else p.reshape(1, -1)
+
     def changed_rows(self, si: int):
         return None  # rows differ anywhere: no sparse redo
 
