@@ -40,29 +40,30 @@ def _structure_key(device, tape: qml.tape.QuantumScript, params: Sequence[torch.
     return (id(device), ops, meas, shapes, repr(tape.shots), repr(tape.trainable_params))
 
 
-def _probe(tape, params, scale, offset):
+def _probe_values(inputs, scale, offset) -> list[torch.Tensor]:
+    """Each input with every element replaced by ``scale * (its flat position among all inputs) + offset``."""
     probes, start = [], 0
-    for p in params:
+    for p in inputs:
         n = p.numel()
         probes.append((torch.arange(start, start + n, dtype=torch.float64) * scale + offset).reshape(p.shape))
         start += n
-    return tape.bind_new_parameters(probes, list(range(len(probes)))), [start]
+    return probes
 
 
-def _index_maps(program, tape, params, new_tape):
-    """Per output parameter: (source input, flat indices) or ("const", value); None if not a gather."""
+def gather_maps(probe, inputs: Sequence[torch.Tensor], real: Sequence) -> list | None:
+    """Per parameter of ``real``: (source input, flat indices) or ("const", value); None if some parameter
+    is not a gather of one input. ``probe(probe_inputs)`` returns the parameters the same computation gives
+    for probe inputs (or None when it takes another structure); it is called twice, on two affine probes."""
     bounds, start = [], 0
-    for p in params:
+    for p in inputs:
         bounds.append((start, start + p.numel()))
         start += p.numel()
     outs = []
     for scale, offset in ((1.0, 0.0), (_PROBE_SCALE, _PROBE_OFFSET)):
-        probe_tape, _ = _probe(tape, params, scale, offset)
-        probed, _ = program([probe_tape])
-        if len(probed) != 1:
+        got = probe(_probe_values(inputs, scale, offset))
+        if got is None:
             return None
-        outs.append(tape_parameters(probed[0]))
-    real = tape_parameters(new_tape)
+        outs.append(got)
     if not (len(outs[0]) == len(outs[1]) == len(real)):
         return None
     maps = []
@@ -86,6 +87,16 @@ def _index_maps(program, tape, params, new_tape):
             return None
         maps.append((src, idx - bounds[src][0]))
     return maps
+
+
+def _index_maps(program, tape, params, new_tape):
+    """``gather_maps`` of the device program's output parameters over the tape's own parameters."""
+
+    def probe(values):
+        probed, _ = program([tape.bind_new_parameters(values, list(range(len(values))))])
+        return tape_parameters(probed[0]) if len(probed) == 1 else None
+
+    return gather_maps(probe, params, tape_parameters(new_tape))
 
 
 def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):

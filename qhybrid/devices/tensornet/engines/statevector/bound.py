@@ -25,23 +25,27 @@ from .program import KRON_MAX_WIRES, _zero_ket
 
 
 class _Chain:
-    """Wires of one fusion step whose waiting gates have the same kinds in the same order."""
+    """Every wire, in every fusion step, whose waiting gates have the same kinds in the same order: their
+    fused matrices are built together, ``[entries, Bx, 2, 2]`` (Bx: the batch where a gate is batched)."""
 
-    __slots__ = ("wires", "elems", "batched")
+    __slots__ = ("elems", "batched", "entries", "slots")
 
-    def __init__(self, wires, elems, batched):
-        self.wires = wires  # list of wire positions
-        self.elems = elems  # per chain position: ("g", group, positions tensor) or ("c", ops)
-        self.batched = batched
+    def __init__(self):
+        self.elems: list = []  # per chain position: ("g", group, positions tensor) or ("c", ops)
+        self.batched = False
+        self.entries: list = []  # (step, wire)
+        self.slots: list = []  # the waiting slots of each entry
 
 
 class BoundProgram:
     """``program`` with its fast slots' angles gathered from inputs by ``maps`` (see the module notes)."""
 
-    def __init__(self, program, structure, tape, groups, slot_group, steps):
+    def __init__(self, program, structure, tape, groups, slot_group, chains, krons, steps):
         self.program, self.structure, self.tape = program, structure, tape
         self.groups = groups  # [(name, batched, [(input, index [n, *shape]) per parameter])]
         self.slot_group = slot_group  # slot -> (group, position)
+        self.chains = chains
+        self.krons = krons  # size -> (chain, entry indices [blocks * size]) of every block of that size
         self.steps = steps
         self.n = program.n
         self.signs = program.measure_signs
@@ -74,42 +78,60 @@ class BoundProgram:
         steps = program.steps
         if program.measure is not None and steps and steps[-1].kind == "monomial":
             steps = steps[:-1]  # folded into the sign matrix
+        sigs: dict[tuple, int] = {}
+        chains: list[_Chain] = []
+        blocks_by_size: dict[int, list] = {}
         compiled = []
-        for step in steps:
-            if step.kind in ("product", "local"):
-                chains = cls._chains(step.data, structure, slot_group, tape)
-                compiled.append((step.kind, chains, cls._blocks(chains) if step.kind == "local" else None))
-            elif step.kind in ("monomial", "gate"):
-                compiled.append((step.kind, step, None))
-            else:
+        for s, step in enumerate(steps):
+            if step.kind not in ("product", "local", "monomial", "gate"):
                 return None
-        return cls(program, structure, tape, groups, slot_group, compiled)
-
-    @staticmethod
-    def _chains(pending, structure, slot_group, tape) -> list[_Chain]:
-        sigs: dict[tuple, list[int]] = {}
-        for w in sorted(pending):
-            slots = pending[w]
-            if slots:
-                sig = tuple(("g", slot_group[si][0]) if si in slot_group else ("c", structure.slots[si].name) for si in slots)
-                sigs.setdefault(sig, []).append(w)
-        chains = []
-        for sig, wires in sigs.items():
-            elems, batched = [], False
-            for j, (kind, ref) in enumerate(sig):
-                if kind == "g":
-                    pos = torch.tensor([slot_group[pending[w][j]][1] for w in wires])
-                    elems.append(("g", ref, pos))
-                    batched = batched or structure.slots[pending[wires[0]][j]].batched
+            if step.kind in ("monomial", "gate"):
+                compiled.append((step.kind, step))
+                continue
+            refs = {}  # wire -> (chain, entry)
+            for w in sorted(step.data):
+                slots = step.data[w]
+                if not slots:
+                    continue
+                sig = tuple(slot_group[si][0] if si in slot_group else structure.slots[si].name for si in slots)
+                ci = sigs.setdefault(sig, len(chains))
+                if ci == len(chains):
+                    chains.append(_Chain())
+                chain = chains[ci]
+                refs[w] = (ci, len(chain.entries))
+                chain.entries.append((s, w))
+                chain.slots.append(slots)
+                chain.batched = chain.batched or any(structure.slots[si].batched for si in slots)
+            if step.kind == "product":
+                compiled.append(("product", refs))
+                continue
+            plan = []
+            for q, members in cls._blocks(refs, chains):
+                if len(members) == 1:
+                    plan.append(("single", q, members[0]))
                 else:
-                    elems.append(("c", [tape.operations[structure.slots[pending[w][j]].op_index] for w in wires]))
-            chains.append(_Chain(wires, elems, batched))
-        return chains
+                    size_blocks = blocks_by_size.setdefault(len(members), [])
+                    plan.append(("block", q, len(members), len(size_blocks)))
+                    size_blocks.append(members)
+            plan.extend(("lead", w, ref) for w, ref in sorted(refs.items()) if chains[ref[0]].batched)
+            compiled.append(("local", plan))
+        for chain in chains:
+            for j in range(len(chain.slots[0])):
+                column = [slots[j] for slots in chain.slots]
+                if column[0] in slot_group:
+                    chain.elems.append(("g", slot_group[column[0]][0], torch.tensor([slot_group[si][1] for si in column])))
+                else:
+                    chain.elems.append(("c", [tape.operations[structure.slots[si].op_index] for si in column]))
+        krons = {}
+        for size, blocks in blocks_by_size.items():
+            flat = [ref for block in blocks for ref in block]
+            krons[size] = flat
+        return cls(program, structure, tape, groups, slot_group, chains, krons, compiled)
 
     @staticmethod
-    def _blocks(chains) -> list:
-        """Kronecker blocks of adjacent unbatched wires by size: [(size, [(first wire, [(chain, k), ...])])]."""
-        plain = sorted((w, (ci, k)) for ci, c in enumerate(chains) if not c.batched for k, w in enumerate(c.wires))
+    def _blocks(refs, chains) -> list:
+        """Kronecker blocks of adjacent unbatched wires: [(first wire, [(chain, entry), ...])]."""
+        plain = sorted((w, ref) for w, ref in refs.items() if not chains[ref[0]].batched)
         blocks, block = [], []
         for w, ref in plain + [(None, None)]:
             if block and (w is None or w != block[-1][0] + 1 or len(block) == KRON_MAX_WIRES):
@@ -117,10 +139,7 @@ class BoundProgram:
                 block = []
             if w is not None:
                 block.append((w, ref))
-        by_size: dict[int, list] = {}
-        for q, refs in blocks:
-            by_size.setdefault(len(refs), []).append((q, refs))
-        return sorted(by_size.items())
+        return blocks
 
     # --- forward ---------------------------------------------------------------------------------
     def tensors(self, inputs, dtype, device):
@@ -131,51 +150,56 @@ class BoundProgram:
             c = [inputs[src].detach().reshape(-1)[self._on(index, device)].to(real) for src, index in spec]
             cols.append(c)
             mats.append(gate_grads.build(name, c, dtype, device))
-        actions, tensors, origins, krons = [], [], [], []
-        fused: dict = {}
+        fused = [self._fuse(chain, mats, dtype, device) for chain in self.chains]
+        F = [partial[-1] for _, partial in fused]
+        members = {size: self._members(refs, F).reshape(-1, size, 2, 2) for size, refs in self.krons.items()}
+        K = {size: _kron(m) for size, m in members.items()}
+        columns: dict = {}
+        actions, tensors, origins = [], [], []
 
         def add(kind, info, ts, origin):
             actions.append(Action(kind, info, len(tensors), len(tensors) + len(ts)))
             tensors.extend(ts)
             origins.extend(origin)
 
-        for si_step, (kind, data, blocks) in enumerate(self.steps):
+        for kind, data in self.steps:
             if kind == "product":
                 vectors, origin = [_zero_ket(dtype, device)] * self.n, [None] * self.n
-                for ci, chain in enumerate(data):
-                    fused[(si_step, ci)] = self._fuse(chain, mats, dtype, device)
-                    col = fused[(si_step, ci)][1][-1][..., :, 0]  # [wires, Bx, 2]
-                    for k, w in enumerate(chain.wires):
-                        vectors[w] = col[k].T.unsqueeze(1)
-                        origin[w] = ("vec", si_step, ci, k)
+                for w, (ci, e) in data.items():
+                    if ci not in columns:
+                        columns[ci] = F[ci][..., :, 0].transpose(1, 2).unsqueeze(2)  # [entries, 2, 1, Bx]
+                    vectors[w] = columns[ci][e]
+                    origin[w] = ("vec", ci, e)
                 add("product", None, vectors, origin)
             elif kind == "local":
-                Fs = []
-                for ci, chain in enumerate(data):
-                    fused[(si_step, ci)] = self._fuse(chain, mats, dtype, device)
-                    Fs.append(fused[(si_step, ci)][1][-1])
-                for size, group in blocks:
-                    if size == 1:
-                        for q, ((ci, k),) in group:
-                            add("plain", (q, 1), [Fs[ci][k, 0]], [("mat", si_step, ci, k)])
-                        continue
-                    # every block of one size in one batched Kronecker build
-                    members = torch.stack([Fs[ci][k, 0] for _, refs in group for ci, k in refs])
-                    members = members.reshape(len(group), size, 2, 2)
-                    krons.append((si_step, [refs for _, refs in group], members))
-                    for b, (K, (q, _)) in enumerate(zip(_kron(members).unbind(0), group)):
-                        add("plain", (q, size), [K], [("kron", len(krons) - 1, b)])
-                for ci, chain in enumerate(data):
-                    if chain.batched:
-                        for k, w in enumerate(chain.wires):
-                            add("lead", (w, 1), [Fs[ci][k].unsqueeze(0)], [("lead", si_step, ci, k)])
+                for item in data:
+                    if item[0] == "block":
+                        _, q, size, b = item
+                        add("plain", (q, size), [K[size][b]], [("kron", size, b)])
+                    elif item[0] == "single":
+                        _, q, (ci, e) = item
+                        add("plain", (q, 1), [F[ci][e, 0]], [("mat", ci, e)])
+                    else:
+                        _, w, (ci, e) = item
+                        add("lead", (w, 1), [F[ci][e].unsqueeze(0)], [("lead", ci, e)])
             elif kind == "monomial":
                 info = self._monomial(data, device)
                 if info is not None:
                     add("monomial", info, [], [])
             else:
                 self._gate(data.data, mats, dtype, device, add)
-        return actions, tensors, (cols, mats, fused, origins, krons)
+        return actions, tensors, (cols, mats, fused, origins, members)
+
+    def _members(self, refs, F) -> torch.Tensor:
+        """The unbatched fused matrices ``[len(refs), 2, 2]`` of (chain, entry) ``refs``."""
+        chains = {ci for ci, _ in refs}
+        if len(chains) == 1:
+            (ci,) = chains
+            key = ("members", id(refs))
+            if key not in self._consts:
+                self._consts[key] = torch.tensor([e for _, e in refs])
+            return F[ci][:, 0].index_select(0, self._on(self._consts[key], F[ci].device))
+        return torch.stack([F[ci][e, 0] for ci, e in refs])
 
     def _on(self, index, device):
         if index.device == device:
@@ -192,14 +216,14 @@ class BoundProgram:
         return self._consts[key]
 
     def _elem(self, e, mats, dtype, device) -> torch.Tensor:
-        """One chain position as ``[wires, Bx, 2, 2]``."""
+        """One chain position as ``[entries, Bx, 2, 2]``."""
         if e[0] == "c":
             return self._const(e[1], dtype, device)
         m = mats[e[1]].index_select(0, self._on(e[2], device))
         return m if self.groups[e[1]][1] else m.unsqueeze(1)
 
     def _fuse(self, chain, mats, dtype, device) -> tuple[list, list]:
-        """(chain positions, running products): the last product is the wires' fused matrices."""
+        """(chain positions, running products): the last product is the entries' fused matrices."""
         elems = [self._elem(e, mats, dtype, device) for e in chain.elems]
         partial = [elems[0]]
         for m in elems[1:]:
@@ -245,31 +269,21 @@ class BoundProgram:
     # --- backward --------------------------------------------------------------------------------
     def input_cotangents(self, record, grads, inputs, needs) -> list:
         """Cotangents of ``inputs`` from those of the action tensors (``grads``), chained by hand."""
-        cols, mats, fused, origins, krons = record
-        g_fused: dict = {}
+        cols, mats, fused, origins, members = record
+        parts: dict = {}  # (chain, kind) -> ([entries], [cotangents])
         g_krons: dict = {}
         g_mats: list = [None] * len(mats)
-
-        def fused_part(key, k, g):
-            g_fused.setdefault(key, {})[k] = g
-
         for origin, g in zip(origins, grads):
             if origin is None or g is None:
                 continue
             kind = origin[0]
-            if kind == "vec":  # [2, 1, Bx] -> column k of the fused matrix
-                _, s, ci, k = origin
-                col = g[:, 0, :].T  # [Bx, 2]
-                full = torch.zeros(*col.shape, 2, dtype=col.dtype, device=col.device)
-                full[..., 0] = col
-                fused_part((s, ci), k, full)
-            elif kind == "mat":
-                fused_part(origin[1:3], origin[3], g.unsqueeze(0))
-            elif kind == "lead":
-                fused_part(origin[1:3], origin[3], g[0])
+            if kind in ("vec", "mat", "lead"):
+                entries, values = parts.setdefault((origin[1], kind), ([], []))
+                entries.append(origin[2])
+                values.append(g)
             elif kind == "kron":
                 g_krons.setdefault(origin[1], {})[origin[2]] = g
-            else:  # "gate": undo the lead axis and wire order of the slot's matrix
+            else:  # "gate": undo the wire order and lead axis of the slot's matrix
                 _, gid, pos, perm, lead = origin
                 if perm is not None:
                     inverse = [int(i) for i in np.argsort(perm)]
@@ -277,19 +291,36 @@ class BoundProgram:
                 if lead:
                     g = g[0]
                 _accumulate(g_mats, mats, gid, torch.tensor([pos], device=g.device), g.unsqueeze(0))
-        for kid, parts in g_krons.items():
-            s, refs, members = krons[kid]
-            g = torch.stack([parts[b] if b in parts else torch.zeros_like(parts[next(iter(parts))]) for b in range(len(refs))])
-            factors = _kron_vjp(members, g)
-            for b, block in enumerate(refs):
-                for j, (ci, k) in enumerate(block):
-                    fused_part((s, ci), k, factors[b, j].unsqueeze(0))
-        for (s, ci), parts in g_fused.items():
-            chain = self.steps[s][1][ci]
-            elems, partial = fused[(s, ci)]
-            F = partial[-1]
-            gF = torch.stack([parts[k].expand(F.shape[1:]) if k in parts else torch.zeros_like(F[0]) for k in range(len(chain.wires))])
-            self._chain_vjp(chain, elems, partial, gF, g_mats, mats)
+        g_fused: dict = {}
+
+        def into(ci, index, values):
+            F = fused[ci][1][-1]
+            if ci not in g_fused:
+                g_fused[ci] = torch.zeros_like(F)
+            g_fused[ci].index_add_(0, index, values.expand(len(index), *F.shape[1:]))
+
+        for size, got in g_krons.items():
+            refs = self.krons[size]
+            zero = torch.zeros_like(next(iter(got.values())))
+            G = torch.stack([got.get(b, zero) for b in range(len(refs) // size)])
+            factors = _kron_vjp(members[size], G).reshape(-1, 1, 2, 2)
+            for ci in {c for c, _ in refs}:
+                pick = [i for i, (c, _) in enumerate(refs) if c == ci]
+                device = factors.device
+                into(ci, torch.tensor([refs[i][1] for i in pick], device=device), factors[torch.tensor(pick, device=device)])
+        for (ci, kind), (entries, values) in parts.items():
+            g = torch.stack(values)
+            if kind == "vec":  # [m, 2, 1, Bx] -> column 0 of [m, Bx, 2, 2]
+                col = g[:, :, 0, :].transpose(1, 2)
+                g = torch.zeros(*col.shape, 2, dtype=col.dtype, device=col.device)
+                g[..., 0] = col
+            elif kind == "mat":
+                g = g.unsqueeze(1)
+            else:
+                g = g[:, 0]
+            into(ci, torch.tensor(entries, device=g.device), g)
+        for ci, gF in g_fused.items():
+            self._chain_vjp(self.chains[ci], *fused[ci], gF, g_mats, mats)
         out: list = [None] * len(inputs)
         for gid, gm in enumerate(g_mats):
             name, _, spec = self.groups[gid]
