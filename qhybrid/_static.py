@@ -30,6 +30,7 @@ from collections import OrderedDict
 
 import torch
 
+from ._compile import quantum_boundary
 from ._variant import Gather, Variant, tape_parameters
 from .gradients._execute import execute_variants
 from .gradients.jpc import get_jpc
@@ -107,7 +108,9 @@ class StaticCache:
         self.traces = 0
         """How many times a signature was traced (tests and users can watch re-traces)."""
 
+    @quantum_boundary
     def call(self, qnode, args, kwargs):
+        """``qnode(*args, **kwargs)``, from the trace of the call's signature where one is kept."""
         key = signature(args, kwargs)
         if key is None:
             return qnode._call_recorded(args, kwargs)[0]
