@@ -36,7 +36,7 @@ from .gradients._execute import execute_variants
 from .gradients.jpc import get_jpc
 from .gradients.launcher import Launcher
 from .interfaces._placement import call_device, place
-from .interfaces._preprocess import gather_maps
+from .interfaces._preprocess import gather_maps, settings_key
 from .interfaces.torch import _refuse_function_transforms
 
 STATIC_VERIFY_EVERY = 1000
@@ -84,8 +84,7 @@ def signature(args, kwargs) -> tuple | None:
 def fingerprint(tape) -> tuple:
     """What the structure check compares: operators (kind, wires, settings, data shapes) and measurements."""
     ops = tuple(
-        (op.name, tuple(op.wires), repr(op.hyperparameters) if op.hyperparameters else "",
-         tuple(tuple(getattr(d, "shape", ())) for d in op.data))
+        (op.name, tuple(op.wires), settings_key(op), tuple(tuple(getattr(d, "shape", ())) for d in op.data))
         for op in tape.operations
     )
     return ops, tuple(repr(mp) for mp in tape.measurements), repr(tape.shots)

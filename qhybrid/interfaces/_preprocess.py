@@ -30,11 +30,21 @@ _CACHE: OrderedDict = OrderedDict()
 _UNCACHEABLE = object()
 
 
-def _structure_key(device, tape: qml.tape.QuantumScript, params: Sequence[torch.Tensor]):
-    ops = tuple(
-        (type(op), op.name, tuple(op.wires), repr(op.hyperparameters) if op.hyperparameters else "", len(op.data))
-        for op in tape.operations
+def settings_key(op) -> str:
+    """An operator's settings without its values: an operator among them (the base of a controlled gate)
+    stands as its kind and wires, so that e.g. CRX(0.1) and CRX(0.2) share one key."""
+    if not op.hyperparameters:
+        return ""
+    return repr(
+        sorted(
+            (k, (type(v).__name__, tuple(v.wires), settings_key(v)) if isinstance(v, qml.operation.Operator) else repr(v))
+            for k, v in op.hyperparameters.items()
+        )
     )
+
+
+def _structure_key(device, tape: qml.tape.QuantumScript, params: Sequence[torch.Tensor]):
+    ops = tuple((type(op), op.name, tuple(op.wires), settings_key(op), len(op.data)) for op in tape.operations)
     meas = tuple(mp.hash if not (mp.obs is not None and mp.obs.data) else (type(mp), repr(mp.obs)) for mp in tape.measurements)
     shapes = tuple((tuple(p.shape), p.dtype, p.device, p.requires_grad) for p in params)
     return (id(device), ops, meas, shapes, repr(tape.shots), repr(tape.trainable_params))
