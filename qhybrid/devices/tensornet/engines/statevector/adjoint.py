@@ -102,7 +102,7 @@ class BoundNode(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, bound, fallback, dtype, device, *inputs):
-        actions, tensors, record = bound.tensors(inputs, dtype, device)
+        actions, tensors, record = bound.tensors(inputs, dtype, device, derivatives=any(ctx.needs_input_grad[4:]))
         B = bound.structure.batch_size or 1
         psi, keep = run_keeping(actions, tensors, bound.n, 1, B)
         signs = bound.signs

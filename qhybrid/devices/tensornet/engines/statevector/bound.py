@@ -142,14 +142,19 @@ class BoundProgram:
         return blocks
 
     # --- forward ---------------------------------------------------------------------------------
-    def tensors(self, inputs, dtype, device):
-        """(actions, tensors, record) for these inputs; ``record`` is what ``input_cotangents`` needs."""
+    def tensors(self, inputs, dtype, device, derivatives: bool = True):
+        """(actions, tensors, record) for these inputs; ``record`` is what ``input_cotangents`` needs
+        (``derivatives=False``: a run no backward will follow)."""
         real = torch.empty((), dtype=dtype).real.dtype
-        cols, mats = [], []
+        derivs, mats = [], []
         for name, _, spec in self.groups:
             c = [inputs[src].detach().reshape(-1)[self._on(index, device)].to(real) for src, index in spec]
-            cols.append(c)
-            mats.append(gate_grads.build(name, c, dtype, device))
+            if derivatives:
+                m, dm = gate_grads.build(name, c, dtype, device, with_derivatives=True)
+            else:
+                m, dm = gate_grads.build(name, c, dtype, device), None
+            mats.append(m)
+            derivs.append(dm)
         fused = [self._fuse(chain, mats, dtype, device) for chain in self.chains]
         F = [partial[-1] for _, partial in fused]
         members = {size: self._members(refs, F).reshape(-1, size, 2, 2) for size, refs in self.krons.items()}
@@ -188,7 +193,7 @@ class BoundProgram:
                     add("monomial", info, [], [])
             else:
                 self._gate(data.data, mats, dtype, device, add)
-        return actions, tensors, (cols, mats, fused, origins, members)
+        return actions, tensors, (derivs, mats, fused, origins, members)
 
     def _members(self, refs, F) -> torch.Tensor:
         """The unbatched fused matrices ``[len(refs), 2, 2]`` of (chain, entry) ``refs``."""
@@ -269,7 +274,7 @@ class BoundProgram:
     # --- backward --------------------------------------------------------------------------------
     def input_cotangents(self, record, grads, inputs, needs) -> list:
         """Cotangents of ``inputs`` from those of the action tensors (``grads``), chained by hand."""
-        cols, mats, fused, origins, members = record
+        derivs, mats, fused, origins, members = record
         parts: dict = {}  # (chain, kind) -> ([entries], [cotangents])
         g_krons: dict = {}
         g_mats: list = [None] * len(mats)
@@ -326,7 +331,7 @@ class BoundProgram:
             name, _, spec = self.groups[gid]
             if gm is None or not any(needs[src] for src, _ in spec):
                 continue
-            for (src, index), gcol in zip(spec, gate_grads.angle_cotangents(name, cols[gid], gm)):
+            for (src, index), gcol in zip(spec, gate_grads.angle_cotangents(derivs[gid], gm)):
                 if not needs[src]:
                     continue
                 x = inputs[src]

@@ -45,26 +45,31 @@ def supported(name: str) -> bool:
     return name in SHIFT_RULES
 
 
-def build(name: str, columns: Sequence[torch.Tensor], dtype, device) -> torch.Tensor:
-    """Matrices ``[n, *lead, D, D]`` of ``n`` gates of kind ``name`` from their angle columns ``[n, *lead]``."""
-    return fast_matrix(name, columns, dtype, device)
+def build(name: str, columns: Sequence[torch.Tensor], dtype, device, with_derivatives: bool = False):
+    """Matrices ``[n, *lead, D, D]`` of ``n`` gates of kind ``name`` from their angle columns ``[n, *lead]``.
 
-
-def angle_cotangents(name: str, columns: Sequence[torch.Tensor], g: torch.Tensor) -> list[torch.Tensor]:
-    """``dL/dtheta_k`` for every angle column (all of one shape), from ``g`` (the cotangent of the
-    matrices ``build`` returned): all parameters of the kind in one batched build at the shifted angles."""
+    ``with_derivatives``: also ``dM/dtheta_k`` for every parameter, ``[k, n, *lead, D, D]``, from the same
+    builder call (the shifted angles are stacked beside the real ones), for ``angle_cotangents``."""
+    if not with_derivatives:
+        return fast_matrix(name, columns, dtype, device)
     (shift, factor), fixed = SHIFT_RULES[name]
     k = len(columns)
     stacked = torch.stack(list(columns))  # [k, n, *lead] (the columns of one kind share their shape)
-    shifted = stacked.unsqueeze(0).repeat(k, *(1,) * stacked.ndim)  # [k (which shifted), k, n, *lead]
-    eye = torch.arange(k, device=stacked.device)
-    shifted[eye, eye] += shift
-    dm = fast_matrix(name, list(shifted.unbind(1)), g.dtype, g.device)  # [k, n, *lead, D, D]
-    prod = torch.view_as_real(dm) * torch.view_as_real(g.resolve_conj()).unsqueeze(0)  # Re(conj(g) dm)
-    total = prod.sum((-1, -2, -3))
+    angles = stacked.unsqueeze(0).repeat(k + 1, *(1,) * stacked.ndim)  # [1 + k (which shifted), k, n, *lead]
+    eye = torch.arange(1, k + 1, device=stacked.device)
+    angles[eye, eye - 1] += shift
+    every = fast_matrix(name, list(angles.unbind(1)), dtype, device)  # [1 + k, n, *lead, D, D]
+    dm = every[1:]
     if fixed:
-        # the fixed part P0 contributes Re(conj(g)) on its diagonal entries: remove it
-        diag = torch.diagonal(g, dim1=-2, dim2=-1)[..., list(fixed)].real.sum(-1)
-        total = total - diag.unsqueeze(0)
-    total = total * factor
-    return list(total.unbind(0))
+        dm = dm.clone()
+        dm[..., fixed, fixed] -= 1
+    if factor != 1.0:
+        dm = dm * factor
+    return every[0], dm
+
+
+def angle_cotangents(dm: torch.Tensor, g: torch.Tensor) -> list[torch.Tensor]:
+    """``dL/dtheta_k = Re(sum(conj(g) * dM/dtheta_k))`` for every parameter, from ``g`` (the cotangent of the
+    matrices) and ``dm`` (the derivatives ``build`` gave)."""
+    prod = torch.view_as_real(dm) * torch.view_as_real(g.resolve_conj()).unsqueeze(0)
+    return list(prod.sum((-1, -2, -3)).unbind(0))
