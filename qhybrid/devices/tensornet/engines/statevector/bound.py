@@ -309,10 +309,9 @@ class BoundProgram:
             zero = torch.zeros_like(next(iter(got.values())))
             G = torch.stack([got.get(b, zero) for b in range(len(refs) // size)])
             factors = _kron_vjp(members[size], G).reshape(-1, 1, 2, 2)
-            for ci in {c for c, _ in refs}:
-                pick = [i for i, (c, _) in enumerate(refs) if c == ci]
+            for ci, entries, pick in self._kron_scatter(size):
                 device = factors.device
-                into(ci, torch.tensor([refs[i][1] for i in pick], device=device), factors[torch.tensor(pick, device=device)])
+                into(ci, self._on(entries, device), factors if pick is None else factors[self._on(pick, device)])
         for (ci, kind), (entries, values) in parts.items():
             g = torch.stack(values)
             if kind == "vec":  # [m, 2, 1, Bx] -> column 0 of [m, Bx, 2, 2]
@@ -339,6 +338,20 @@ class BoundProgram:
                     out[src] = torch.zeros(x.numel(), dtype=gcol.dtype, device=gcol.device)
                 out[src].index_add_(0, self._on(index, gcol.device).reshape(-1), gcol.reshape(-1))
         return [None if g is None else g.reshape(x.shape).to(x.dtype) for g, x in zip(out, inputs)]
+
+    def _kron_scatter(self, size) -> list:
+        """Per chain among the blocks of ``size``: (chain, its entries, their rows among the factors or None
+        for all of them), built once."""
+        key = ("scatter", size)
+        if key not in self._consts:
+            refs = self.krons[size]
+            out = []
+            for ci in sorted({c for c, _ in refs}):
+                pick = [i for i, (c, _) in enumerate(refs) if c == ci]
+                entries = torch.tensor([refs[i][1] for i in pick])
+                out.append((ci, entries, None if len(pick) == len(refs) else torch.tensor(pick)))
+            self._consts[key] = out
+        return self._consts[key]
 
     def _chain_vjp(self, chain, elems, partial, gF, g_mats, mats) -> None:
         device = gF.device
