@@ -134,7 +134,7 @@ class StaticCache:
         return _run(qnode, trace, _inputs(args, kwargs), args, kwargs)
 
     def _trace(self, qnode, key, args, kwargs):
-        result, tape, out = qnode._call_recorded(args, kwargs)
+        tape, out = qnode.construct(args, kwargs)
         self.traces += 1
         try:
             trace = _make_trace(qnode, tape, out, args, kwargs)
@@ -143,7 +143,9 @@ class StaticCache:
         self._traces[key] = _UNCACHEABLE if trace is None else trace
         if len(self._traces) > STATIC_CACHE_SIZE:
             self._traces.popitem(last=False)
-        return result
+        if trace is None:
+            return qnode._execute(tape, out, args, kwargs)
+        return _run(qnode, trace, _inputs(args, kwargs), args, kwargs)  # the first call runs as later ones will
 
 
 def _inputs(args, kwargs) -> list[torch.Tensor]:

@@ -83,6 +83,10 @@ class QNode:
     def _call_recorded(self, args, kwargs):
         """(result, tape, what the function returned): the function recorded and executed."""
         tape, out = self.construct(args, kwargs)
+        return self._execute(tape, out, args, kwargs), tape, out
+
+    def _execute(self, tape, out, args, kwargs):
+        """The result of a recorded ``tape``, shaped like ``out`` (what the function returned)."""
         (result,) = execute(
             [tape],
             self.device,
@@ -93,8 +97,8 @@ class QNode:
         )
         if isinstance(out, (list, tuple)):
             result = (result,) if len(out) == 1 else result
-            return type(out)(result), tape, out
-        return result, tape, out
+            return type(out)(result)
+        return result
 
 
 def _static_cache(static_structure):

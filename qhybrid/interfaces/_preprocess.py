@@ -142,7 +142,7 @@ def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
             if entry is _UNCACHEABLE:
                 entries.append((new_tapes, post))
                 continue
-            entries.append((new_tapes, post))  # this call's own tape; the cache serves later calls
+            entries.append(_gathered(entry, params))  # the first call runs as the later ones will
             continue
         _CACHE.move_to_end(key)
         if entry is _UNCACHEABLE:

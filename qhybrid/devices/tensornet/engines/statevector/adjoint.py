@@ -88,8 +88,9 @@ def state_cotangent(g: torch.Tensor, psi: torch.Tensor, signs) -> torch.Tensor:
     # E_m = sum_x s_mx |psi_x|^2: the cotangent of psi is 2 psi (s^T dy)
     s = signs.to(device=g.device, dtype=g.dtype)
     w = torch.matmul(s.T, g.reshape(g.shape[0], -1)).reshape(psi.shape)
-    two = _two(w.dtype, w.device)  # 2 conj(psi) on the real view
-    return torch.view_as_complex(torch.view_as_real(psi) * (w[..., None] * two))
+    h = torch.view_as_real(psi) * w[..., None]
+    h.mul_(_two(w.dtype, w.device))  # 2 conj(psi) on the real view, in place: one state-sized temporary less
+    return torch.view_as_complex(h)
 
 
 class BoundNode(torch.autograd.Function):
