@@ -9,13 +9,15 @@ structure shares, so a repeat call does: gather the angle columns, build the mat
 
 from __future__ import annotations
 
+import weakref
 from typing import Sequence
 
 import torch
 
 from ..._variant import Variant
 from ._values import _Values
-from ._simulate import STATE_MODE_MAX_WIRES, VectorProgram, _cached_structure
+from . import _simulate
+from ._simulate import VectorProgram, _cached_structure
 from .engines.statevector.adjoint import BoundNode
 from .engines.statevector.bound import BoundProgram
 from .readout.measure import StateReader
@@ -29,14 +31,18 @@ ENABLED = True
 def _bind(device, variant: Variant, opts):
     tape, gather = variant.tape, variant.gather
     structure = _cached_structure(tape, device.wires)
-    if len(gather.maps) != structure.n_op_params or len(structure.sim_wires) > STATE_MODE_MAX_WIRES:
+    if len(gather.maps) != structure.n_op_params or len(structure.sim_wires) > _simulate.STATE_MODE_MAX_WIRES:
         return _UNBOUND  # observables with data, or a circuit measured by light-cone networks
     if any(slot.kind == "prep" for slot in structure.slots):
         return _UNBOUND
     key = (structure.key, frozenset(), 0, False, opts.dtype, str(opts.device), opts.backend)
-    program = device._cache.get(key, lambda: VectorProgram(structure, frozenset(), 0, opts, tape)).program
-    bound = BoundProgram.bind(program, structure, gather.maps, tape)
-    return _UNBOUND if bound is None else bound
+    program = device._cache.get(key, lambda: VectorProgram(structure, frozenset(), 0, opts, tape))
+    bound = BoundProgram.bind(program.program, structure, gather.maps, tape)
+    if bound is None:
+        return _UNBOUND
+    bound.plan = (key, program)
+    bound.owner = weakref.ref(device)
+    return bound
 
 
 def run_bound(device, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]] | None:
@@ -51,10 +57,13 @@ def run_bound(device, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, .
     if not inputs or not all(isinstance(x, torch.Tensor) and not x.is_complex() for x in inputs):
         return None
     opts = device._options(inputs)
-    key = ("bound", id(device), opts.dtype, str(opts.device), tuple(device.wires) if device.wires is not None else None)
-    bound = gather.memo.get(key)
-    if bound is None:
-        bound = gather.memo[key] = _bind(device, v, opts)
+    memo_key = ("bound", id(device), opts.dtype, str(opts.device), tuple(device.wires) if device.wires is not None else None)
+    bound = gather.memo.get(memo_key)
+    if bound is None or bound is not _UNBOUND and bound.owner() is not device:  # a new device at an old id
+        bound = gather.memo[memo_key] = _bind(device, v, opts)
+    elif bound is not _UNBOUND:
+        key, program = bound.plan
+        device._cache.get(key, lambda: program)  # the plan cache's bookkeeping (hits, recency) as on the general path
     if bound is _UNBOUND:
         return None
     structure = bound.structure
