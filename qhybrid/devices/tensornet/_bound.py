@@ -19,6 +19,7 @@ from ._values import _Values
 from . import _simulate
 from ._simulate import VectorProgram, _cached_structure
 from .engines.statevector.adjoint import BoundNode
+from .engines.statevector.allocator import tune_allocator
 from .engines.statevector.bound import BoundProgram
 from .readout.measure import StateReader
 
@@ -68,6 +69,8 @@ def run_bound(device, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, .
         return None
     structure = bound.structure
     lead = (structure.batch_size,) if structure.batch_size is not None else ()
+    itemsize = torch.empty((), dtype=opts.dtype).element_size()
+    tune_allocator((1 << bound.n) * (structure.batch_size or 1) * itemsize)  # as the general path does
 
     def fallback(xs):  # the same program, differentiable by torch (for higher derivatives)
         values = _Values(structure, [v.regathered(xs)], frozenset(), opts)
