@@ -43,6 +43,7 @@ class QNode(PennyLaneQNodeFace):
         *,
         max_diff: int = 1,
         gradient_device=None,
+        static_structure: bool | str = False,
     ):
         self.func = func
         self.device = device
@@ -51,11 +52,15 @@ class QNode(PennyLaneQNodeFace):
         self.gradient_device = gradient_device
         self._init_pennylane(func, device, max_diff)
         self.tape: qml.tape.QuantumScript | None = None
-        """The tape recorded by the last call (for drawing and inspection); it holds that call's parameters."""
+        """The tape recorded by the last call (for drawing and inspection); it holds that call's parameters
+        (with ``static_structure``, those of the last call that recorded one: a trace or a check)."""
+        self.static_structure = static_structure
+        self._static = _static_cache(static_structure)
         functools.update_wrapper(self, func)
 
-    def construct(self, args, kwargs) -> tuple[qml.tape.QuantumScript, object]:
-        """Record the quantum function into a tape; also returns what the function returned."""
+    def construct(self, args, kwargs, record: bool = True) -> tuple[qml.tape.QuantumScript, object]:
+        """Record the quantum function into a tape; also returns what the function returned
+        (``record=False``: without keeping it as ``self.tape``)."""
         with qml.queuing.AnnotatedQueue() as q:
             out = self.func(*args, **kwargs)
         tape = qml.tape.QuantumScript.from_queue(q)
@@ -69,14 +74,27 @@ class QNode(PennyLaneQNodeFace):
             )
         if measurements != list(tape.measurements):
             tape = tape.copy(measurements=measurements)
-        self.tape = tape
+        if record:
+            self.tape = tape
         return tape, out
 
     @quantum_boundary
     def __call__(self, *args, **kwargs):
+        # transforms rewrite the recorded tapes, so a qnode carrying any is recorded on every call
+        if self._static is not None and not self.compile_pipeline:  # the trace of this signature, if kept
+            return self._static.call(self, args, kwargs)
+        return self._call_recorded(args, kwargs)[0]
+
+    def _call_recorded(self, args, kwargs):
+        """(result, tape, what the function returned): the function recorded and executed."""
         tape, out = self.construct(args, kwargs)
         if self.compile_pipeline:  # PennyLane transforms applied to this qnode
-            return run_pipeline(self, tape, out, args, kwargs, lambda tapes: self._execute(tapes, args, kwargs))
+            run = lambda tapes: self._execute(tapes, args, kwargs)  # noqa: E731
+            return run_pipeline(self, tape, out, args, kwargs, run), tape, out
+        return self._shaped(tape, out, args, kwargs), tape, out
+
+    def _shaped(self, tape, out, args, kwargs):
+        """The result of a recorded ``tape``, shaped like ``out`` (what the function returned)."""
         (result,) = self._execute([tape], args, kwargs)
         if isinstance(out, (list, tuple)):
             result = (result,) if len(out) == 1 else result
@@ -95,7 +113,24 @@ class QNode(PennyLaneQNodeFace):
         )
 
 
-def qnode(device, diff_method: DiffMethod = "best", *, max_diff: int = 1, gradient_device=None):
+def _static_cache(static_structure):
+    if static_structure in (False, None):
+        return None
+    if static_structure not in (True, "verify"):
+        raise ValueError(f"static_structure must be True, False or 'verify', got {static_structure!r}.")
+    from ._static import StaticCache
+
+    return StaticCache(verify_always=static_structure == "verify")
+
+
+def qnode(
+    device,
+    diff_method: DiffMethod = "best",
+    *,
+    max_diff: int = 1,
+    gradient_device=None,
+    static_structure: bool | str = False,
+):
     """Decorator form of :class:`QNode`.
 
     >>> import qhybrid
@@ -103,9 +138,22 @@ def qnode(device, diff_method: DiffMethod = "best", *, max_diff: int = 1, gradie
     ... def f(x):
     ...     qml.RX(x, wires=0)
     ...     return qml.expval(qml.Z(0))
+
+    ``static_structure=True`` traces the function once per argument signature (tensor shapes, dtypes,
+    devices, ``requires_grad``; other arguments by value) and reuses the trace with the new values, like
+    ``jax.jit``; a changed structure is detected and re-traced (what is checked, and when: ``qhybrid._static``).
+    ``"verify"`` also re-records and compares on every call (debugging).
+
+    >>> @qhybrid.qnode(qhybrid.device("tensornet", wires=2), static_structure=True)
+    ... def g(x, w):
+    ...     qml.AngleEmbedding(x, wires=[0, 1])
+    ...     qml.BasicEntanglerLayers(w, wires=[0, 1])
+    ...     return qml.expval(qml.Z(1))
     """
 
     def wrap(func: Callable) -> QNode:
-        return QNode(func, device, diff_method, max_diff=max_diff, gradient_device=gradient_device)
+        return QNode(
+            func, device, diff_method, max_diff=max_diff, gradient_device=gradient_device, static_structure=static_structure
+        )
 
     return wrap

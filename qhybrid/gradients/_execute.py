@@ -18,6 +18,7 @@ from .._tracking import track_run
 from .._variant import Variant
 from .jpc import JacobianProductCalculator
 from .launcher import Launcher
+from ..devices.tensornet._bound import run_bound
 
 
 class _Call:
@@ -111,6 +112,11 @@ def execute_variants(
     if jpc.name == "backprop":
         track_run(jpc.device, variants)
         return jpc.device.simulate_variants(variants)
+    if jpc.name == "adjoint":
+        bound = run_bound(jpc.device, variants)  # the circuit as one node, where the device offers it
+        if bound is not None:
+            track_run(jpc.device, variants)
+            return bound
     call = _Call(variants, trainable, jpc)
     call.sources = _sources(variants, trainable) if getattr(jpc, "differentiates_sources", False) else None
     if call.sources is not None:

@@ -30,39 +30,50 @@ _CACHE: OrderedDict = OrderedDict()
 _UNCACHEABLE = object()
 
 
-def _structure_key(device, tape: qml.tape.QuantumScript, params: Sequence[torch.Tensor]):
-    ops = tuple(
-        (type(op), op.name, tuple(op.wires), repr(op.hyperparameters) if op.hyperparameters else "", len(op.data))
-        for op in tape.operations
+def settings_key(op) -> str:
+    """An operator's settings without its values: an operator among them (the base of a controlled gate)
+    stands as its kind and wires, so that e.g. CRX(0.1) and CRX(0.2) share one key."""
+    if not op.hyperparameters:
+        return ""
+    return repr(
+        sorted(
+            (k, (type(v).__name__, tuple(v.wires), settings_key(v)) if isinstance(v, qml.operation.Operator) else repr(v))
+            for k, v in op.hyperparameters.items()
+        )
     )
+
+
+def _structure_key(device, tape: qml.tape.QuantumScript, params: Sequence[torch.Tensor]):
+    ops = tuple((type(op), op.name, tuple(op.wires), settings_key(op), len(op.data)) for op in tape.operations)
     meas = tuple(mp.hash if not (mp.obs is not None and mp.obs.data) else (type(mp), repr(mp.obs)) for mp in tape.measurements)
     shapes = tuple((tuple(p.shape), p.dtype, p.device, p.requires_grad) for p in params)
     return (id(device), ops, meas, shapes, repr(tape.shots), repr(tape.trainable_params))
 
 
-def _probe(tape, params, scale, offset):
+def _probe_values(inputs, scale, offset) -> list[torch.Tensor]:
+    """Each input with every element replaced by ``scale * (its flat position among all inputs) + offset``."""
     probes, start = [], 0
-    for p in params:
+    for p in inputs:
         n = p.numel()
         probes.append((torch.arange(start, start + n, dtype=torch.float64) * scale + offset).reshape(p.shape))
         start += n
-    return tape.bind_new_parameters(probes, list(range(len(probes)))), [start]
+    return probes
 
 
-def _index_maps(program, tape, params, new_tape):
-    """Per output parameter: (source input, flat indices) or ("const", value); None if not a gather."""
+def gather_maps(probe, inputs: Sequence[torch.Tensor], real: Sequence) -> list | None:
+    """Per parameter of ``real``: (source input, flat indices) or ("const", value); None if some parameter
+    is not a gather of one input. ``probe(probe_inputs)`` returns the parameters the same computation gives
+    for probe inputs (or None when it takes another structure); it is called twice, on two affine probes."""
     bounds, start = [], 0
-    for p in params:
+    for p in inputs:
         bounds.append((start, start + p.numel()))
         start += p.numel()
     outs = []
     for scale, offset in ((1.0, 0.0), (_PROBE_SCALE, _PROBE_OFFSET)):
-        probe_tape, _ = _probe(tape, params, scale, offset)
-        probed, _ = program([probe_tape])
-        if len(probed) != 1:
+        got = probe(_probe_values(inputs, scale, offset))
+        if got is None:
             return None
-        outs.append(tape_parameters(probed[0]))
-    real = tape_parameters(new_tape)
+        outs.append(got)
     if not (len(outs[0]) == len(outs[1]) == len(real)):
         return None
     maps = []
@@ -86,6 +97,16 @@ def _index_maps(program, tape, params, new_tape):
             return None
         maps.append((src, idx - bounds[src][0]))
     return maps
+
+
+def _index_maps(program, tape, params, new_tape):
+    """``gather_maps`` of the device program's output parameters over the tape's own parameters."""
+
+    def probe(values):
+        probed, _ = program([tape.bind_new_parameters(values, list(range(len(values))))])
+        return tape_parameters(probed[0]) if len(probed) == 1 else None
+
+    return gather_maps(probe, params, tape_parameters(new_tape))
 
 
 def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):

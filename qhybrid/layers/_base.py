@@ -154,12 +154,34 @@ class VariationalLayer(nn.Module):
         # the finiteness check reads tensor values, so it sits inside the one untraced step too
         if self.check_finite:
             _check_finite(type(self).__name__, flat, self.weight)
-        qnode = QNode(self._circuit, self.quantum_device(flat.dtype), self.diff_method)
-        return self._collect(qnode(flat, self.weight))
+        return self._collect(self._qnode_for(self.quantum_device(flat.dtype))(flat, self.weight))
+
+    def _qnode_for(self, device) -> QNode:
+        """The layer's own qnode on ``device``, kept: its static-structure trace makes a repeat call of the
+        same input shape gather the new values into the cached circuit without recording it again. The
+        layer's settings are part of the trace's key (changing one after construction re-traces)."""
+        key = (id(device), self.diff_method, self._settings())
+        qnodes = self.__dict__.setdefault("_qnodes", {})
+        qnode = qnodes.get(key)
+        if qnode is None or qnode.device is not device:
+            qnode = qnodes[key] = QNode(self._circuit, device, self.diff_method, static_structure=True)
+        return qnode
+
+    def _settings(self) -> tuple:
+        observables = getattr(self, "observables", None)
+        return (
+            self.n_layers,
+            self.reupload,
+            tuple(self.wires),
+            id(self.encoding),
+            id(self.ansatz),
+            None if observables is None else tuple(map(id, observables)),
+        )
 
     def __getstate__(self):
         state = super().__getstate__()
         state["_auto_devices"] = {}
+        state.pop("_qnodes", None)
         return state
 
     def extra_repr(self) -> str:

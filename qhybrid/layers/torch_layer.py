@@ -10,6 +10,8 @@ from typing import Callable, Mapping, Sequence, Union
 import torch
 from torch import nn
 
+from ..qnode import QNode
+
 InitMethod = Union[Callable[[torch.Tensor], torch.Tensor], Mapping[str, Union[Callable, torch.Tensor]]]
 """A ``torch.nn.init``-style function for every weight, or one function or tensor per weight name."""
 
@@ -35,6 +37,10 @@ class TorchLayer(nn.Module):
 
     Keyword Args:
         input_arg: the name of the data argument (``"inputs"``, as PennyLane's).
+        static_structure: reuse the qnode's trace for repeat calls of the same input shape (a qhybrid qnode
+            only): the new inputs and weights are gathered into the cached circuit without running the
+            qnode's Python again; a changed structure is detected and re-traced (``qhybrid._static``
+            says what is checked, and when). False records the circuit on every call.
 
     Each weight becomes an ``nn.Parameter`` registered under its own name (``layer.w``, state_dict key
     ``"w"``), cast to the dtype and device of the inputs when called.
@@ -58,6 +64,7 @@ class TorchLayer(nn.Module):
         init_method: InitMethod | None = None,
         *,
         input_arg: str = "inputs",
+        static_structure: bool = True,
     ) -> None:
         super().__init__()
         shapes = {name: _normalise_shape(size) for name, size in weight_shapes.items()}
@@ -65,6 +72,12 @@ class TorchLayer(nn.Module):
         self.qnode = qnode
         self.input_arg = input_arg
         self.weight_shapes = shapes
+        self.static_structure = bool(static_structure)
+        self._static = None
+        if self.static_structure and isinstance(qnode, QNode):
+            from .._static import StaticCache
+
+            self._static = StaticCache()
         for name, shape in shapes.items():
             self.register_parameter(name, nn.Parameter(_initial_weight(name, shape, init_method)))
 
@@ -99,11 +112,20 @@ class TorchLayer(nn.Module):
         batch_shape = inputs.shape[:-1] if inputs.ndim > 1 else None
         x = inputs.reshape(-1, inputs.shape[-1]) if inputs.ndim > 2 else inputs
         weights = {name: w.to(x) for name, w in self.qnode_weights.items()}
-        result = self.qnode(**{self.input_arg: x}, **weights)
+        if self._static is not None:
+            result = self._static.call(self.qnode, (), {self.input_arg: x, **weights})
+        else:
+            result = self.qnode(**{self.input_arg: x}, **weights)
         out = _combine(result, batched=x.ndim > 1, batch=x.shape[0] if x.ndim > 1 else 0)
         if inputs.ndim > 2:
             out = out.reshape(*batch_shape, *out.shape[1:])
         return out.to(inputs.dtype)
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if state.get("_static") is not None:  # traces hold tapes; a copy traces its own
+            state["_static"] = type(state["_static"])()
+        return state
 
     def extra_repr(self) -> str:
         name = getattr(self.qnode, "__name__", type(self.qnode).__name__)

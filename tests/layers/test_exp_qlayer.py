@@ -313,3 +313,68 @@ def test_nan_weights_are_refused():
         layer.weight[0, 1, 2] = float("nan")
     with pytest.raises(ValueError, match=r"weight holds NaN or inf \(at \[\[0, 1, 2\]\]\)"):
         layer(torch.rand(3, 2))
+
+
+def _graph_nodes(t):
+    seen, names, stack = set(), [], [t.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.append(type(node).__name__)
+        stack.extend(n for n, _ in node.next_functions)
+    return names
+
+
+@pytest.mark.parametrize("encoding, ansatz, reupload", CASES)
+def test_repeat_calls_match_default_qubit(encoding, ansatz, reupload):
+    """Later calls reuse the layer's trace (new inputs and updated weights gathered into the cached
+    circuit): still default.qubit's values and Jacobians, and one trace for one input shape."""
+    layer = qhybrid.ExpQLayer(N_QUBITS, N_LAYERS, encoding=encoding, ansatz=ansatz, reupload=reupload).double()
+    ref = reference_qnode(z_each, wires=range(N_QUBITS), encoding=encoding, ansatz=ansatz, reupload=reupload)
+    opt = torch.optim.SGD(layer.parameters(), lr=0.3)
+    for _ in range(2):
+        layer(features(encoding)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    compare(layer, ref, features(encoding))
+    (qnode,) = layer._qnodes.values()
+    assert qnode._static.traces == 1
+
+
+def test_a_layer_step_records_one_node_for_the_circuit():
+    """The graph of a repeat step: the user's leaves, ONE node for the circuit, the layer's stack of the
+    outputs; no gate-building ops recorded (they run inside the node)."""
+    layer = qhybrid.ExpQLayer(4, 2).double()
+    x = torch.rand(6, 4, dtype=torch.float64, requires_grad=True)
+    layer(x)
+    out = layer(x)
+    names = _graph_nodes(out.sum())
+    assert sorted(names) == ["AccumulateGrad", "AccumulateGrad", "BoundNodeBackward", "StackBackward0", "SumBackward0"]
+    out.sum().backward()
+    assert x.grad is not None and layer.weight.grad is not None
+
+
+def test_repeat_calls_float32_in_float32_out():
+    layer = qhybrid.ExpQLayer(N_QUBITS, 2)
+    ref_layer = copy.deepcopy(layer).double()
+    for _ in range(3):
+        x = torch.rand(5, N_QUBITS, requires_grad=True)
+        out = layer(x)
+        assert out.dtype == torch.float32
+        out.sum().backward()
+        assert x.grad.dtype == torch.float32 and layer.weight.grad.dtype == torch.float32
+    want = ref_layer(x.detach().double())
+    torch.testing.assert_close(out.detach().double(), want.detach(), atol=1e-5, rtol=0)
+
+
+def test_changed_settings_retrace():
+    """A setting changed after construction is part of the trace's key: the next call traces anew."""
+    layer = qhybrid.ExpQLayer(N_QUBITS, 2).double()
+    x = features("angle")
+    layer(x)
+    layer.observables = [qml.X(w) for w in layer.wires]
+    ref = reference_qnode(lambda wires: [qml.expval(qml.X(w)) for w in wires], wires=range(N_QUBITS), encoding="angle", ansatz="strongly-entangling", reupload=False)
+    layer(x)
+    compare(layer, ref, x)

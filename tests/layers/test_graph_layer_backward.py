@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import qhybrid
+from qhybrid.gradients import _execute
 from qhybrid.gradients.adjoint_tn import AdjointTN
 
 DEVICES = [
@@ -164,6 +165,15 @@ def test_adjoint_differentiates_only_what_needs_a_gradient(monkeypatch):
         return original(self, variants, trainable, sources)
 
     monkeypatch.setattr(AdjointTN, "forward", spy)
+    bound = _execute.run_bound
+
+    def spy_bound(device, variants):  # the one-node path: the inputs it differentiates
+        out = bound(device, variants)
+        if out is not None:
+            seen.append(len({id(x) for v in variants for x in v.gather.inputs if x.requires_grad}))
+        return out
+
+    monkeypatch.setattr(_execute, "run_bound", spy_bound)
     layer = qgnn("adjoint", qhybrid.device("tensornet"), n_features=1)
     x = torch.rand(2, 4, 1, dtype=torch.float64)
     layer(None, x).sum().backward()

@@ -95,3 +95,26 @@ def test_signature_validation():
         qhybrid.TorchLayer(two_weights, {"w": 1})
     with pytest.raises(ValueError, match="data argument"):
         qhybrid.TorchLayer(two_weights, {"inputs": 1, "w": 1, "v": 1})
+
+
+@pytest.mark.parametrize("static", [True, False])
+def test_repeat_steps_match_pennylane_torchlayer(static):
+    """Training steps: later calls reuse the trace (static_structure) with the updated weights."""
+    ours, ref = make_pair()
+    ours = qhybrid.TorchLayer(ours.qnode, SHAPES, {k: v.detach() for k, v in ours.state_dict().items()}, static_structure=static)
+    ours, ref = ours.double(), ref.double()
+    opts = [torch.optim.SGD(m.parameters(), lr=0.2) for m in (ours, ref)]
+    for _ in range(3):
+        x = (torch.rand(4, N, dtype=torch.float64) * math.pi).requires_grad_()
+        x_ref = x.detach().clone().requires_grad_()
+        out, expected = ours(x), ref(x_ref)
+        torch.testing.assert_close(out, expected, atol=1e-10, rtol=0)
+        (out**2).sum().backward()
+        (expected**2).sum().backward()
+        torch.testing.assert_close(x.grad, x_ref.grad, atol=1e-10, rtol=0)
+        for name in SHAPES:
+            torch.testing.assert_close(getattr(ours, name).grad, getattr(ref, name).grad, atol=1e-10, rtol=0)
+        for opt in opts:
+            opt.step()
+            opt.zero_grad()
+    assert (ours._static.traces == 1) if static else ours._static is None

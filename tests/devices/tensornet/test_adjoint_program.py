@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import qhybrid
+from qhybrid.devices.tensornet import _bound
 from qhybrid.devices.tensornet.engines.statevector import adjoint as _sv_adjoint
 from qhybrid.devices.tensornet.engines.statevector import program as _statevector
 
@@ -143,11 +144,14 @@ def _graph_nodes(t: torch.Tensor) -> list[str]:
     return names
 
 
-def test_one_step_records_one_autograd_node_for_the_circuit(monkeypatch):
-    """Between the user's tensors and the results: ExecuteTapes alone (no per-parameter views or stacks).
-    Inside it: one AdjointProgram node for the whole state evolution and measurement, never the
-    op-by-op torch program."""
+@pytest.mark.parametrize("bound", [True, False])
+def test_one_step_records_one_autograd_node_for_the_circuit(monkeypatch, bound):
+    """Between the user's tensors and the results: one node for the circuit (no per-parameter views or
+    stacks). Bound (the default for gathered circuits): BoundNode builds the gate matrices inside itself and
+    records nothing else. General path: ExecuteTapes, inside it one AdjointProgram node for the whole state
+    evolution and measurement, never the op-by-op torch program."""
     n = 4
+    monkeypatch.setattr(_bound, "ENABLED", bound)
 
     def circuit(x, w):
         qml.AngleEmbedding(x, wires=range(n), rotation="Y")
@@ -172,10 +176,10 @@ def test_one_step_records_one_autograd_node_for_the_circuit(monkeypatch):
     monkeypatch.setattr(_statevector.kernels, "run", spy_run)
     out = torch.stack(qn(x, w))
     names = _graph_nodes(out.sum())
-    assert names.count("ExecuteTapesBackward") == 1
-    assert sorted(names) == ["AccumulateGrad", "AccumulateGrad", "ExecuteTapesBackward", "StackBackward0", "SumBackward0"]
+    node = "BoundNodeBackward" if bound else "ExecuteTapesBackward"
+    assert sorted(names) == ["AccumulateGrad", "AccumulateGrad", node, "StackBackward0", "SumBackward0"]
     out.sum().backward()
-    assert programs == [1] and op_by_op == []
+    assert programs == ([] if bound else [1]) and op_by_op == []
     assert x.grad is not None and w.grad is not None
 
 

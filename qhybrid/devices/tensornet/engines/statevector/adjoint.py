@@ -66,15 +66,79 @@ class AdjointProgram(torch.autograd.Function):
             got = iter(torch.autograd.grad(out, wrt, g, create_graph=True, allow_unused=True))
             grads = [next(got) if nd else None for nd in needs]
         else:
-            if signs is None:
-                h = g.conj().resolve_conj()
-            else:  # E_m = sum_x s_mx |psi_x|^2: the cotangent of psi is 2 psi (s^T dy)
-                s = signs.to(device=g.device, dtype=g.dtype)
-                w = torch.matmul(s.T, g.reshape(g.shape[0], -1)).reshape(psi.shape)
-                two = _two(w.dtype, w.device)  # 2 conj(psi) on the real view
-                h = torch.view_as_complex(torch.view_as_real(psi) * (w[..., None] * two))
+            h = state_cotangent(g, psi, signs)
             grads = kernels.adjoint(ctx.actions, tensors, psi, h, needs, ctx.n, ctx.states)
         return (None, None, None, None, None, *grads)
+
+
+def run_keeping(actions, tensors, n: int, S: int, B: int):
+    """(final state, states kept before gate actions within KEEP_STATES_MAX_BYTES, or None)."""
+    t0 = tensors[0]
+    budget = KEEP_STATES_MAX_BYTES // ((1 << n) * S * B * t0.element_size())
+    keep = [] if budget > 0 else None
+    psi = kernels.run(actions, tensors, n, S, B, t0.dtype, t0.device, keep=keep, keep_count=budget)
+    return psi, keep
+
+
+def state_cotangent(g: torch.Tensor, psi: torch.Tensor, signs) -> torch.Tensor:
+    """``h``, the conjugated cotangent of the final state, from ``g`` (that of the state, or of the Z-word
+    expectation values when ``signs`` is given)."""
+    if signs is None:
+        return g.conj().resolve_conj()
+    # E_m = sum_x s_mx |psi_x|^2: the cotangent of psi is 2 psi (s^T dy)
+    s = signs.to(device=g.device, dtype=g.dtype)
+    w = torch.matmul(s.T, g.reshape(g.shape[0], -1)).reshape(psi.shape)
+    h = torch.view_as_real(psi) * w[..., None]
+    h.mul_(_two(w.dtype, w.device))  # 2 conj(psi) on the real view, in place: one state-sized temporary less
+    return torch.view_as_complex(h)
+
+
+class BoundNode(torch.autograd.Function):
+    """A circuit bound to its inputs (``bound.BoundProgram``) as ONE autograd node from the raw inputs
+    (the tensors the gate angles are gathered from) to the results: its forward builds the gate matrices
+    and runs the program, its backward is the adjoint walk chained to the inputs by hand.
+
+    Outputs: one ``[B]`` (or scalar) tensor per measurement when the program measures Z words, else the state
+    ``[2**n, 1, B']``. Higher derivatives recompute through ``fallback(inputs)``, a differentiable run."""
+
+    @staticmethod
+    def forward(ctx, bound, fallback, dtype, device, *inputs):
+        actions, tensors, record = bound.tensors(inputs, dtype, device, derivatives=any(ctx.needs_input_grad[4:]))
+        B = bound.structure.batch_size or 1
+        psi, keep = run_keeping(actions, tensors, bound.n, 1, B)
+        signs = bound.signs
+        if signs is not None:
+            signs = bound.program._signs_on(signs, psi.device, psi.dtype)
+        ctx.bound, ctx.fallback, ctx.signs = bound, fallback, signs
+        ctx.run = (actions, tensors, record, psi, keep)
+        ctx.save_for_backward(*inputs)
+        if signs is None:
+            return psi
+        lead = (B,) if bound.structure.batch_size is not None else ()
+        return tuple(v.reshape(lead) for v in z_expvals(signs, psi).unbind(0))
+
+    @staticmethod
+    def backward(ctx, *gs):
+        inputs = ctx.saved_tensors
+        needs = list(ctx.needs_input_grad[4:])
+        if torch.is_grad_enabled():  # a higher derivative: torch reverse mode over a differentiable rerun
+            with torch.enable_grad():
+                # aliases: an input that is a view of another (w and w[0]) must not be counted twice
+                aliases = [x.view_as(x) for x in inputs]
+                outs = ctx.fallback(aliases)
+            pairs = [(o, g.reshape(o.shape)) for o, g in zip(outs, gs) if g is not None and o.requires_grad]
+            wrt = [x for x, nd in zip(aliases, needs) if nd]
+            got = iter(torch.autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs], create_graph=True, allow_unused=True))
+            return (None, None, None, None, *(next(got) if nd else None for nd in needs))
+        actions, tensors, record, psi, keep = ctx.run
+        if ctx.signs is None:
+            g = gs[0]
+        else:
+            g = torch.stack([torch.zeros_like(psi.real[0]) if x is None else x.reshape(psi.shape[1:]) for x in gs])
+        h = state_cotangent(g, psi, ctx.signs)
+        origins = record[3]
+        grads = kernels.adjoint(actions, tensors, psi, h, [o is not None for o in origins], ctx.bound.n, keep)
+        return (None, None, None, None, *ctx.bound.input_cotangents(record, grads, inputs, needs))
 
 
 _TWOS: dict = {}

@@ -297,6 +297,10 @@ def product_vjp(vectors: Sequence[torch.Tensor], h: torch.Tensor, needs) -> list
     return out
 
 
+_NEEDS_STATE = ("plain", "lead", "scattered", "phase", "diagonal")
+"""Actions whose walk back needs the state before them (for their own cotangent)."""
+
+
 def adjoint(actions: Sequence[Action], tensors: Sequence[torch.Tensor], psi: torch.Tensor, h: torch.Tensor,
             needs: Sequence[bool], n: int, states: Sequence[torch.Tensor] | None = None) -> list:
     """Cotangents of every tensor of the program from the final state ``psi`` and ``h``, the conjugate of
@@ -308,11 +312,16 @@ def adjoint(actions: Sequence[Action], tensors: Sequence[torch.Tensor], psi: tor
     first_needed = next((i for i, a in enumerate(actions) if any(needs[a.start : a.stop])), None)
     if first_needed is None:
         return grads
+    # below the first action whose state was not kept, the state itself is never needed again: only the
+    # cotangent is walked back through the permutations there (the kept states serve the gate actions)
+    unkept = [i for i in range(1, len(actions)) if actions[i].kind in _NEEDS_STATE and (states is None or states[i] is None)]
+    lowest = min(unkept) if unkept else len(actions)
     for i in range(len(actions) - 1, max(first_needed, 1) - 1, -1):
         a = actions[i]
         kept = None if states is None else states[i]
         state = psi if kept is None else kept
-        psi, h, gs = unapply(state, h, a, tensors[a.start : a.stop], needs[a.start : a.stop], n, kept is None)
+        walk_state = kept is None and i >= lowest
+        psi, h, gs = unapply(state, h, a, tensors[a.start : a.stop], needs[a.start : a.stop], n, walk_state)
         grads[a.start : a.stop] = gs
     if first_needed == 0:
         a = actions[0]

@@ -1,0 +1,216 @@
+"""``static_structure=True``: a qnode traced once per argument signature, its trace reused with new values.
+
+The contract is ``jax.jit``'s. A call is looked up by its **signature**: for every tensor argument its
+shape, dtype, device and ``requires_grad``; every other argument by value (it must be hashable: a
+Python number, string, tuple, ...; an unhashable one, or a non-floating tensor, makes the call run the
+ordinary way). The first call of a signature records the tape, runs the device's preprocessing and
+then **probes** the function: it is called twice more with every tensor element replaced by a known
+value (its flat position, then an affine image of it). The trace is kept only if
+
+* both probe calls record the same operators, wires and measurements as the real call (so Python control
+  flow that depends on the *values* of the tensors, in the ways the probes exercise, is seen and the
+  function is never cached), and
+* every gate parameter of the device-ready tape is an element of one tensor argument (an index, not
+  arithmetic: ``x[i]``, ``w[l, i, k]`` and templates that index their inputs are cached; ``2 * x`` is not).
+
+A later call with the same signature then runs no Python of the function: the parameters are gathered
+from the new arguments (one indexing op per argument) into the cached device-ready tape. What is **not**
+checked on such a call: a branch on tensor values that the probes did not take. Every
+``STATIC_VERIFY_EVERY``-th reuse records the tape afresh and compares it with the trace, and
+``static_structure="verify"`` does so on every call (a debugging aid that costs a recording per call);
+a difference re-traces and warns (``StaticStructureWarning``). Anything else (a new shape, dtype,
+``requires_grad``, Python argument, or wire count) is a new signature and traces anew. A function run
+by the probes must accept arbitrary real values (it is called three times on a first call).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict
+
+import torch
+
+from ._compile import quantum_boundary
+from ._variant import Gather, Variant, tape_parameters
+from .gradients._execute import execute_variants
+from .gradients.jpc import get_jpc
+from .gradients.launcher import Launcher
+from .interfaces._placement import call_device, place
+from .interfaces._preprocess import gather_maps, settings_key
+from .interfaces.torch import _refuse_function_transforms
+
+STATIC_VERIFY_EVERY = 1000
+"""A reused trace is compared with a fresh recording of the function every this many reuses (0: never)."""
+
+STATIC_CACHE_SIZE = 32
+"""Signatures whose traces one qnode keeps (least recently used dropped)."""
+
+
+class StaticStructureWarning(UserWarning):
+    """A static-structure qnode found that its function recorded another circuit than its trace."""
+
+
+_UNCACHEABLE = object()
+
+
+def _arg_signature(a):
+    if isinstance(a, torch.Tensor):
+        if not a.is_floating_point():
+            return None
+        return ("T", tuple(a.shape), a.dtype, a.device, a.requires_grad)
+    try:
+        hash(a)
+    except TypeError:
+        return None
+    return ("V", type(a), a)
+
+
+def signature(args, kwargs) -> tuple | None:
+    """The lookup key of a call (see the module notes); None if the call cannot be cached."""
+    parts = []
+    for a in args:
+        s = _arg_signature(a)
+        if s is None:
+            return None
+        parts.append(s)
+    for k in sorted(kwargs):
+        s = _arg_signature(kwargs[k])
+        if s is None:
+            return None
+        parts.append((k, s))
+    return tuple(parts)
+
+
+def fingerprint(tape) -> tuple:
+    """What the structure check compares: operators (kind, wires, settings, data shapes) and measurements."""
+    ops = tuple(
+        (op.name, tuple(op.wires), settings_key(op), tuple(tuple(getattr(d, "shape", ())) for d in op.data))
+        for op in tape.operations
+    )
+    return ops, tuple(repr(mp) for mp in tape.measurements), repr(tape.shots)
+
+
+class _Trace:
+    __slots__ = ("template", "post", "gather", "out", "print", "reuses")
+
+    def __init__(self, template, post, gather, out, print_):
+        self.template, self.post, self.gather, self.out, self.print = template, post, gather, out, print_
+        self.reuses = 0
+
+
+class StaticCache:
+    """The traces of one qnode by call signature (see the module notes)."""
+
+    def __init__(self, verify_always: bool = False):
+        self.verify_always = verify_always
+        self._traces: OrderedDict = OrderedDict()
+        self.traces = 0
+        """How many times a signature was traced (tests and users can watch re-traces)."""
+
+    @quantum_boundary
+    def call(self, qnode, args, kwargs):
+        """``qnode(*args, **kwargs)``, from the trace of the call's signature where one is kept."""
+        key = signature(args, kwargs)
+        if key is None:
+            return qnode._call_recorded(args, kwargs)[0]
+        trace = self._traces.get(key)
+        if trace is None:
+            return self._trace(qnode, key, args, kwargs)
+        self._traces.move_to_end(key)
+        if trace is _UNCACHEABLE:
+            return qnode._call_recorded(args, kwargs)[0]
+        trace.reuses += 1
+        if self.verify_always or (STATIC_VERIFY_EVERY and trace.reuses % STATIC_VERIFY_EVERY == 0):
+            tape, _ = qnode.construct(args, kwargs)
+            if fingerprint(tape) != trace.print:
+                warnings.warn(
+                    "A static_structure qnode recorded another circuit than its trace for the same argument "
+                    f"shapes ({getattr(qnode, '__name__', 'qnode')}): its Python control flow depends on "
+                    "tensor values. Re-traced; run it without static_structure=True.",
+                    StaticStructureWarning,
+                    stacklevel=3,
+                )
+                return self._trace(qnode, key, args, kwargs)
+        return _run(qnode, trace, _inputs(args, kwargs), args, kwargs)
+
+    def _trace(self, qnode, key, args, kwargs):
+        tape, out = qnode.construct(args, kwargs)
+        self.traces += 1
+        try:
+            trace = _make_trace(qnode, tape, out, args, kwargs)
+        except Exception:  # a function or transform that rejects probe values: never cached
+            trace = None
+        self._traces[key] = _UNCACHEABLE if trace is None else trace
+        if len(self._traces) > STATIC_CACHE_SIZE:
+            self._traces.popitem(last=False)
+        if trace is None:
+            return qnode._shaped(tape, out, args, kwargs)
+        return _run(qnode, trace, _inputs(args, kwargs), args, kwargs)  # the first call runs as later ones will
+
+
+def _inputs(args, kwargs) -> list[torch.Tensor]:
+    return [a for a in args if isinstance(a, torch.Tensor)] + [
+        kwargs[k] for k in sorted(kwargs) if isinstance(kwargs[k], torch.Tensor)
+    ]
+
+
+def _substituted(args, kwargs, values):
+    it = iter(values)
+    new_args = [next(it) if isinstance(a, torch.Tensor) else a for a in args]
+    new_kwargs = {}
+    for k in sorted(kwargs):
+        new_kwargs[k] = next(it) if isinstance(kwargs[k], torch.Tensor) else kwargs[k]
+    return new_args, new_kwargs
+
+
+def _make_trace(qnode, tape, out, args, kwargs) -> _Trace | None:
+    inputs = _inputs(args, kwargs)
+    if tape.shots or not inputs:
+        return None
+    program = qnode.device.preprocess_transforms()
+    new_tapes, post = program([tape])
+    if len(new_tapes) != 1:
+        return None
+    template = new_tapes[0]
+    real = tape_parameters(template)
+    if not real or not all(isinstance(p, torch.Tensor) and not p.is_complex() for p in real):
+        return None
+    print_ = fingerprint(tape)
+    template_print = fingerprint(template)
+
+    def probe(values):
+        a, k = _substituted(args, kwargs, values)
+        probe_tape, _ = qnode.construct(a, k, record=False)
+        if fingerprint(probe_tape) != print_:
+            return None  # the structure depends on values
+        probed, _ = program([probe_tape])
+        if len(probed) != 1 or fingerprint(probed[0]) != template_print:
+            return None
+        return tape_parameters(probed[0])
+
+    maps = gather_maps(probe, inputs, real)
+    if maps is None:
+        return None
+    return _Trace(template, post, Gather((), tuple(maps)), out, print_)
+
+
+def _run(qnode, trace: _Trace, inputs, args, kwargs):
+    _refuse_function_transforms()
+    variants = [Variant(trace.template, None, trace.gather.rebound(inputs))]
+    jpc = get_jpc(qnode.diff_method, qnode.device, qnode.gradient_device)
+    if jpc is None:
+        with torch.no_grad():
+            raw = Launcher(qnode.device).run(variants)
+    else:
+        raw = execute_variants(variants, jpc)
+    shaped = tuple(r[0] if len(r) == 1 else tuple(r) for r in raw)
+    (result,) = tuple(trace.post(shaped))
+    result = place(result, call_device(args, kwargs))
+    out = trace.out
+    if isinstance(out, (list, tuple)):
+        result = (result,) if len(out) == 1 else result
+        return type(out)(result)
+    return result
+
+
+__all__ = ["StaticCache", "StaticStructureWarning", "STATIC_VERIFY_EVERY", "signature", "fingerprint"]

@@ -1,0 +1,399 @@
+"""A state-vector program bound to where its angles come from: the whole circuit as one autograd node.
+
+The plain program path builds gate matrices with recorded torch ops (gather, cos/sin, stack, per-wire
+fusion, Kronecker products: ~20 autograd nodes and their backward) before its adjoint node. Bound to a
+gather (every gate angle is ``input.reshape(-1)[index]``), the program instead builds every matrix of one
+gate kind in one batched call from the raw input columns inside the node, and its backward chains the
+actions' cotangents back by hand: Kronecker blocks to their factors, fused per-wire products to their
+gates (``C = A B``: ``g_A = g_C B^H``, ``g_B = A^H g_C``), gates to angles by their shift rules
+(``gate_grads``), angles to inputs by one ``index_add`` per column. Single-qubit gates waiting on wires are
+fused across wires in one batched matmul per chain position (wires whose chains have the same gate kinds).
+
+``BoundProgram.bind`` returns None where the program needs the general path (stacked variants, operator
+matrices, state preparation, global phases, constant angles, gates without a shift rule).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from . import gate_grads, kernels
+from ..._gates import constant_matrix
+from .kernels import Action
+from .program import KRON_MAX_WIRES, _zero_ket
+
+
+class _Chain:
+    """Every wire, in every fusion step, whose waiting gates have the same kinds in the same order: their
+    fused matrices are built together, ``[entries, Bx, 2, 2]`` (Bx: the batch where a gate is batched)."""
+
+    __slots__ = ("elems", "batched", "entries", "slots")
+
+    def __init__(self):
+        self.elems: list = []  # per chain position: ("g", group, positions tensor) or ("c", ops)
+        self.batched = False
+        self.entries: list = []  # (step, wire)
+        self.slots: list = []  # the waiting slots of each entry
+
+
+class BoundProgram:
+    """``program`` with its fast slots' angles gathered from inputs by ``maps`` (see the module notes)."""
+
+    def __init__(self, program, structure, tape, groups, slot_group, chains, krons, steps):
+        self.program, self.structure, self.tape = program, structure, tape
+        self.groups = groups  # [(name, batched, [(input, index [n, *shape]) per parameter])]
+        self.slot_group = slot_group  # slot -> (group, position)
+        self.chains = chains
+        self.krons = krons  # size -> (chain, entry indices [blocks * size]) of every block of that size
+        self.steps = steps
+        self.n = program.n
+        self.signs = program.measure_signs
+        self._consts: dict = {}
+
+    @classmethod
+    def bind(cls, program, structure, maps, tape) -> "BoundProgram | None":
+        if program.stack_size or program.phases or program.user_matrices or not program.unitary:
+            return None
+        by_key: dict[tuple, int] = {}
+        groups, slot_group = [], {}
+        for si, slot in enumerate(structure.slots):
+            if slot.kind == "const":
+                continue
+            if slot.kind != "fast" or not gate_grads.supported(slot.name):
+                return None
+            entries = [maps[j] for j in range(*slot.params)]
+            if any(e[0] == "const" for e in entries) or len({tuple(e[1].shape) for e in entries}) != 1:
+                return None
+            key = (slot.name, slot.batched, tuple(e[0] for e in entries), tuple(entries[0][1].shape))
+            gid = by_key.get(key)
+            if gid is None:
+                gid = by_key[key] = len(groups)
+                groups.append([slot.name, slot.batched, [(e[0], []) for e in entries]])
+            spec = groups[gid][2]
+            slot_group[si] = (gid, len(spec[0][1]))
+            for k, e in enumerate(entries):
+                spec[k][1].append(e[1])
+        groups = [(name, batched, [(src, torch.stack(ix)) for src, ix in spec]) for name, batched, spec in groups]
+        steps = program.steps
+        if program.measure is not None and steps and steps[-1].kind == "monomial":
+            steps = steps[:-1]  # folded into the sign matrix
+        sigs: dict[tuple, int] = {}
+        chains: list[_Chain] = []
+        blocks_by_size: dict[int, list] = {}
+        compiled = []
+        for s, step in enumerate(steps):
+            if step.kind not in ("product", "local", "monomial", "gate"):
+                return None
+            if step.kind in ("monomial", "gate"):
+                compiled.append((step.kind, step))
+                continue
+            refs = {}  # wire -> (chain, entry)
+            for w in sorted(step.data):
+                slots = step.data[w]
+                if not slots:
+                    continue
+                sig = tuple(slot_group[si][0] if si in slot_group else structure.slots[si].name for si in slots)
+                ci = sigs.setdefault(sig, len(chains))
+                if ci == len(chains):
+                    chains.append(_Chain())
+                chain = chains[ci]
+                refs[w] = (ci, len(chain.entries))
+                chain.entries.append((s, w))
+                chain.slots.append(slots)
+                chain.batched = chain.batched or any(structure.slots[si].batched for si in slots)
+            if step.kind == "product":
+                compiled.append(("product", refs))
+                continue
+            plan = []
+            for q, members in cls._blocks(refs, chains):
+                if len(members) == 1:
+                    plan.append(("single", q, members[0]))
+                else:
+                    size_blocks = blocks_by_size.setdefault(len(members), [])
+                    plan.append(("block", q, len(members), len(size_blocks)))
+                    size_blocks.append(members)
+            plan.extend(("lead", w, ref) for w, ref in sorted(refs.items()) if chains[ref[0]].batched)
+            compiled.append(("local", plan))
+        for chain in chains:
+            for j in range(len(chain.slots[0])):
+                column = [slots[j] for slots in chain.slots]
+                if column[0] in slot_group:
+                    chain.elems.append(("g", slot_group[column[0]][0], torch.tensor([slot_group[si][1] for si in column])))
+                else:
+                    chain.elems.append(("c", [tape.operations[structure.slots[si].op_index] for si in column]))
+        krons = {}
+        for size, blocks in blocks_by_size.items():
+            flat = [ref for block in blocks for ref in block]
+            krons[size] = flat
+        return cls(program, structure, tape, groups, slot_group, chains, krons, compiled)
+
+    @staticmethod
+    def _blocks(refs, chains) -> list:
+        """Kronecker blocks of adjacent unbatched wires: [(first wire, [(chain, entry), ...])]."""
+        plain = sorted((w, ref) for w, ref in refs.items() if not chains[ref[0]].batched)
+        blocks, block = [], []
+        for w, ref in plain + [(None, None)]:
+            if block and (w is None or w != block[-1][0] + 1 or len(block) == KRON_MAX_WIRES):
+                blocks.append((block[0][0], [r for _, r in block]))
+                block = []
+            if w is not None:
+                block.append((w, ref))
+        return blocks
+
+    # --- forward ---------------------------------------------------------------------------------
+    def tensors(self, inputs, dtype, device, derivatives: bool = True):
+        """(actions, tensors, record) for these inputs; ``record`` is what ``input_cotangents`` needs
+        (``derivatives=False``: a run no backward will follow)."""
+        real = torch.empty((), dtype=dtype).real.dtype
+        derivs, mats = [], []
+        for name, _, spec in self.groups:
+            c = [inputs[src].detach().reshape(-1)[self._on(index, device)].to(real) for src, index in spec]
+            if derivatives:
+                m, dm = gate_grads.build(name, c, dtype, device, with_derivatives=True)
+            else:
+                m, dm = gate_grads.build(name, c, dtype, device), None
+            mats.append(m)
+            derivs.append(dm)
+        fused = [self._fuse(chain, mats, dtype, device) for chain in self.chains]
+        F = [partial[-1] for _, partial in fused]
+        members = {size: self._members(refs, F).reshape(-1, size, 2, 2) for size, refs in self.krons.items()}
+        K = {size: _kron(m) for size, m in members.items()}
+        columns: dict = {}
+        actions, tensors, origins = [], [], []
+
+        def add(kind, info, ts, origin):
+            actions.append(Action(kind, info, len(tensors), len(tensors) + len(ts)))
+            tensors.extend(ts)
+            origins.extend(origin)
+
+        for kind, data in self.steps:
+            if kind == "product":
+                vectors, origin = [_zero_ket(dtype, device)] * self.n, [None] * self.n
+                for w, (ci, e) in data.items():
+                    if ci not in columns:
+                        columns[ci] = F[ci][..., :, 0].transpose(1, 2).unsqueeze(2)  # [entries, 2, 1, Bx]
+                    vectors[w] = columns[ci][e]
+                    origin[w] = ("vec", ci, e)
+                add("product", None, vectors, origin)
+            elif kind == "local":
+                for item in data:
+                    if item[0] == "block":
+                        _, q, size, b = item
+                        add("plain", (q, size), [K[size][b]], [("kron", size, b)])
+                    elif item[0] == "single":
+                        _, q, (ci, e) = item
+                        add("plain", (q, 1), [F[ci][e, 0]], [("mat", ci, e)])
+                    else:
+                        _, w, (ci, e) = item
+                        add("lead", (w, 1), [F[ci][e].unsqueeze(0)], [("lead", ci, e)])
+            elif kind == "monomial":
+                info = self._monomial(data, device)
+                if info is not None:
+                    add("monomial", info, [], [])
+            else:
+                self._gate(data.data, mats, dtype, device, add)
+        return actions, tensors, (derivs, mats, fused, origins, members)
+
+    def _members(self, refs, F) -> torch.Tensor:
+        """The unbatched fused matrices ``[len(refs), 2, 2]`` of (chain, entry) ``refs``."""
+        chains = {ci for ci, _ in refs}
+        if len(chains) == 1:
+            (ci,) = chains
+            key = ("members", id(refs))
+            if key not in self._consts:
+                self._consts[key] = torch.tensor([e for _, e in refs])
+            return F[ci][:, 0].index_select(0, self._on(self._consts[key], F[ci].device))
+        return torch.stack([F[ci][e, 0] for ci, e in refs])
+
+    def _on(self, index, device):
+        if index.device == device:
+            return index
+        key = (id(index), device)
+        if key not in self._consts:
+            self._consts[key] = index.to(device)
+        return self._consts[key]
+
+    def _const(self, ops, dtype, device) -> torch.Tensor:
+        key = (id(ops), dtype, device)
+        if key not in self._consts:
+            self._consts[key] = torch.stack([constant_matrix(op, dtype, device) for op in ops]).unsqueeze(1)
+        return self._consts[key]
+
+    def _elem(self, e, mats, dtype, device) -> torch.Tensor:
+        """One chain position as ``[entries, Bx, 2, 2]``."""
+        if e[0] == "c":
+            return self._const(e[1], dtype, device)
+        m = mats[e[1]].index_select(0, self._on(e[2], device))
+        return m if self.groups[e[1]][1] else m.unsqueeze(1)
+
+    def _fuse(self, chain, mats, dtype, device) -> tuple[list, list]:
+        """(chain positions, running products): the last product is the entries' fused matrices."""
+        elems = [self._elem(e, mats, dtype, device) for e in chain.elems]
+        partial = [elems[0]]
+        for m in elems[1:]:
+            partial.append(torch.matmul(m, partial[-1]))
+        return elems, partial
+
+    def _monomial(self, step, device):
+        perm, phase = step.data
+        if perm is None and phase is None:
+            return None
+        if perm is not None and perm[0].device != device:
+            perm = (perm[0].to(device), perm[1].to(device))
+            step.data = (perm, phase)
+        if phase is not None and phase.device != device:
+            phase = phase.to(device)
+            step.data = (perm, phase)
+        return perm, phase
+
+    def _gate(self, si, mats, dtype, device, add) -> None:
+        slot = self.structure.slots[si]
+        if si in self.slot_group:
+            gid, pos = self.slot_group[si]
+            m, origin = mats[gid][pos], ("gate", gid, pos)
+        else:
+            m, origin = constant_matrix(self.tape.operations[slot.op_index], dtype, device), None
+        lead = slot.batched
+        if lead:
+            m = m.unsqueeze(0)
+        wires, k = list(slot.wires), len(slot.wires)
+        order = sorted(range(k), key=lambda i: wires[i])
+        perm = None
+        if order != list(range(k)):
+            nl = m.ndim - 2
+            perm = list(range(nl)) + [nl + i for i in order] + [nl + k + i for i in order]
+            m = m.reshape(*m.shape[:-2], *(2,) * (2 * k)).permute(perm).reshape(m.shape)
+            wires = sorted(wires)
+        origin = None if origin is None else (*origin, perm, lead)
+        if wires == list(range(wires[0], wires[0] + k)):
+            add("lead" if lead else "plain", (wires[0], k), [m], [origin])
+        else:
+            add("scattered", (tuple(wires), lead), [m], [origin])
+
+    # --- backward --------------------------------------------------------------------------------
+    def input_cotangents(self, record, grads, inputs, needs) -> list:
+        """Cotangents of ``inputs`` from those of the action tensors (``grads``), chained by hand."""
+        derivs, mats, fused, origins, members = record
+        parts: dict = {}  # (chain, kind) -> ([entries], [cotangents])
+        g_krons: dict = {}
+        g_mats: list = [None] * len(mats)
+        for origin, g in zip(origins, grads):
+            if origin is None or g is None:
+                continue
+            kind = origin[0]
+            if kind in ("vec", "mat", "lead"):
+                entries, values = parts.setdefault((origin[1], kind), ([], []))
+                entries.append(origin[2])
+                values.append(g)
+            elif kind == "kron":
+                g_krons.setdefault(origin[1], {})[origin[2]] = g
+            else:  # "gate": undo the wire order and lead axis of the slot's matrix
+                _, gid, pos, perm, lead = origin
+                if perm is not None:
+                    inverse = [int(i) for i in np.argsort(perm)]
+                    g = g.reshape(*g.shape[:-2], *(2,) * (len(perm) - (g.ndim - 2))).permute(inverse).reshape(g.shape)
+                if lead:
+                    g = g[0]
+                _accumulate(g_mats, mats, gid, torch.tensor([pos], device=g.device), g.unsqueeze(0))
+        g_fused: dict = {}
+
+        def into(ci, index, values):
+            F = fused[ci][1][-1]
+            if ci not in g_fused:
+                g_fused[ci] = torch.zeros_like(F)
+            g_fused[ci].index_add_(0, index, values.expand(len(index), *F.shape[1:]))
+
+        for size, got in g_krons.items():
+            refs = self.krons[size]
+            zero = torch.zeros_like(next(iter(got.values())))
+            G = torch.stack([got.get(b, zero) for b in range(len(refs) // size)])
+            factors = _kron_vjp(members[size], G).reshape(-1, 1, 2, 2)
+            for ci, entries, pick in self._kron_scatter(size):
+                device = factors.device
+                into(ci, self._on(entries, device), factors if pick is None else factors[self._on(pick, device)])
+        for (ci, kind), (entries, values) in parts.items():
+            g = torch.stack(values)
+            if kind == "vec":  # [m, 2, 1, Bx] -> column 0 of [m, Bx, 2, 2]
+                col = g[:, :, 0, :].transpose(1, 2)
+                g = torch.zeros(*col.shape, 2, dtype=col.dtype, device=col.device)
+                g[..., 0] = col
+            elif kind == "mat":
+                g = g.unsqueeze(1)
+            else:
+                g = g[:, 0]
+            into(ci, torch.tensor(entries, device=g.device), g)
+        for ci, gF in g_fused.items():
+            self._chain_vjp(self.chains[ci], *fused[ci], gF, g_mats, mats)
+        out: list = [None] * len(inputs)
+        for gid, gm in enumerate(g_mats):
+            name, _, spec = self.groups[gid]
+            if gm is None or not any(needs[src] for src, _ in spec):
+                continue
+            for (src, index), gcol in zip(spec, gate_grads.angle_cotangents(derivs[gid], gm)):
+                if not needs[src]:
+                    continue
+                x = inputs[src]
+                if out[src] is None:
+                    out[src] = torch.zeros(x.numel(), dtype=gcol.dtype, device=gcol.device)
+                out[src].index_add_(0, self._on(index, gcol.device).reshape(-1), gcol.reshape(-1))
+        return [None if g is None else g.reshape(x.shape).to(x.dtype) for g, x in zip(out, inputs)]
+
+    def _kron_scatter(self, size) -> list:
+        """Per chain among the blocks of ``size``: (chain, its entries, their rows among the factors or None
+        for all of them), built once."""
+        key = ("scatter", size)
+        if key not in self._consts:
+            refs = self.krons[size]
+            out = []
+            for ci in sorted({c for c, _ in refs}):
+                pick = [i for i, (c, _) in enumerate(refs) if c == ci]
+                entries = torch.tensor([refs[i][1] for i in pick])
+                out.append((ci, entries, None if len(pick) == len(refs) else torch.tensor(pick)))
+            self._consts[key] = out
+        return self._consts[key]
+
+    def _chain_vjp(self, chain, elems, partial, gF, g_mats, mats) -> None:
+        device = gF.device
+        g = gF
+        for j in range(len(elems) - 1, -1, -1):
+            gm = g if j == 0 else torch.matmul(g, partial[j - 1].mH)
+            e = chain.elems[j]
+            if e[0] == "g":
+                gm = kernels.sum_to(gm, elems[j].shape)
+                if not self.groups[e[1]][1]:
+                    gm = gm.squeeze(1)
+                _accumulate(g_mats, mats, e[1], self._on(e[2], device), gm)
+            if j:
+                g = kernels.sum_to(torch.matmul(elems[j].mH, g), partial[j - 1].shape)
+
+
+def _accumulate(g_mats, mats, gid, positions, g) -> None:
+    if g_mats[gid] is None:
+        g_mats[gid] = torch.zeros_like(mats[gid])
+    g_mats[gid].index_add_(0, positions, g.to(g_mats[gid].dtype))
+
+
+def _kron(members: torch.Tensor) -> torch.Tensor:
+    """``[blocks, k, 2, 2]`` -> ``[blocks, 2**k, 2**k]`` Kronecker products (member 0 most significant)."""
+    nb, k = members.shape[:2]
+    K = members[:, 0]
+    for j in range(1, k):
+        d = 1 << j
+        K = (K[:, :, None, :, None] * members[:, j, None, :, None, :]).reshape(nb, 2 * d, 2 * d)
+    return K
+
+
+def _kron_vjp(members: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """Cotangents ``[blocks, k, 2, 2]`` of the factors from ``g``, that of ``_kron(members)``:
+    ``g_A_j = sum over the other factors' indices of g * conj(kron of the other factors)``, one two-operand
+    contraction per factor (no path search)."""
+    nb, k = members.shape[:2]
+    out = []
+    for j in range(k):
+        left, right = 1 << j, 1 << (k - 1 - j)
+        others = torch.cat([members[:, :j], members[:, j + 1 :]], 1)
+        O = _kron(others).conj().reshape(nb, left, right, left, right)
+        gk = g.reshape(nb, left, 2, right, left, 2, right)
+        out.append(torch.einsum("zlarmbs,zlrms->zab", gk, O))
+    return torch.stack(out, 1)

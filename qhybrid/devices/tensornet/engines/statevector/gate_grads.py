@@ -1,0 +1,75 @@
+"""Gates of one kind built from their angle columns in one batched call, and the angles' cotangents from the
+matrices' cotangents in closed form (no autograd graph: the circuit node's backward calls this directly).
+
+Every closed-form gate here is ``P0 + U(theta)`` with ``U`` a product of factors ``exp(-i theta_k G_k / 2)``
+(``G_k^2 = 1``) or phases ``exp(i theta_k)`` on a fixed block, and ``P0`` a fixed projector part (the
+identity block of a controlled gate, the ``|0><0|`` entry of a phase shift). Then
+
+    dM/dtheta_k = (M(theta + s e_k) - P0) * c
+
+with ``(s, c) = (pi, 1/2)`` for half-angle rotations (``d exp(-i t G/2) = exp(-i (t + pi) G/2) / 2``) and
+``(pi/2, 1)`` for phases (``d e^{i t} = e^{i (t + pi/2)}``). For a real loss, ``dL/dtheta_k =
+Re(sum(conj(g_M) * dM/dtheta_k))`` in torch's convention for complex cotangents.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+
+from ..._gates import fast_matrix
+
+_HALF = (math.pi, 0.5)
+_PHASE = (math.pi / 2, 1.0)
+
+SHIFT_RULES: dict[str, tuple[tuple[float, float], tuple[int, ...]]] = {
+    "RX": (_HALF, ()),
+    "RY": (_HALF, ()),
+    "RZ": (_HALF, ()),
+    "Rot": (_HALF, ()),
+    "IsingZZ": (_HALF, ()),
+    "PhaseShift": (_PHASE, (0,)),
+    "U1": (_PHASE, (0,)),
+    "CRX": (_HALF, (0, 1)),
+    "CRY": (_HALF, (0, 1)),
+    "CRZ": (_HALF, (0, 1)),
+    "CRot": (_HALF, (0, 1)),
+    "ControlledPhaseShift": (_PHASE, (0, 1, 2)),
+}
+"""Per gate kind: the (shift, factor) of its rule and the diagonal entries of its fixed part ``P0``."""
+
+
+def supported(name: str) -> bool:
+    return name in SHIFT_RULES
+
+
+def build(name: str, columns: Sequence[torch.Tensor], dtype, device, with_derivatives: bool = False):
+    """Matrices ``[n, *lead, D, D]`` of ``n`` gates of kind ``name`` from their angle columns ``[n, *lead]``.
+
+    ``with_derivatives``: also ``dM/dtheta_k`` for every parameter, ``[k, n, *lead, D, D]``, from the same
+    builder call (the shifted angles are stacked beside the real ones), for ``angle_cotangents``."""
+    if not with_derivatives:
+        return fast_matrix(name, columns, dtype, device)
+    (shift, factor), fixed = SHIFT_RULES[name]
+    k = len(columns)
+    stacked = torch.stack(list(columns))  # [k, n, *lead] (the columns of one kind share their shape)
+    angles = stacked.unsqueeze(0).repeat(k + 1, *(1,) * stacked.ndim)  # [1 + k (which shifted), k, n, *lead]
+    eye = torch.arange(1, k + 1, device=stacked.device)
+    angles[eye, eye - 1] += shift
+    every = fast_matrix(name, list(angles.unbind(1)), dtype, device)  # [1 + k, n, *lead, D, D]
+    dm = every[1:]
+    if fixed:
+        dm = dm.clone()
+        dm[..., fixed, fixed] -= 1
+    if factor != 1.0:
+        dm = dm * factor
+    return every[0], dm
+
+
+def angle_cotangents(dm: torch.Tensor, g: torch.Tensor) -> list[torch.Tensor]:
+    """``dL/dtheta_k = Re(sum(conj(g) * dM/dtheta_k))`` for every parameter, from ``g`` (the cotangent of the
+    matrices) and ``dm`` (the derivatives ``build`` gave)."""
+    prod = torch.view_as_real(dm) * torch.view_as_real(g.resolve_conj()).unsqueeze(0)
+    return list(prod.sum((-1, -2, -3)).unbind(0))
