@@ -8,6 +8,7 @@ from typing import Callable
 import pennylane as qml
 from pennylane.measurements import MeasurementProcess
 
+from ._capture import Graphs, check_capture, qnode_call
 from ._compile import quantum_boundary
 from .interfaces._placement import call_device
 from .interfaces.torch import execute
@@ -40,7 +41,10 @@ class QNode:
         *,
         max_diff: int = 1,
         gradient_device=None,
+        capture: str | None = None,
     ):
+        tdev = getattr(device, "torch_device", None)
+        self._graphs = Graphs("qnode") if check_capture(capture, "qnode", torch_device=tdev, diff_method=diff_method) else None
         self.func = func
         self.device = device
         self.diff_method = diff_method
@@ -70,6 +74,8 @@ class QNode:
 
     @quantum_boundary
     def __call__(self, *args, **kwargs):
+        if self._graphs is not None and not self._graphs.running:  # capture="cuda-graph": replay
+            return qnode_call(self, self._graphs, args, kwargs)
         tape, out = self.construct(args, kwargs)
         (result,) = execute(
             [tape],
@@ -85,8 +91,11 @@ class QNode:
         return result
 
 
-def qnode(device, diff_method: DiffMethod = "best", *, max_diff: int = 1, gradient_device=None):
-    """Decorator form of :class:`QNode`.
+def qnode(
+    device, diff_method: DiffMethod = "best", *, max_diff: int = 1, gradient_device=None, capture: str | None = None
+):
+    """Decorator form of :class:`QNode`; ``capture="cuda-graph"`` captures each call shape's forward and
+    backward as CUDA graphs and replays them (GPU only, see docs/GPU.md).
 
     >>> import qhybrid
     >>> @qhybrid.qnode(qhybrid.device("tensornet", wires=1), diff_method="parameter-shift")
@@ -96,6 +105,6 @@ def qnode(device, diff_method: DiffMethod = "best", *, max_diff: int = 1, gradie
     """
 
     def wrap(func: Callable) -> QNode:
-        return QNode(func, device, diff_method, max_diff=max_diff, gradient_device=gradient_device)
+        return QNode(func, device, diff_method, max_diff=max_diff, gradient_device=gradient_device, capture=capture)
 
     return wrap
