@@ -5,7 +5,7 @@ which costs milliseconds. What is left of the budget ``plan_time`` then goes to 
 greedy path is expensive to contract, in proportion to that cost: a search that can at best save
 microseconds per call is never run. Paths are remembered per network topology with the batch extent
 left out, so a structure seen before at another batch size reuses its searched path when that path is
-still at least as cheap as the greedy one at the new size.
+still at least as cheap as the greedy one at the new size (a structure gets its budget once).
 
 A path is never accepted only because the budget ran out: one whose largest intermediate is above the
 memory the device allows (or whose step needs more indices than einsum has letters) gets a further
@@ -306,10 +306,6 @@ def _budgeted_search(problems, found: list[Found], optimizer: str, plan_time: fl
             continue
         better = _search(problems[k], optimizer, seconds)
         found[k] = better if _better(better, found[k], max_elements) else _settled(found[k])
-        if problems[k].key is not None:  # searched: the best path known for this topology, kept or found
-            _MEMO[problems[k].key] = found[k].path
-            if len(_MEMO) > MEMO_SIZE:
-                _MEMO.popitem(last=False)
 
 
 def _rescue(problem: Problem, found: Found, optimizer: str, max_elements: float) -> Found:
@@ -339,8 +335,15 @@ def find_paths(
         for k, p in enumerate(problems):
             if not found[k].fits(limit) and p.n > OPTIMAL_MAX_TENSORS:
                 found[k] = _rescue(p, found[k], method, limit)
-        # each structure gets its planning budget once, across processes: what it found is final
+        # each structure gets its planning budget once, across batch sizes and processes: what it found is
+        # final (remembered for other batch sizes; kept on disk)
         found = [_settled(f) for f in found]
+        for p, f in zip(problems, found):
+            if p.key is not None and p.n > OPTIMAL_MAX_TENSORS:
+                _MEMO[p.key] = f.path
+                _MEMO.move_to_end(p.key)
+                if len(_MEMO) > MEMO_SIZE:
+                    _MEMO.popitem(last=False)
     if settings.store is not None:
         for p, s, f in zip(problems, stored, found):
             if p.n >= STORE_MIN_TENSORS and (s is None or s.path != f.path or s.searched != f.searched):
