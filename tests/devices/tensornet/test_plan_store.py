@@ -138,3 +138,17 @@ def test_no_store_writes_nothing(tmp_path, monkeypatch):
 
     f(torch.rand(2, WIRES, 3, dtype=torch.float64))
     assert stats.disk_writes == 0 and not list(tmp_path.rglob("*.json"))
+
+
+def test_isomorphic_networks_are_planned_once():
+    """Networks equal up to index numbering (isomorphic light cones) share one planning."""
+    ring = [(i, (i + 1) % 20) for i in range(20)]
+    probs = [
+        _pathfind.Problem.of(ring, (), {i: 2 for i in range(20)}),
+        _pathfind.Problem.of([(a + 100, b + 100) for a, b in ring], (), {i + 100: 2 for i in range(20)}),
+        _pathfind.Problem.of(ring, (), {i: 3 for i in range(20)}),  # other extents: planned on its own
+    ]
+    stats = _pathfind.reset_stats()
+    found = _pathfind.find_paths(probs, "greedy", plan_time=0)
+    assert stats.shared == 1 and stats.quick == 2
+    assert found[0].path == found[1].path

@@ -81,9 +81,10 @@ class PathStore:
     def _file(self, key: str) -> Path:
         return self.directory / f"{key}.json"
 
-    def load(self, inputs, output, sizes) -> tuple[tuple[tuple[int, ...], ...], bool] | None:
-        """The stored path and whether it came from a search, or None (absent, unreadable, mismatched)."""
-        key = structure_key(inputs, output, sizes)
+    def load(self, inputs, output, sizes, key: str | None = None) -> tuple[tuple[tuple[int, ...], ...], bool] | None:
+        """The stored path and whether it is final (planned within a budget), or None (absent, unreadable,
+        mismatched); ``key``: the structure key if already computed."""
+        key = key or structure_key(inputs, output, sizes)
         try:
             entry = json.loads(self._file(key).read_text())
             if entry.get("format") != FORMAT or entry.get("structure") != key:
@@ -95,9 +96,9 @@ class PathStore:
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             return None
 
-    def save(self, inputs, output, sizes, path, searched: bool) -> None:
+    def save(self, inputs, output, sizes, path, searched: bool, key: str | None = None) -> None:
         """Write the entry atomically; an unwritable directory only means the path is not kept."""
-        key = structure_key(inputs, output, sizes)
+        key = key or structure_key(inputs, output, sizes)
         entry = {"format": FORMAT, "structure": key, "searched": bool(searched), "path": [list(s) for s in path]}
         try:
             self.directory.mkdir(parents=True, exist_ok=True)

@@ -4,8 +4,8 @@ Every network first gets cotengra's greedy path (and, for chain-like circuits, a
 which costs milliseconds. What is left of the budget ``plan_time`` then goes to the networks whose
 greedy path is expensive to contract, in proportion to that cost: a search that can at best save
 microseconds per call is never run. Paths are remembered per network topology with the batch extent
-left out, so a structure seen before at another batch size reuses its searched path when that path is
-still at least as cheap as the greedy one at the new size (a structure gets its budget once).
+left out, so a structure seen before at another batch size is not searched again (it gets its budget
+once): it takes its remembered path, or the greedy one where that is cheaper at the new size.
 
 A path is never accepted only because the budget ran out: one whose largest intermediate is above the
 memory the device allows (or whose step needs more indices than einsum has letters) gets a further
@@ -28,7 +28,7 @@ from typing import Sequence
 
 import opt_einsum as oe
 
-from .path_cache import PathStore
+from .path_cache import PathStore, structure_key
 
 DEFAULT_PLAN_TIME = 1.0
 """Seconds a structure's path search may take by default (the greedy pass always runs, however short)."""
@@ -137,6 +137,7 @@ class SearchStats:
     memo_hits: int = 0  # networks that took a remembered searched path
     disk_hits: int = 0  # networks whose path came from the disk store
     disk_writes: int = 0  # paths written to the disk store
+    shared: int = 0  # networks that took the path of an isomorphic one planned in the same call
     rescues: int = 0  # further searches of networks whose best path would not fit in memory
     time_limits: list[float] = field(default_factory=list)  # max_time each search optimiser was built with
 
@@ -232,12 +233,11 @@ def _quick(problem: Problem, optimizer: str) -> Found:
         if _better(sweep, best):
             best = sweep
     remembered = _MEMO.get(problem.key) if problem.key is not None else None
-    if remembered is not None:
+    if remembered is not None:  # this topology had its budget (at another batch size): no new search
+        STATS.memo_hits += 1
+        _MEMO.move_to_end(problem.key)
         memo = _evaluate(problem, [tuple(p) for p in remembered])
-        if not _better(best, memo):  # the searched path still pays at this size: no new search needed
-            STATS.memo_hits += 1
-            _MEMO.move_to_end(problem.key)
-            return _settled(memo)
+        return _settled(best if _better(best, memo) else memo)
     return best
 
 
@@ -276,13 +276,13 @@ def _wanted(found: Found) -> float:
     return PAYBACK_CALLS * found.flops / FLOP_RATE
 
 
-def _from_store(problems: Sequence[Problem], store: PathStore | None) -> list[Found | None]:
+def _from_store(problems: Sequence[Problem], keys: Sequence[str], store: PathStore | None) -> list[Found | None]:
     found: list[Found | None] = [None] * len(problems)
     if store is None:
         return found
-    for k, p in enumerate(problems):
+    for k, (p, key) in enumerate(zip(problems, keys)):
         if p.n >= STORE_MIN_TENSORS:
-            hit = store.load(p.inputs, p.output, p.sizes)
+            hit = store.load(p.inputs, p.output, p.sizes, key=key)
             if hit is not None:
                 STATS.disk_hits += 1
                 found[k] = replace(_evaluate(p, hit[0]), searched=hit[1])
@@ -326,9 +326,21 @@ def find_paths(
     ``"greedy"`` or ``"optimal"`` (no search); paths in the settings' store are taken as they are.
     """
     settings = PathSettings.of(optimizer)
+    # networks equal up to the numbering of their indices (isomorphic light cones, say) are planned once
+    keys = [structure_key(p.inputs, p.output, p.sizes) for p in problems]
+    slot: dict[str, int] = {}
+    for k, key in enumerate(keys):
+        slot.setdefault(key, len(slot))
+    distinct = [problems[keys.index(key)] for key in slot]
+    STATS.shared += len(problems) - len(distinct)
+    found = _find(distinct, list(slot), settings, plan_time)
+    return [found[slot[key]] for key in keys]
+
+
+def _find(problems: Sequence[Problem], keys: Sequence[str], settings: PathSettings, plan_time: float) -> list[Found]:
     method, limit = settings.method, settings.max_elements
     start = time.perf_counter()
-    stored = _from_store(problems, settings.store)
+    stored = _from_store(problems, keys, settings.store)
     found = [s if s is not None else _quick(p, method) for p, s in zip(problems, stored)]
     if settings.searches and plan_time > 0:
         _budgeted_search(problems, found, method, plan_time, start, limit)
@@ -345,9 +357,9 @@ def find_paths(
                 if len(_MEMO) > MEMO_SIZE:
                     _MEMO.popitem(last=False)
     if settings.store is not None:
-        for p, s, f in zip(problems, stored, found):
+        for p, key, s, f in zip(problems, keys, stored, found):
             if p.n >= STORE_MIN_TENSORS and (s is None or s.path != f.path or s.searched != f.searched):
-                settings.store.save(p.inputs, p.output, p.sizes, f.path, f.searched)
+                settings.store.save(p.inputs, p.output, p.sizes, f.path, f.searched, key=key)
                 STATS.disk_writes += 1
     return found
 

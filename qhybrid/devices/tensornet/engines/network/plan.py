@@ -136,11 +136,18 @@ def cheaper_apart(whole, parts: Sequence, optimizer: "str | PathSettings" = "aut
     """
     settings = PathSettings.of(optimizer)
     # no search (plan_time 0), but the store: paths it has are taken, greedy paths found are kept for the plan
-    found = find_paths([Problem.of(n.inputs, n.output, n.sizes, n.positions) for n in (whole, *parts)], settings, 0.0)
-    if not found[0].fits(settings.max_elements):
-        return all(f.fits(settings.max_elements) for f in found[1:])
-    cost = [f.flops + STEP_FLOPS * len(f.path) for f in found]
-    return sum(cost[1:]) < cost[0]
+    (one,) = find_paths([Problem.of(whole.inputs, whole.output, whole.sizes, whole.positions)], settings, 0.0)
+    fits = one.fits(settings.max_elements)
+    if fits and _cost(one) <= STEP_FLOPS * sum(len(n.inputs) - 1 for n in parts):
+        return False  # the parts' steps alone would cost more: no need to plan them
+    found = find_paths([Problem.of(n.inputs, n.output, n.sizes, n.positions) for n in parts], settings, 0.0)
+    if not fits:
+        return all(f.fits(settings.max_elements) for f in found)
+    return sum(_cost(f) for f in found) < _cost(one)
+
+
+def _cost(found: Found) -> float:
+    return found.flops + STEP_FLOPS * len(found.path)
 
 
 def _equation(taken, result) -> str:
