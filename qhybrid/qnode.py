@@ -44,7 +44,8 @@ class QNode:
         capture: str | None = None,
     ):
         tdev = getattr(device, "torch_device", None)
-        self._graphs = Graphs("qnode") if check_capture(capture, "qnode", torch_device=tdev, diff_method=diff_method) else None
+        capture = check_capture(capture, "qnode", torch_device=tdev, diff_method=diff_method)
+        self._graphs = Graphs("qnode") if capture else None
         self.func = func
         self.device = device
         self.diff_method = diff_method

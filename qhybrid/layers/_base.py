@@ -64,7 +64,8 @@ class VariationalLayer(nn.Module):
         super().__init__()
         name = type(self).__name__
         tdev = getattr(device, "torch_device", None)
-        self._graphs = Graphs(name) if check_capture(capture, name, torch_device=tdev, diff_method=diff_method) else None
+        capture = check_capture(capture, name, torch_device=tdev, diff_method=diff_method)
+        self._graphs = Graphs(name) if capture else None
         self.check_finite = bool(check_finite)
         self.n_qubits = _positive_int(n_qubits, "n_qubits")
         self.n_layers = _positive_int(n_layers, "n_layers")

@@ -67,7 +67,8 @@ class TorchLayer(nn.Module):
         super().__init__()
         tdev = getattr(getattr(qnode, "device", None), "torch_device", None)
         diff = getattr(qnode, "diff_method", None)
-        self._graphs = Graphs("TorchLayer") if check_capture(capture, "TorchLayer", torch_device=tdev, diff_method=diff) else None
+        capture = check_capture(capture, "TorchLayer", torch_device=tdev, diff_method=diff)
+        self._graphs = Graphs("TorchLayer") if capture else None
         shapes = {name: _normalise_shape(size) for name, size in weight_shapes.items()}
         _check_signature(qnode, shapes, input_arg)
         self.qnode = qnode

@@ -30,11 +30,10 @@ from ...errors import GradientError, UnsupportedOperationError
 from ...typing import Backend, Optimizer
 from ..._variant import Variant, tape_parameters
 from ._autograd import execute_traced, is_traced
-from .engines.network.pathfind import DEFAULT_PLAN_TIME
+from .engines.network.pathfind import DEFAULT_PLAN_TIME, PathSettings
 from .readout.readout import ReadoutPlan, plan_readout
 from .readout.sampling import sample_tapes
 from ._options import CacheInfo, PlanCache, SimOptions, path_store
-from .engines.network.pathfind import PathSettings
 from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
 from ._conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor

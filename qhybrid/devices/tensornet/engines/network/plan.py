@@ -1,10 +1,11 @@
 """Contraction plans: a path found once per network shape, replayed as a list of pairwise einsums.
 
 Paths come from ``pathfind`` (cotengra's greedy path at once, a hyper-optimised search within the
-device's ``plan_time`` where it pays, paths kept on disk by structure) on the real index sizes, so a batch index (a hyperedge shared by
-every data-dependent tensor) steers the planner towards contracting the data-independent part once. The
-plan records the largest intermediate so that a contraction that would not fit in memory is refused
-before anything is allocated.
+device's ``plan_time`` where it pays, paths kept on disk by structure) on the real index sizes, so a
+batch index (a hyperedge shared by every data-dependent tensor) steers the planner towards contracting
+the data-independent part once. The plan records the largest intermediate so that a contraction that
+would not fit in memory is refused before anything is allocated (a step too wide for einsum is refused
+when contracted, after the memory guard has had its say).
 """
 
 from __future__ import annotations
