@@ -11,7 +11,7 @@ when contracted, after the memory guard has had its say).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -55,6 +55,7 @@ class ContractionPlan:
             found.largest, _numel(self.output, sizes), *(_numel(ix, sizes) for ix in self.inputs)
         )
         self.steps = self._compile(found.path)
+        self._too_wide = any(not step.equation for step in self.steps)
 
     def _compile(self, path) -> list[_Step]:
         working = list(self.inputs)
@@ -83,7 +84,7 @@ class ContractionPlan:
 
     def contract(self, operands: Sequence[torch.Tensor]) -> torch.Tensor:
         working = list(operands)
-        if any(not step.equation for step in self.steps):
+        if self._too_wide:
             raise ContractionTooLargeError(
                 "A contraction step touches more than 52 indices; the network is too wide to contract on this "
                 "backend. Measure local observables (their light cones are smaller) or use fewer wires."
@@ -124,21 +125,29 @@ def plan_networks(
 STEP_FLOPS = 2e4
 """What one pairwise step costs beyond its flops (a kernel launch, about 20 us at 1 Gflop/s), in flops."""
 
+SPLIT_MIN_COST = 1e8
+"""A whole network that fits in memory and costs less than this (flops plus steps; 0.1 s at 1 Gflop/s) is
+kept whole without building its parts: splitting it could save little."""
 
-def cheaper_apart(whole, parts: Sequence, optimizer: "str | PathSettings" = "auto") -> bool:
-    """Whether contracting the networks ``parts`` one by one costs less than the one network ``whole`` they
+
+def cheaper_apart(whole, parts: Callable[[], Sequence], optimizer: "str | PathSettings" = "auto") -> bool:
+    """Whether contracting the networks ``parts()`` one by one costs less than the one network ``whole`` they
     sum to (greedy paths, flops plus a per-step cost; a whole that would not fit in memory always loses).
+    ``parts`` builds them, called only when the whole is costly.
     A Pauli sentence's united light cone can be far wider than each word's: 150 two-qubit words of a
     100-node QAOA p=1 span the whole graph, while each word's cone has at most 8 qubits.
 
     >>> class N: inputs, output, sizes, positions = [(0, 1), (1, 2)], (), {0: 2, 1: 2, 2: 2}, None
-    >>> cheaper_apart(N, [N, N])
+    >>> cheaper_apart(N, lambda: [N, N])
     False
     """
     settings = PathSettings.of(optimizer)
     # no search (plan_time 0), but the store: paths it has are taken, greedy paths found are kept for the plan
     (one,) = find_paths([Problem.of(whole.inputs, whole.output, whole.sizes, whole.positions)], settings, 0.0)
     fits = one.fits(settings.max_elements)
+    if fits and _cost(one) <= SPLIT_MIN_COST:
+        return False
+    parts = parts()
     if fits and _cost(one) <= STEP_FLOPS * sum(len(n.inputs) - 1 for n in parts):
         return False  # the parts' steps alone would cost more: no need to plan them
     found = find_paths([Problem.of(n.inputs, n.output, n.sizes, n.positions) for n in parts], settings, 0.0)

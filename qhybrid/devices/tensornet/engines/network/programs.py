@@ -65,7 +65,7 @@ class ClosedProgram:
     def _cheaper_by_word(self, spec) -> bool:
         """Whether a sentence's words, each over its own light cone, cost less than the one united network."""
         words = [("pauli", tuple(w for w, l in zip(spec[1], s) if l != "I"), s.replace("I", "")) for s in spec[2]]
-        return cheaper_apart(self._network(spec), [self._network(w) for w in words], self.opts.optimizer)
+        return cheaper_apart(self._network(spec), lambda: [self._network(w) for w in words], self.opts.optimizer)
 
     def _network(self, spec) -> Network:
         cap, wires, word = spec[:3]
