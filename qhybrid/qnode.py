@@ -8,6 +8,7 @@ from typing import Callable
 import pennylane as qml
 from pennylane.measurements import MeasurementProcess
 
+from ._capture import Graphs, check_capture, qnode_call
 from ._compile import quantum_boundary
 from ._transforms import PennyLaneQNodeFace, run_pipeline
 from .interfaces._placement import call_device
@@ -44,7 +45,11 @@ class QNode(PennyLaneQNodeFace):
         max_diff: int = 1,
         gradient_device=None,
         static_structure: bool | str = False,
+        capture: str | None = None,
     ):
+        tdev = getattr(device, "torch_device", None)
+        capture = check_capture(capture, "qnode", torch_device=tdev, diff_method=diff_method)
+        self._graphs = Graphs("qnode") if capture else None
         self.func = func
         self.device = device
         self.diff_method = diff_method
@@ -80,6 +85,8 @@ class QNode(PennyLaneQNodeFace):
 
     @quantum_boundary
     def __call__(self, *args, **kwargs):
+        if self._graphs is not None and not self._graphs.running:  # capture="cuda-graph": replay
+            return qnode_call(self, self._graphs, args, kwargs)
         # transforms rewrite the recorded tapes, so a qnode carrying any is recorded on every call
         if self._static is not None and not self.compile_pipeline:  # the trace of this signature, if kept
             return self._static.call(self, args, kwargs)
@@ -130,8 +137,10 @@ def qnode(
     max_diff: int = 1,
     gradient_device=None,
     static_structure: bool | str = False,
+    capture: str | None = None,
 ):
-    """Decorator form of :class:`QNode`.
+    """Decorator form of :class:`QNode`; ``capture="cuda-graph"`` captures each call shape's forward and
+    backward as CUDA graphs and replays them (GPU only, see docs/GPU.md).
 
     >>> import qhybrid
     >>> @qhybrid.qnode(qhybrid.device("tensornet", wires=1), diff_method="parameter-shift")
@@ -153,7 +162,13 @@ def qnode(
 
     def wrap(func: Callable) -> QNode:
         return QNode(
-            func, device, diff_method, max_diff=max_diff, gradient_device=gradient_device, static_structure=static_structure
+            func,
+            device,
+            diff_method,
+            max_diff=max_diff,
+            gradient_device=gradient_device,
+            static_structure=static_structure,
+            capture=capture,
         )
 
     return wrap

@@ -26,3 +26,9 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(1234)
+
+
+@pytest.fixture(autouse=True)
+def _private_path_cache(tmp_path, monkeypatch):
+    """Contraction paths kept on disk stay within one test (never read from, or written to, ~/.cache)."""
+    monkeypatch.setenv("QHYBRID_CACHE_DIR", str(tmp_path / "qhybrid-cache"))

@@ -13,6 +13,7 @@ import pennylane as qml
 import torch
 from torch import nn
 
+from .._capture import Graphs, check_capture, module_call
 from .._compile import quantum_boundary
 from ..qnode import QNode
 from ..typing import DiffMethod
@@ -58,8 +59,13 @@ class VariationalLayer(nn.Module):
         diff_method: DiffMethod = "best",
         reupload: bool = False,
         check_finite: bool = True,
+        capture: str | None = None,
     ) -> None:
         super().__init__()
+        name = type(self).__name__
+        tdev = getattr(device, "torch_device", None)
+        capture = check_capture(capture, name, torch_device=tdev, diff_method=diff_method)
+        self._graphs = Graphs(name) if capture else None
         self.check_finite = bool(check_finite)
         self.n_qubits = _positive_int(n_qubits, "n_qubits")
         self.n_layers = _positive_int(n_layers, "n_layers")
@@ -128,6 +134,8 @@ class VariationalLayer(nn.Module):
         raise NotImplementedError
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self._graphs is not None and not self._graphs.running:  # capture="cuda-graph": replay
+            return module_call(self, self._graphs, (x,))
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{type(self).__name__} takes a torch.Tensor, got {type(x).__name__}.")
         if x.ndim == 0 or x.shape[-1] != self.in_features:

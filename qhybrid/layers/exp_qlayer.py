@@ -39,6 +39,8 @@ class ExpQLayer(VariationalLayer):
         reupload: encode the input again before every ansatz layer (data re-uploading).
         check_finite: refuse inputs or weights holding NaN or inf with an error naming the rows (they would
             otherwise give NaN results and NaN weight gradients, silently); one ``isfinite`` pass per call.
+        capture: ``"cuda-graph"`` to capture each input shape's forward and backward as CUDA graphs and
+            replay them (GPU only; see docs/GPU.md); None (default) runs uncaptured.
 
     The weights are ``weight``, an ``nn.Parameter`` drawn uniformly from ``[0, 2*pi)``
     (:meth:`reset_parameters`).
@@ -65,6 +67,7 @@ class ExpQLayer(VariationalLayer):
         diff_method: DiffMethod = "best",
         reupload: bool = False,
         check_finite: bool = True,
+        capture: str | None = None,
     ) -> None:
         super().__init__(
             n_qubits,
@@ -78,6 +81,7 @@ class ExpQLayer(VariationalLayer):
             diff_method=diff_method,
             reupload=reupload,
             check_finite=check_finite,
+            capture=capture,
         )
         self.observables = check_observables(observables, self.wires)
         self.out_features = len(self.observables)

@@ -10,6 +10,7 @@ from typing import Callable, Mapping, Sequence, Union
 import torch
 from torch import nn
 
+from .._capture import Graphs, check_capture, module_call
 from ..qnode import QNode
 
 InitMethod = Union[Callable[[torch.Tensor], torch.Tensor], Mapping[str, Union[Callable, torch.Tensor]]]
@@ -41,6 +42,8 @@ class TorchLayer(nn.Module):
             only): the new inputs and weights are gathered into the cached circuit without running the
             qnode's Python again; a changed structure is detected and re-traced (``qhybrid._static``
             says what is checked, and when). False records the circuit on every call.
+        capture: ``"cuda-graph"`` to capture each input shape's forward and backward as CUDA graphs and
+            replay them (GPU only; see docs/GPU.md); None (default) runs uncaptured.
 
     Each weight becomes an ``nn.Parameter`` registered under its own name (``layer.w``, state_dict key
     ``"w"``), cast to the dtype and device of the inputs when called.
@@ -65,8 +68,13 @@ class TorchLayer(nn.Module):
         *,
         input_arg: str = "inputs",
         static_structure: bool = True,
+        capture: str | None = None,
     ) -> None:
         super().__init__()
+        tdev = getattr(getattr(qnode, "device", None), "torch_device", None)
+        diff = getattr(qnode, "diff_method", None)
+        capture = check_capture(capture, "TorchLayer", torch_device=tdev, diff_method=diff)
+        self._graphs = Graphs("TorchLayer") if capture else None
         shapes = {name: _normalise_shape(size) for name, size in weight_shapes.items()}
         _check_signature(qnode, shapes, input_arg)
         self.qnode = qnode
@@ -107,6 +115,8 @@ class TorchLayer(nn.Module):
         >>> layer(torch.rand(10, 2)).shape, layer(torch.rand(2)).shape
         (torch.Size([10, 5]), torch.Size([5]))
         """
+        if self._graphs is not None and not self._graphs.running:  # capture="cuda-graph": replay
+            return module_call(self, self._graphs, (inputs,))
         if not inputs.is_floating_point():
             inputs = inputs.to(torch.get_default_dtype())
         batch_shape = inputs.shape[:-1] if inputs.ndim > 1 else None

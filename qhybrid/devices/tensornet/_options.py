@@ -1,11 +1,16 @@
-"""What a simulation runs with (dtype, device, memory, planning budget, backend) and the plan cache that\nholds one compiled program per circuit structure."""
+"""What a simulation runs with (dtype, device, memory, planning budget, backend, where paths are kept) and
+the plan cache that holds one compiled program per circuit structure."""
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from dataclasses import dataclass
+
 import torch
-from .engines.network.pathfind import DEFAULT_PLAN_TIME
+
+from .engines.network.path_cache import PathStore, default_directory
+from .engines.network.pathfind import DEFAULT_PLAN_TIME, PathSettings
 
 
 @dataclass(frozen=True)
@@ -13,7 +18,7 @@ class SimOptions:
     dtype: torch.dtype
     device: torch.device
     max_memory: float
-    optimizer: str = "auto"
+    optimizer: str | PathSettings = "auto"  # a method name, or the settings with memory limit and path store
     backend: str = "torch"  # what executes contraction plans (backends.get_backend)
     plan_time: float = DEFAULT_PLAN_TIME  # seconds one structure's path searches may take
 
@@ -53,3 +58,21 @@ class PlanCache:
     def clear(self) -> None:
         self._programs.clear()
         self.hits = self.misses = 0
+
+
+def path_store(path_cache: bool | str | os.PathLike) -> PathStore | None:
+    """The device option ``path_cache`` as a store: True the default directory, False none, else that folder.
+
+    >>> path_store(False) is None
+    True
+    """
+    if path_cache is True:
+        return PathStore(default_directory())
+    if path_cache is False:
+        return None
+    if isinstance(path_cache, (str, os.PathLike)) and str(path_cache):
+        return PathStore(path_cache)
+    raise ValueError(
+        f"path_cache must be True (keep contraction paths in $QHYBRID_CACHE_DIR/paths or ~/.cache/qhybrid/paths), "
+        f"False (keep none) or a directory, got {path_cache!r}."
+    )

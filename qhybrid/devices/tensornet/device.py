@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Sequence
@@ -27,10 +28,10 @@ from ...errors import GradientError, UnsupportedOperationError
 from ...typing import Backend, Optimizer
 from ..._variant import Variant, tape_parameters
 from ._autograd import execute_traced, is_traced
-from .engines.network.pathfind import DEFAULT_PLAN_TIME
+from .engines.network.pathfind import DEFAULT_PLAN_TIME, PathSettings
 from .readout.readout import ReadoutPlan, plan_readout
 from .readout.sampling import sample_tapes
-from ._options import CacheInfo, PlanCache, SimOptions
+from ._options import CacheInfo, PlanCache, SimOptions, path_store
 from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
 from .readout.postselect import renormalise_postselection
@@ -103,6 +104,9 @@ class TensorNetworkDevice(Device):
         plan_time: seconds the contraction-path searches of one circuit structure may take (default
             1.0): a greedy path comes at once, a randomised search only where the greedy path is costly;
             0 means greedy paths only. Raise it for long training runs of costly networks.
+        path_cache: where contraction paths are kept, by network structure, so a later process plans
+            nothing: True (default) ``$QHYBRID_CACHE_DIR/paths`` or ``~/.cache/qhybrid/paths``, a
+            directory, or False for none.
         plan_cache_size: how many compiled circuit structures to keep.
         seed: seed of the numpy ``Generator`` that draws shots (an int, a ``SeedSequence``, a
             ``Generator``, or None for fresh entropy).
@@ -130,6 +134,7 @@ class TensorNetworkDevice(Device):
         optimizer: Optimizer = "auto",
         plan_cache_size: int = 1024,
         plan_time: float = DEFAULT_PLAN_TIME,
+        path_cache: bool | str | os.PathLike = True,
         seed=None,
     ) -> None:
         super().__init__(wires=wires)
@@ -145,6 +150,7 @@ class TensorNetworkDevice(Device):
         if not plan_time >= 0:  # also refuses NaN
             raise ValueError(f"plan_time must be a number of seconds >= 0, got {plan_time!r}.")
         self.plan_time = float(plan_time)
+        self.path_cache = path_store(path_cache)
         self.dtype = dtype
         self.torch_device = None if torch_device is None else torch.device(torch_device)
         if backend == "cutensornet":  # refuse now, with the reason, rather than at the first circuit
@@ -174,7 +180,9 @@ class TensorNetworkDevice(Device):
         max_memory = self.max_memory
         if max_memory is None:
             max_memory = DEFAULT_MEMORY_FRACTION * _available_memory()
-        return SimOptions(self.dtype, device, float(max_memory), self.optimizer, self.backend, self.plan_time)
+        itemsize = torch.empty((), dtype=self.dtype).element_size()
+        paths = PathSettings(self.optimizer, float(max_memory) / itemsize, self.path_cache)
+        return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time)
 
     def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
         """Run each (tape, parameters) variant; variants of one structure share one contraction.

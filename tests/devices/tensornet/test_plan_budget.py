@@ -35,8 +35,8 @@ def optimisers(monkeypatch):
     built = []
     original = _pathfind._search_optimizer
 
-    def spy(optimizer, seconds):
-        opt = original(optimizer, seconds)
+    def spy(optimizer, seconds, **kw):
+        opt = original(optimizer, seconds, **kw)
         built.append((seconds, opt))
         return opt
 

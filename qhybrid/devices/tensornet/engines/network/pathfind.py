@@ -4,8 +4,14 @@ Every network first gets cotengra's greedy path (and, for chain-like circuits, a
 which costs milliseconds. What is left of the budget ``plan_time`` then goes to the networks whose
 greedy path is expensive to contract, in proportion to that cost: a search that can at best save
 microseconds per call is never run. Paths are remembered per network topology with the batch extent
-left out, so a structure seen before at another batch size reuses its searched path when that path is
-still at least as cheap as the greedy one at the new size.
+left out, so a structure seen before at another batch size is not searched again (it gets its budget
+once): it takes its remembered path, or the greedy one where that is cheaper at the new size.
+
+A path is never accepted only because the budget ran out: one whose largest intermediate is above the
+memory the device allows (or whose step needs more indices than einsum has letters) gets a further
+search of its own, minimising the largest intermediate (``RESCUE_TIME_S``), before the memory guard
+refuses the network. With a :class:`~.path_cache.PathStore` the paths found are kept on disk by
+structure: a later process takes them without planning.
 
 >>> probs = [Problem.of([(0, 1), (1, 2)], (0, 2), {0: 2, 1: 3, 2: 4})]
 >>> find_paths(probs, "auto", plan_time=0.0)[0].path
@@ -14,12 +20,15 @@ still at least as cheap as the greedy one at the new size.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import opt_einsum as oe
+
+from .path_cache import PathStore, structure_key
 
 DEFAULT_PLAN_TIME = 1.0
 """Seconds a structure's path search may take by default (the greedy pass always runs, however short)."""
@@ -45,6 +54,38 @@ MAX_TRIALS = 1024
 
 MEMO_SIZE = 4096
 """Searched paths remembered (one per network topology, batch extent left out)."""
+
+RESCUE_TIME_S = 10.0
+"""Seconds of further search (for the narrowest path) a network gets when its best path within the budget
+would not fit in memory, before it is refused."""
+
+MAX_STEP_INDICES = 52
+"""Distinct indices one pairwise step may touch (``torch.einsum`` has 52 letters)."""
+
+STORE_MIN_TENSORS = 16
+"""Networks with fewer tensors are not kept on disk (their greedy path is quicker than a file read)."""
+
+
+@dataclass(frozen=True)
+class PathSettings:
+    """How paths are found: the method (``"auto"``, ``"cotengra"``, ``"greedy"``, ``"optimal"``), the most
+    elements an intermediate may have, and where paths are kept on disk (None: nowhere).
+
+    >>> PathSettings.of("greedy")
+    PathSettings(method='greedy', max_elements=inf, store=None)
+    """
+
+    method: str = "auto"
+    max_elements: float = math.inf
+    store: PathStore | None = None
+
+    @classmethod
+    def of(cls, optimizer: "str | PathSettings") -> "PathSettings":
+        return optimizer if isinstance(optimizer, PathSettings) else cls(optimizer)
+
+    @property
+    def searches(self) -> bool:
+        return self.method in ("auto", "cotengra")
 
 
 @dataclass(frozen=True)
@@ -79,7 +120,11 @@ class Found:
     path: tuple[tuple[int, ...], ...]
     flops: int
     largest: int
-    searched: bool = False  # the result of a randomised search (or taken from one, via the memo)
+    searched: bool = False  # settled: planned within a budget (or taken from such a plan, via memo or disk)
+    widest: int = 0  # most distinct indices one step touches
+
+    def fits(self, max_elements: float) -> bool:
+        return self.largest <= max_elements and self.widest <= MAX_STEP_INDICES
 
 
 @dataclass
@@ -90,6 +135,10 @@ class SearchStats:
     searches: int = 0  # randomised searches run
     trials: int = 0  # trials those searches reported
     memo_hits: int = 0  # networks that took a remembered searched path
+    disk_hits: int = 0  # networks whose path came from the disk store
+    disk_writes: int = 0  # paths written to the disk store
+    shared: int = 0  # networks that took the path of an isomorphic one planned in the same call
+    rescues: int = 0  # further searches of networks whose best path would not fit in memory
     time_limits: list[float] = field(default_factory=list)  # max_time each search optimiser was built with
 
 
@@ -117,7 +166,7 @@ def _evaluate(problem: Problem, path) -> Found:
     for ix in working:
         for i in ix:
             count[i] = count.get(i, 0) + 1
-    flops = largest = 0
+    flops = largest = widest = 0
     for step in path:
         taken = [working.pop(p) for p in sorted(step, reverse=True)]
         every = frozenset().union(*taken)
@@ -130,7 +179,8 @@ def _evaluate(problem: Problem, path) -> Found:
         working.append(kept)
         flops += _numel(every, sizes) * (2 if len(kept) < len(every) else 1)
         largest = max(largest, _numel(kept, sizes))
-    return Found(tuple(tuple(p) for p in path), flops, largest)
+        widest = max(widest, len(every))
+    return Found(tuple(tuple(p) for p in path), flops, largest, widest=widest)
 
 
 def _numel(ix, sizes) -> int:
@@ -159,8 +209,15 @@ def _greedy(problem: Problem):
     return optimize_greedy(list(problem.inputs), problem.output, problem.sizes)
 
 
-def _better(a: Found, b: Found | None) -> bool:
-    return b is None or (a.flops, a.largest) < (b.flops, b.largest)
+def _better(a: Found, b: Found | None, max_elements: float = math.inf) -> bool:
+    """Whether ``a`` beats ``b``: a path that fits in memory beats one that does not, then fewer flops."""
+    if b is None:
+        return True
+    return (not a.fits(max_elements), a.flops, a.largest) < (not b.fits(max_elements), b.flops, b.largest)
+
+
+def _settled(found: Found) -> Found:
+    return replace(found, searched=True)
 
 
 def _quick(problem: Problem, optimizer: str) -> Found:
@@ -176,25 +233,24 @@ def _quick(problem: Problem, optimizer: str) -> Found:
         if _better(sweep, best):
             best = sweep
     remembered = _MEMO.get(problem.key) if problem.key is not None else None
-    if remembered is not None:
+    if remembered is not None:  # this topology had its budget (at another batch size): no new search
+        STATS.memo_hits += 1
+        _MEMO.move_to_end(problem.key)
         memo = _evaluate(problem, [tuple(p) for p in remembered])
-        if not _better(best, memo):  # the searched path still pays at this size: no new search needed
-            STATS.memo_hits += 1
-            _MEMO.move_to_end(problem.key)
-            return Found(memo.path, memo.flops, memo.largest, searched=True)
+        return _settled(best if _better(best, memo) else memo)
     return best
 
 
-def _search_optimizer(optimizer: str, seconds: float):
-    """The randomised path optimiser for one search, its time limit ``seconds`` (its own trial count capped)."""
-    if optimizer == "cotengra":
-        import cotengra as ctg
+def _search_optimizer(optimizer: str, seconds: float, minimize: str = "flops"):
+    """cotengra's hyper-optimiser over randomised greedy paths, its time limit ``seconds`` (its own trial
+    count capped). Subtree reconfiguration is left out: on this project's gate networks it made one
+    trial take about a second (overrunning short limits) and found no better path than more trials did."""
+    import cotengra as ctg
 
-        return ctg.HyperOptimizer(
-            methods=["greedy"], max_repeats=MAX_TRIALS, max_time=seconds, parallel=False, progbar=False,
-            optlib="random",
-        )
-    return oe.RandomGreedy(max_repeats=MAX_TRIALS, max_time=seconds)
+    return ctg.HyperOptimizer(
+        methods=["greedy"], max_repeats=MAX_TRIALS, max_time=seconds, parallel=False, progbar=False,
+        optlib="random", minimize=minimize, reconf_opts=None,
+    )
 
 
 def _trials(opt) -> int:
@@ -204,13 +260,13 @@ def _trials(opt) -> int:
     return len(getattr(opt, "scores", ()))  # cotengra's HyperOptimizer
 
 
-def _search(problem: Problem, optimizer: str, seconds: float) -> Found:
-    opt = _search_optimizer(optimizer, seconds)
+def _search(problem: Problem, optimizer: str, seconds: float, minimize: str = "flops") -> Found:
+    opt = _search_optimizer(optimizer, seconds, minimize=minimize)
     STATS.searches += 1
     STATS.time_limits.append(seconds)
     found = _evaluate(problem, opt(*problem.sets(), problem.sizes))
     STATS.trials += _trials(opt)
-    return Found(found.path, found.flops, found.largest, searched=True)
+    return _settled(found)
 
 
 def _wanted(found: Found) -> float:
@@ -220,16 +276,21 @@ def _wanted(found: Found) -> float:
     return PAYBACK_CALLS * found.flops / FLOP_RATE
 
 
-def find_paths(problems: Sequence[Problem], optimizer: str = "auto", plan_time: float = DEFAULT_PLAN_TIME) -> list[Found]:
-    """A path for each network; searches together take at most what ``plan_time`` leaves after the quick pass.
-
-    ``optimizer``: ``"auto"`` (greedy, then opt_einsum's randomised greedy where it pays), ``"cotengra"``
-    (the same with cotengra's hyper-optimiser as the search), ``"greedy"`` or ``"optimal"`` (no search).
-    """
-    start = time.perf_counter()
-    found = [_quick(p, optimizer) for p in problems]
-    if optimizer not in ("auto", "cotengra") or plan_time <= 0:
+def _from_store(problems: Sequence[Problem], keys: Sequence[str], store: PathStore | None) -> list[Found | None]:
+    found: list[Found | None] = [None] * len(problems)
+    if store is None:
         return found
+    for k, (p, key) in enumerate(zip(problems, keys)):
+        if p.n >= STORE_MIN_TENSORS:
+            hit = store.load(p.inputs, p.output, p.sizes, key=key)
+            if hit is not None:
+                STATS.disk_hits += 1
+                found[k] = replace(_evaluate(p, hit[0]), searched=hit[1])
+    return found
+
+
+def _budgeted_search(problems, found: list[Found], optimizer: str, plan_time: float, start: float, max_elements):
+    """Search, within what ``plan_time`` leaves, the networks whose paths are costly, costliest first."""
     quick_time = (time.perf_counter() - start) / max(len(problems), 1)  # about one greedy trial
     wanted = [_wanted(f) if p.n > OPTIMAL_MAX_TENSORS else 0.0 for p, f in zip(problems, found)]
     deadline = start + plan_time
@@ -244,13 +305,65 @@ def find_paths(problems: Sequence[Problem], optimizer: str = "auto", plan_time: 
         if seconds < MIN_SEARCH_S:
             continue
         better = _search(problems[k], optimizer, seconds)
-        if _better(better, found[k]):
-            found[k] = better
-        if problems[k].key is not None:  # searched: the best path known for this topology, kept or found
-            _MEMO[problems[k].key] = found[k].path
-            if len(_MEMO) > MEMO_SIZE:
-                _MEMO.popitem(last=False)
+        found[k] = better if _better(better, found[k], max_elements) else _settled(found[k])
+
+
+def _rescue(problem: Problem, found: Found, optimizer: str, max_elements: float) -> Found:
+    """A path that would not fit in memory: search further, for the smallest largest intermediate."""
+    STATS.rescues += 1
+    narrow = _search(problem, optimizer, RESCUE_TIME_S, minimize="size")
+    return narrow if _better(narrow, found, max_elements) else found
+
+
+def find_paths(
+    problems: Sequence[Problem], optimizer: "str | PathSettings" = "auto", plan_time: float = DEFAULT_PLAN_TIME
+) -> list[Found]:
+    """A path for each network; searches together take at most what ``plan_time`` leaves after the quick pass
+    (plus, for a network whose best path would not fit in ``max_elements``, up to ``RESCUE_TIME_S``).
+
+    ``optimizer``: a method name or :class:`PathSettings`. ``"auto"`` (greedy, then cotengra's
+    hyper-optimiser over randomised greedy paths where it pays), ``"cotengra"`` (the same),
+    ``"greedy"`` or ``"optimal"`` (no search); paths in the settings' store are taken as they are.
+    """
+    settings = PathSettings.of(optimizer)
+    # networks equal up to the numbering of their indices (isomorphic light cones, say) are planned once
+    keys = [structure_key(p.inputs, p.output, p.sizes) for p in problems]
+    slot: dict[str, int] = {}
+    for k, key in enumerate(keys):
+        slot.setdefault(key, len(slot))
+    distinct = [problems[keys.index(key)] for key in slot]
+    STATS.shared += len(problems) - len(distinct)
+    found = _find(distinct, list(slot), settings, plan_time)
+    return [found[slot[key]] for key in keys]
+
+
+def _find(problems: Sequence[Problem], keys: Sequence[str], settings: PathSettings, plan_time: float) -> list[Found]:
+    method, limit = settings.method, settings.max_elements
+    start = time.perf_counter()
+    stored = _from_store(problems, keys, settings.store)
+    found = [s if s is not None else _quick(p, method) for p, s in zip(problems, stored)]
+    if settings.searches and plan_time > 0:
+        _budgeted_search(problems, found, method, plan_time, start, limit)
+        for k, p in enumerate(problems):
+            if not found[k].fits(limit) and p.n > OPTIMAL_MAX_TENSORS:
+                found[k] = _rescue(p, found[k], method, limit)
+        # each structure gets its planning budget once, across batch sizes and processes: what it found is
+        # final (remembered for other batch sizes; kept on disk)
+        found = [_settled(f) for f in found]
+        for p, f in zip(problems, found):
+            if p.key is not None and p.n > OPTIMAL_MAX_TENSORS:
+                _MEMO[p.key] = f.path
+                _MEMO.move_to_end(p.key)
+                if len(_MEMO) > MEMO_SIZE:
+                    _MEMO.popitem(last=False)
+    if settings.store is not None:
+        for p, key, s, f in zip(problems, keys, stored, found):
+            if p.n >= STORE_MIN_TENSORS and (s is None or s.path != f.path or s.searched != f.searched):
+                settings.store.save(p.inputs, p.output, p.sizes, f.path, f.searched, key=key)
+                STATS.disk_writes += 1
     return found
 
 
-__all__ = ["Problem", "Found", "find_paths", "DEFAULT_PLAN_TIME", "STATS", "reset_stats", "clear_memo"]
+__all__ = [
+    "Problem", "Found", "PathSettings", "find_paths", "DEFAULT_PLAN_TIME", "STATS", "reset_stats", "clear_memo",
+]  # fmt: skip

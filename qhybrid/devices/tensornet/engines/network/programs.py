@@ -14,7 +14,7 @@ from ..._values import _expand_lead
 from ...backends import get_backend
 from ...readout.measure import StateReader, measurement_function
 from .network import BATCH, Network, closed_network, ket_network
-from .plan import ContractionPlan, plan_networks
+from .plan import ContractionPlan, cheaper_apart, plan_networks
 
 
 class _Contraction:
@@ -60,10 +60,17 @@ class ClosedProgram:
         # plan every term now, together (one planning budget), so the memory guard speaks before any work
         measured = [mp for m, mp in enumerate(tape.measurements) if self.only is None or m in self.only]
         specs = list(dict.fromkeys(spec for mp in measured for spec in _closed_terms(mp, structure)))
+        self._split = {s for s in specs if s[0] == "paulisum" and self._cheaper_by_word(s)}
+        specs = list(dict.fromkeys(s for mp in measured for s in _closed_terms(mp, structure, self._split)))
         nets = [self._network(spec) for spec in specs]
         plans = plan_networks(nets, opts.optimizer, opts.plan_time, vary=BATCH)
         for spec, net, plan in zip(specs, nets, plans):
             self._contraction(spec, net, plan)
+
+    def _cheaper_by_word(self, spec) -> bool:
+        """Whether a sentence's words, each over its own light cone, cost less than the one united network."""
+        words = [("pauli", tuple(w for w, l in zip(spec[1], s) if l != "I"), s.replace("I", "")) for s in spec[2]]
+        return cheaper_apart(self._network(spec), lambda: [self._network(w) for w in words], self.opts.optimizer)
 
     def _network(self, spec) -> Network:
         cap, wires, word = spec[:3]
@@ -87,7 +94,7 @@ class ClosedProgram:
     def _pauli_expval(self, values, ps, lead_shape) -> torch.Tensor:
         pos = {w: i for i, w in enumerate(self.structure.sim_wires)}
         spec = _sentence_spec(ps, pos)
-        if spec is not None:  # several words: one network (the sentence as an MPO)
+        if spec is not None and spec not in self._split:  # several words: one network (the sentence as an MPO)
             return self._value(values, spec, lead_shape).real + _sentence_constant(ps)
         total = None
         for word, coeff in ps.items():
@@ -166,7 +173,7 @@ def _sentence_spec(ps, pos):
     return ("paulisum", wires, tuple(strings), tuple(float(real(c)) for _, c in words))
 
 
-def _closed_terms(mp, structure: TapeStructure):
+def _closed_terms(mp, structure: TapeStructure, split=frozenset()):
     pos = {w: i for i, w in enumerate(structure.sim_wires)}
     if isinstance(mp, (ExpectationMP, VarianceMP)):
         ps = mp.obs.pauli_rep
@@ -176,7 +183,7 @@ def _closed_terms(mp, structure: TapeStructure):
                 yield ("matrix", tuple(pos[w] for w in mp.obs.wires), "")
                 continue
             spec = _sentence_spec(s, pos)
-            if spec is not None:
+            if spec is not None and spec not in split:
                 yield spec
                 continue
             for word in s:

@@ -1,0 +1,117 @@
+"""Contraction paths kept on disk, keyed by a network's structure, so a second process plans nothing.
+
+A network's key is a hash of its index structure and extents only (indices relabelled in order of first
+appearance, so two builds that number their indices differently share an entry); values never enter it.
+One small JSON file per network under the store's directory, written atomically (a temporary file then
+``os.replace``). An entry that cannot be read, is not for this structure or whose path is not a valid
+contraction of it is ignored (and overwritten by the next plan); a directory that cannot be written
+only means paths are not kept.
+
+>>> import tempfile
+>>> store = PathStore(tempfile.mkdtemp())
+>>> inputs, output, sizes = [(0, 1), (1, 2)], (0, 2), {0: 2, 1: 3, 2: 4}
+>>> store.save(inputs, output, sizes, ((0, 1),), searched=True)
+>>> store.load(inputs, output, sizes)
+(((0, 1),), True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+CACHE_ENV = "QHYBRID_CACHE_DIR"
+"""Environment variable naming qhybrid's cache directory (paths go in its ``paths`` folder)."""
+
+FORMAT = 1
+"""Entry format; entries of another format are ignored."""
+
+
+def default_directory() -> Path:
+    """``$QHYBRID_CACHE_DIR/paths``, else ``$XDG_CACHE_HOME/qhybrid/paths``, else ``~/.cache/qhybrid/paths``."""
+    root = os.environ.get(CACHE_ENV)
+    if root:
+        return Path(root).expanduser() / "paths"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "qhybrid" / "paths"
+
+
+def structure_key(inputs: Sequence[Sequence[int]], output: Sequence[int], sizes: dict) -> str:
+    """A hash of the network's index structure and extents, independent of how indices are numbered."""
+    label: dict = {}
+    for ix in (*inputs, output):
+        for i in ix:
+            label.setdefault(i, len(label))
+    canon = {
+        "inputs": [[label[i] for i in ix] for ix in inputs],
+        "output": [label[i] for i in output],
+        "sizes": [int(sizes[i]) for i in label],
+    }
+    return hashlib.sha256(json.dumps(canon, separators=(",", ":")).encode()).hexdigest()
+
+
+def valid_path(path, n: int) -> bool:
+    """Whether ``path`` (linear, opt_einsum style) contracts ``n`` tensors down to one."""
+    if not isinstance(path, (list, tuple)):
+        return False
+    working = n
+    for step in path:
+        if not isinstance(step, (list, tuple)) or not step or not all(isinstance(p, int) for p in step):
+            return False
+        if len(set(step)) != len(step) or min(step) < 0 or max(step) >= working:
+            return False
+        working -= len(step) - 1
+    return working == 1
+
+
+class PathStore:
+    """A directory of contraction paths, one file per network structure."""
+
+    def __init__(self, directory: str | os.PathLike):
+        self.directory = Path(directory).expanduser()
+
+    def __repr__(self) -> str:
+        return f"PathStore({str(self.directory)!r})"
+
+    def _file(self, key: str) -> Path:
+        return self.directory / f"{key}.json"
+
+    def load(self, inputs, output, sizes, key: str | None = None) -> tuple[tuple[tuple[int, ...], ...], bool] | None:
+        """The stored path and whether it is final (planned within a budget), or None (absent, unreadable,
+        mismatched); ``key``: the structure key if already computed."""
+        key = key or structure_key(inputs, output, sizes)
+        try:
+            entry = json.loads(self._file(key).read_text())
+            if entry.get("format") != FORMAT or entry.get("structure") != key:
+                return None
+            path = entry["path"]
+            if not valid_path(path, len(inputs)):
+                return None
+            return tuple(tuple(step) for step in path), bool(entry.get("searched", False))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            return None
+
+    def save(self, inputs, output, sizes, path, searched: bool, key: str | None = None) -> None:
+        """Write the entry atomically; an unwritable directory only means the path is not kept."""
+        key = key or structure_key(inputs, output, sizes)
+        entry = {"format": FORMAT, "structure": key, "searched": bool(searched), "path": [list(s) for s in path]}
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{key[:16]}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w") as f:
+                    json.dump(entry, f, separators=(",", ":"))
+                os.replace(tmp, self._file(key))
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        except OSError:
+            pass
+
+
+__all__ = ["PathStore", "default_directory", "structure_key", "valid_path", "CACHE_ENV"]
