@@ -13,6 +13,7 @@ import qhybrid
 from qhybrid.layers._encodings import amplitude_state
 
 from _layer_reference import jacobians, reference_qnode
+from _autograd_graph import autograd_node_names
 
 N_QUBITS = 3
 N_LAYERS = 3
@@ -315,16 +316,6 @@ def test_nan_weights_are_refused():
         layer(torch.rand(3, 2))
 
 
-def _graph_nodes(t):
-    seen, names, stack = set(), [], [t.grad_fn]
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        names.append(type(node).__name__)
-        stack.extend(n for n, _ in node.next_functions)
-    return names
 
 
 @pytest.mark.parametrize("encoding, ansatz, reupload", CASES)
@@ -350,7 +341,7 @@ def test_a_layer_step_records_one_node_for_the_circuit():
     x = torch.rand(6, 4, dtype=torch.float64, requires_grad=True)
     layer(x)
     out = layer(x)
-    names = _graph_nodes(out.sum())
+    names = autograd_node_names(out.sum())
     assert sorted(names) == ["AccumulateGrad", "AccumulateGrad", "BoundNodeBackward", "StackBackward0", "SumBackward0"]
     out.sum().backward()
     assert x.grad is not None and layer.weight.grad is not None

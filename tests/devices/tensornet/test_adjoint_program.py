@@ -19,6 +19,7 @@ from qhybrid.devices.tensornet.engines.statevector import adjoint as _sv_adjoint
 from qhybrid.devices.tensornet.engines.statevector import program as _statevector
 
 from test_fast_paths import _circuit, random_case
+from _autograd_graph import autograd_node_names
 
 TOL = 1e-10
 
@@ -132,16 +133,6 @@ def test_non_unitary_user_matrix_is_differentiated_by_torch(monkeypatch):
         assert torch.allclose(g, g_ref, atol=TOL, rtol=0)
 
 
-def _graph_nodes(t: torch.Tensor) -> list[str]:
-    seen, stack, names = set(), [t.grad_fn], []
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        names.append(type(node).__name__)
-        stack.extend(n for n, _ in node.next_functions)
-    return names
 
 
 @pytest.mark.parametrize("bound", [True, False])
@@ -175,7 +166,7 @@ def test_one_step_records_one_autograd_node_for_the_circuit(monkeypatch, bound):
 
     monkeypatch.setattr(_statevector.kernels, "run", spy_run)
     out = torch.stack(qn(x, w))
-    names = _graph_nodes(out.sum())
+    names = autograd_node_names(out.sum())
     node = "BoundNodeBackward" if bound else "ExecuteTapesBackward"
     assert sorted(names) == ["AccumulateGrad", "AccumulateGrad", node, "StackBackward0", "SumBackward0"]
     out.sum().backward()

@@ -12,6 +12,7 @@ import torch
 
 import qhybrid
 from qhybrid.devices.tensornet import _bound
+from _autograd_graph import autograd_node_names
 
 N = 4
 TOL = 1e-10
@@ -86,16 +87,6 @@ def _stack(r):
     return torch.stack(list(r), -1) if isinstance(r, (list, tuple)) else r
 
 
-def _node_names(t):
-    seen, names, stack = set(), [], [t.grad_fn]
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        names.append(type(node).__name__)
-        stack.extend(n for n, _ in node.next_functions)
-    return names
 
 
 @pytest.mark.parametrize("body", [_z, _probs, _z_dense, _probs_dense])
@@ -112,7 +103,7 @@ def test_matches_default_qubit(body, batch, grads):
         torch.testing.assert_close(got, want, atol=TOL, rtol=0)
         if call:  # circuits with a diagonal run take the general one-node path (ExecuteTapes)
             dense = body in (_z_dense, _probs_dense)
-            assert ("BoundNodeBackward" if dense else "ExecuteTapesBackward") in _node_names(got)
+            assert ("BoundNodeBackward" if dense else "ExecuteTapesBackward") in autograd_node_names(got)
         wrt = [t for t in (x, w) if t.requires_grad]
         cot = torch.linspace(-1, 2, got.numel(), dtype=got.dtype).reshape(got.shape)
         for a, b in zip(torch.autograd.grad((got * cot).sum(), wrt), torch.autograd.grad((want * cot).sum(), wrt)):

@@ -12,7 +12,7 @@ import torch
 
 from ..._gates import constant_matrix, fast_matrix, generic_matrix
 from ..._structure import TapeStructure
-from ..._values import _mpo_tensor, _pauli_tensor
+from ..._values import network_operand
 
 
 class ConeValues:
@@ -88,19 +88,7 @@ class ConeValues:
         return t
 
     def operand(self, o, matrix=None) -> torch.Tensor:
-        if o.kind == "slot":
-            t = self.slot(o.slot)
-            if o.select is not None:
-                t = t[o.select]
-        elif o.kind == "zero":
-            t = torch.tensor([1.0, 0.0], dtype=self.dtype, device=self.device)
-        elif o.kind == "pauli":
-            t = _pauli_tensor(o.letter, self.dtype, self.device)
-        elif o.kind == "mpo":
-            t = _mpo_tensor(o.data, self.dtype, self.device)
-        else:  # pragma: no cover - class sub-tapes measure Z words only
-            raise AssertionError(o.kind)
-        return t.conj() if o.conj else t
+        return network_operand(self, o, matrix)
 
 
 __all__ = ["ConeValues"]

@@ -21,7 +21,7 @@ import torch
 from . import gate_grads, kernels
 from ..._gates import constant_matrix
 from .kernels import Action
-from .program import KRON_MAX_WIRES, _zero_ket
+from .program import KRON_MAX_WIRES, _zero_ket, monomial_on
 
 
 class _Chain:
@@ -188,7 +188,7 @@ class BoundProgram:
                         _, w, (ci, e) = item
                         add("lead", (w, 1), [F[ci][e].unsqueeze(0)], [("lead", ci, e)])
             elif kind == "monomial":
-                info = self._monomial(data, device)
+                info = monomial_on(data, device)
                 if info is not None:
                     add("monomial", info, [], [])
             else:
@@ -234,18 +234,6 @@ class BoundProgram:
         for m in elems[1:]:
             partial.append(torch.matmul(m, partial[-1]))
         return elems, partial
-
-    def _monomial(self, step, device):
-        perm, phase = step.data
-        if perm is None and phase is None:
-            return None
-        if perm is not None and perm[0].device != device:
-            perm = (perm[0].to(device), perm[1].to(device))
-            step.data = (perm, phase)
-        if phase is not None and phase.device != device:
-            phase = phase.to(device)
-            step.data = (perm, phase)
-        return perm, phase
 
     def _gate(self, si, mats, dtype, device, add) -> None:
         slot = self.structure.slots[si]

@@ -228,17 +228,9 @@ class StateVectorProgram:
             elif step.kind == "local":
                 self._local(values, step.data, add, sparse_ok)
             elif step.kind == "monomial":
-                perm, phase = step.data
-                if perm is None and phase is None:
-                    continue
-                device = values.device
-                if perm is not None and perm[0].device != device:
-                    perm = (perm[0].to(device), perm[1].to(device))
-                    step.data = (perm, phase)
-                if phase is not None and phase.device != device:
-                    phase = phase.to(device)
-                    step.data = (perm, phase)
-                add("monomial", (perm, phase))
+                data = monomial_on(step, values.device)
+                if data is not None:
+                    add("monomial", data)
             elif step.kind == "diagonal":
                 add("diagonal", diagonal.RunCall(step.data), *step.data.tensors(values, self._diagonal_lead))
             else:
@@ -357,6 +349,21 @@ class StateVectorProgram:
             add("lead" if lead else "plain", (wires[0], k), m)
         else:
             add("scattered", (tuple(wires), lead), m)
+
+
+def monomial_on(step: _Step, device):
+    """A monomial step's (permutation, phase) on ``device`` (moved there once: the step keeps the copy), or
+    None where it is the identity."""
+    perm, phase = step.data
+    if perm is None and phase is None:
+        return None
+    if perm is not None and perm[0].device != device:
+        perm = (perm[0].to(device), perm[1].to(device))
+        step.data = (perm, phase)
+    if phase is not None and phase.device != device:
+        phase = phase.to(device)
+        step.data = (perm, phase)
+    return perm, phase
 
 
 _ZERO_KETS: dict = {}
