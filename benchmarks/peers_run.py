@@ -43,12 +43,12 @@ default.qubit: 25-55 s a step; quimb's Q100p1: minutes)."""
 
 ONE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
-QAOA_ROWS = ["qhybrid", "qhybrid GraphQLayer"]
+QAOA_ROWS = ["qhybrid", "qhybrid static", "qhybrid GraphQLayer"]
 JAX_ROWS = ["dq jax.jit", "hand jax.jit", "TC-NG", "Catalyst"]
 PLAN: dict[str, list[str]] = {
-    "W1": ["qhybrid", "dq torch", "lightning adjoint", *JAX_ROWS],
-    "W2": ["qhybrid", "dq torch", *JAX_ROWS],
-    "W5": ["qhybrid", "dq torch", *JAX_ROWS],
+    "W1": ["qhybrid", "qhybrid static", "dq torch", "lightning adjoint", *JAX_ROWS],
+    "W2": ["qhybrid", "qhybrid static", "dq torch", *JAX_ROWS],
+    "W5": ["qhybrid", "qhybrid static", "dq torch", *JAX_ROWS],
     "G16": [*QAOA_ROWS, "dq torch", "lightning adjoint", *JAX_ROWS],
     "Q100p1": [*QAOA_ROWS, "quimb torch"],
     "Q100p2": [*QAOA_ROWS, "quimb torch"],

@@ -25,6 +25,7 @@ DATA_SEED = 7
 # system -> (module in this package, what the row is)
 SYSTEMS: dict[str, tuple[str, str]] = {
     "qhybrid": ("torch_rows", "qhybrid.qnode on qhybrid.device('tensornet'), adjoint"),
+    "qhybrid static": ("torch_rows", "the same qnode with static_structure=True (traced once per call signature)"),
     "qhybrid GraphQLayer": ("torch_rows", "qhybrid.GraphQLayer(output='cost'), adjoint"),
     "dq torch": ("torch_rows", "PennyLane default.qubit, torch, backprop"),
     "lightning adjoint": ("torch_rows", "PennyLane lightning.qubit, torch, adjoint"),

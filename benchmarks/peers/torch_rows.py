@@ -50,8 +50,12 @@ def build(system: str, wl: Workload, data: dict[str, np.ndarray]):
         return _graph_layer(wl, params)
     for p in params:
         p.requires_grad_(True)
-    if system == "qhybrid":
-        node = qhybrid.qnode(qhybrid.device("tensornet", wires=wl.n_qubits), diff_method="adjoint")(_circuit(wl))
+    if system in ("qhybrid", "qhybrid static"):
+        node = qhybrid.qnode(
+            qhybrid.device("tensornet", wires=wl.n_qubits),
+            diff_method="adjoint",
+            static_structure=system == "qhybrid static",  # the jax.jit contract: trace once per signature
+        )(_circuit(wl))
     else:
         if wl.n_qubits > 20:
             raise NotImplementedError(f"{system} is a state vector: {wl.n_qubits} qubits do not fit")

@@ -109,21 +109,22 @@ def build_tape(template: Template, angles: Sequence[torch.Tensor | None]) -> qml
 
 
 def _couplings(block: Block, angles) -> list:
-    """A block of ``IsingZZ`` / ``IsingXX`` gates, as CNOT conjugations of single-qubit rotations.
+    """A block of ``IsingZZ`` / ``IsingXX`` gates.
 
-    CNOT(u, v) maps ``Z_v`` to ``Z_u Z_v`` and ``X_u`` to ``X_u X_v``, so ``IsingZZ(a) = CNOT RZ_v(a) CNOT``
-    and ``IsingXX(a) = CNOT RX_u(a) CNOT``. The block's gates commute, so they are applied one matching at a
-    time (edges sharing no node, :func:`matchings`): all CNOTs of a matching, all its rotations, all its
-    CNOTs again. The state-vector engine composes consecutive CNOTs into one basis permutation and applies
-    the waiting rotations as a few Kronecker-block matmuls, where a two-qubit gate on wires that are not
-    neighbours would cost a general einsum over the whole state each (measured 17x slower on 16 qubits)."""
+    ``IsingZZ`` gates stay themselves: the state-vector engine turns a block of them into one diagonal run
+    (one phase multiply for the whole block, every angle's gradient in one reduction). ``IsingXX`` gates
+    become CNOT conjugations of rotations: CNOT(u, v) maps ``X_u`` to ``X_u X_v``, so ``IsingXX(a) = CNOT
+    RX_u(a) CNOT``. The block's gates commute, so they are applied one matching at a time (edges sharing no
+    node, :func:`matchings`): all CNOTs of a matching, all its rotations, all its CNOTs again; consecutive
+    CNOTs compose into one basis permutation and the waiting rotations run as a few Kronecker-block
+    matmuls, where a two-qubit gate on wires that are not neighbours would cost a general einsum over the
+    whole state each (measured 17x slower on 16 qubits)."""
+    if block.gate == "ZZ":
+        return [qml.IsingZZ(a, wires=list(w)) for a, w in zip(angles, block.wires)]
     ops = []
     for matching in matchings(block.wires):
         cnots = [qml.CNOT(wires=list(block.wires[g])) for g in matching]
-        if block.gate == "ZZ":
-            turns = [qml.RZ(angles[g], wires=block.wires[g][1]) for g in matching]
-        else:
-            turns = [qml.RX(angles[g], wires=block.wires[g][0]) for g in matching]
+        turns = [qml.RX(angles[g], wires=block.wires[g][0]) for g in matching]
         ops += cnots + turns + [qml.CNOT(wires=list(block.wires[g])) for g in matching]
     return ops
 
