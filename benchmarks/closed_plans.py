@@ -7,57 +7,28 @@ Hamiltonian), ``w3``, ``w3b``, ``hea50``. All through a plain ``qhybrid.qnode`` 
 closed light-cone networks of wide circuits). Prints the first step (planning included) and the median
 of the steady steps; run twice with the same ``QHYBRID_CACHE_DIR`` to see a second process.
 """
-import argparse, statistics, time
+import argparse
+import statistics
+import time
 
-import networkx as nx
-import pennylane as qml
 import torch
 
 import qhybrid
 
+from .workloads import hea_function, ladder_function, qaoa_function, qaoa_graph
 
-def q100(sep: bool, p: int = 1):
-    g = nx.random_regular_graph(3, 100, seed=1)
-    edges = list(g.edges())
-    n = 100
+Q100_SEED = 1
+"""WORKLOADS.md's Q100 graph: ``random_regular_graph(3, 100, seed=1)``."""
 
-    def circuit(gamma, beta):
-        for w in range(n):
-            qml.Hadamard(w)
-        for k in range(p):
-            for u, v in edges:
-                qml.IsingZZ(2 * gamma[k], wires=[u, v])
-            for w in range(n):
-                qml.RX(2 * beta[k], wires=w)
-        if sep:
-            return [qml.expval(qml.Z(u) @ qml.Z(v)) for u, v in edges]
-        H = qml.Hamiltonian([1.0] * len(edges), [qml.Z(u) @ qml.Z(v) for u, v in edges])
-        return qml.expval(H)
 
+def q100(separate: bool, p: int = 1):
+    edges = [(int(u), int(v)) for u, v in qaoa_graph(100, seed=Q100_SEED).edges()]
     args = (torch.tensor([0.3] * p, dtype=torch.float64), torch.tensor([0.7] * p, dtype=torch.float64))
-    return n, circuit, args
+    return 100, qaoa_function(edges, 100, separate=separate), args
 
 
-def ladder(n: int, ham: bool, layers: int = 2, brick: bool = False):
-    def circuit(theta):
-        for l in range(layers):
-            for i in range(n):
-                qml.RY(theta[l, i], wires=i)
-            if brick:
-                for s in (0, 1):
-                    for i in range(s, n - 1, 2):
-                        qml.CNOT([i, i + 1])
-            else:
-                for i in range(n - 1):
-                    qml.CNOT([i, i + 1])
-        if ham:
-            return qml.expval(qml.Hamiltonian([1.0] * n, [qml.Z(i) for i in range(n)]))
-        if brick:
-            return [qml.expval(qml.Z(i)) for i in range(n)]
-        return qml.expval(qml.Z(n // 2))
-
-    theta = torch.rand(layers, n, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    return n, circuit, (theta,)
+def _theta(layers: int, n: int):
+    return (torch.rand(layers, n, dtype=torch.float64, generator=torch.Generator().manual_seed(0)),)
 
 
 WORKLOADS = {
@@ -67,9 +38,9 @@ WORKLOADS = {
     "q100h3": lambda: q100(False, 3),
     "q100sep2": lambda: q100(True, 2),
     "q100sep3": lambda: q100(True, 3),
-    "w3": lambda: ladder(64, False),
-    "w3b": lambda: ladder(64, True),
-    "hea50": lambda: ladder(50, False, 3, brick=True),
+    "w3": lambda: (64, ladder_function(64, False), _theta(2, 64)),
+    "w3b": lambda: (64, ladder_function(64, True), _theta(2, 64)),
+    "hea50": lambda: (50, hea_function(50, 3), _theta(3, 50)),
 }
 
 

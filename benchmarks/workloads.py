@@ -124,8 +124,9 @@ def hea_function(n: int, layers: int) -> Callable:
     return circuit
 
 
-def qaoa_function(edges, n: int) -> Callable:
-    """The peers' QAOA as a PennyLane user writes it: one expval of the cost Hamiltonian."""
+def qaoa_function(edges, n: int, *, separate: bool = False) -> Callable:
+    """The peers' QAOA as a PennyLane user writes it: one expval of the cost Hamiltonian (``separate``: one
+    ``expval(Z_u Z_v)`` per edge instead)."""
     cost = qml.dot([1.0] * len(edges), [qml.Z(u) @ qml.Z(v) for u, v in edges])
 
     def circuit(gamma, beta):
@@ -136,6 +137,8 @@ def qaoa_function(edges, n: int) -> Callable:
                 qml.IsingZZ(2 * gamma[layer], wires=[u, v])
             for i in range(n):
                 qml.RX(2 * beta[layer], wires=i)
+        if separate:
+            return [qml.expval(qml.Z(u) @ qml.Z(v)) for u, v in edges]
         return qml.expval(cost)
 
     return circuit

@@ -159,40 +159,34 @@ class ConeProgram:
         return table
 
     # --- running -------------------------------------------------------------------------------
-    def _state_program(self, c: ConeClass, k: int) -> StateVectorProgram:
-        key = ("state", id(c), k)
+    def _program(self, c: ConeClass, k: int, closed: bool):
+        """The class's program for ``k`` stacked rows (a closed network or a state vector), built once."""
+        key = ("closed" if closed else "state", id(c), k)
         program = self._programs.get(key)
         if program is None:
             members = frozenset(si for si, s in enumerate(c.structure.slots) if s.params[1] > s.params[0])
-            stacked = members if k > 1 else frozenset()
-            program = StateVectorProgram(c.structure, stacked, k if k > 1 else 0, c.tape, self.opts.dtype)
+            stacked, size = (members, k) if k > 1 else (frozenset(), 0)
+            if closed:
+                program = ClosedProgram(c.structure, stacked, size, self._wide_opts, c.tape)
+            else:
+                program = StateVectorProgram(c.structure, stacked, size, c.tape, self.opts.dtype)
             self._programs[key] = program
         return program
 
     def _run_state(self, c: ConeClass, columns: torch.Tensor, dtype, device) -> torch.Tensor:
         """``[K]`` or ``[K, B]`` values of the class for ``K`` parameter rows ``columns``."""
         k = columns.shape[0]
-        program = self._state_program(c, k)
+        program = self._program(c, k, closed=False)
         values = ConeValues(c.structure, c.tape, columns if k > 1 else columns[0], k > 1, dtype, device)
         values.prefetch(range(len(c.structure.slots)))
         self.executions += 1
         out = program.run_expvals(values)[0]  # [S', B']
         return out.reshape(k, -1) if c.structure.batch_size is not None else out.reshape(k)
 
-    def _closed_program(self, c: ConeClass, k: int) -> ClosedProgram:
-        key = ("closed", id(c), k)
-        program = self._programs.get(key)
-        if program is None:
-            members = frozenset(si for si, s in enumerate(c.structure.slots) if s.params[1] > s.params[0])
-            stacked = members if k > 1 else frozenset()
-            program = ClosedProgram(c.structure, stacked, k if k > 1 else 0, self._wide_opts, c.tape)
-            self._programs[key] = program
-        return program
-
     def _run_closed(self, c: ConeClass, columns: torch.Tensor, dtype, device) -> torch.Tensor:
         """``[K]`` or ``[K, B]`` values of a class too wide for a state vector: one closed network."""
         k = columns.shape[0]
-        program = self._closed_program(c, k)
+        program = self._program(c, k, closed=True)
         values = ConeValues(c.structure, c.tape, columns if k > 1 else columns[0], k > 1, dtype, device)
         batch = c.structure.batch_size
         lead = ((k,) if k > 1 else ()) + ((batch,) if batch is not None else ())
