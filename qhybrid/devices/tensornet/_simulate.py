@@ -140,11 +140,15 @@ def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOpti
     wide = len(structure.sim_wires) > STATE_MODE_MAX_WIRES and all(_closed_measurable(mp) for mp in group[0].tape.measurements)
     key = (structure.key, stacked, stack_size, wide, opts.dtype, str(opts.device), opts.backend)
     tape = group[0].tape
-    if wide and cones_apply(structure, tape):
+    if wide:  # which wide program is decided once per structure, by the cache's factory
         narrow = min(CONE_STATE_MAX_WIRES, STATE_MODE_MAX_WIRES)  # cones of at most this many wires: state vectors
-        program = cache.get(key, lambda: ConeProgram(structure, stacked, stack_size, opts, tape, narrow))
-    elif wide:
-        program = cache.get(key, lambda: ClosedProgram(structure, stacked, stack_size, opts, tape))
+
+        def wide_program():
+            if cones_apply(structure, tape):
+                return ConeProgram(structure, stacked, stack_size, opts, tape, narrow)
+            return ClosedProgram(structure, stacked, stack_size, opts, tape)
+
+        program = cache.get(key, wide_program)
     elif all(slot.kind != "prep" for slot in structure.slots):
         program = cache.get(key, lambda: VectorProgram(structure, stacked, stack_size, opts, tape))
     else:

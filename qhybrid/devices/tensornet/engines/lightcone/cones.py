@@ -21,13 +21,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..._structure import Slot, TapeStructure
+from ..statevector.diagonal import ANGLE_GATES, VECTOR_GATES
 
-DIAGONAL_GATES = frozenset(
-    {
-        "RZ", "PhaseShift", "U1", "CZ", "CCZ", "CRZ", "ControlledPhaseShift", "IsingZZ", "MultiRZ",
-        "PauliZ", "Z", "S", "T", "DiagonalQubitUnitary",
-    }
-)  # fmt: skip
+DIAGONAL_GATES = (ANGLE_GATES - {"PauliRot"}) | VECTOR_GATES | {"CZ", "CCZ", "PauliZ", "Z", "S", "T"}
 """Gates diagonal in the computational basis (for every parameter value): they commute with Z words and
 with each other."""
 

@@ -130,7 +130,7 @@ class ConeProgram:
         )
         """Whether ``run`` reads every observable's data from the variant's parameters (then the
         simulator need not bind them into a copy of the tape)."""
-        self._coeffs: dict = {}
+        self._coeffs: tuple | None = None  # (tape, coefficients) of the last tape read
         self.executions = 0
         """Class programs run so far (one per class and call, whatever its number of members)."""
 
@@ -178,7 +178,7 @@ class ConeProgram:
         k = columns.shape[0]
         program = self._program(c, k, closed=False)
         values = ConeValues(c.structure, c.tape, columns if k > 1 else columns[0], k > 1, dtype, device)
-        values.prefetch(range(len(c.structure.slots)))
+        values.prefetch(program.matrix_slots)  # gates of diagonal runs are read as angles, not matrices
         self.executions += 1
         out = program.run_expvals(values)[0]  # [S', B']
         return out.reshape(k, -1) if c.structure.batch_size is not None else out.reshape(k)
@@ -235,9 +235,8 @@ class ConeProgram:
 
     def _tape_coefficients(self, tape, values) -> list:
         """``_coefficients`` read from the tape's observables (cached while the tape is the same)."""
-        hit = self._coeffs.get(id(tape))
-        if hit is not None and hit[0] is tape:
-            return hit[1]
+        if self._coeffs is not None and self._coeffs[0] is tape:
+            return self._coeffs[1]
         out, cacheable = [], True
         n_terms = len(self.position)
         pos = {w: i for i, w in enumerate(self.structure.sim_wires)}
@@ -264,7 +263,7 @@ class ConeProgram:
                 per.append((vec, constant))
             out.append(per)
         if cacheable:
-            self._coeffs[id(tape)] = (tape, out)
+            self._coeffs = (tape, out)  # the last tape only: a cache per tape would keep every step's tape alive
         return out
 
     def run(self, values, variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:

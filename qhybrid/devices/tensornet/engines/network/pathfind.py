@@ -329,9 +329,11 @@ def find_paths(
     # networks equal up to the numbering of their indices (isomorphic light cones, say) are planned once
     keys = [structure_key(p.inputs, p.output, p.sizes) for p in problems]
     slot: dict[str, int] = {}
-    for k, key in enumerate(keys):
-        slot.setdefault(key, len(slot))
-    distinct = [problems[keys.index(key)] for key in slot]
+    distinct = []
+    for problem, key in zip(problems, keys):
+        if key not in slot:
+            slot[key] = len(slot)
+            distinct.append(problem)
     STATS.shared += len(problems) - len(distinct)
     found = _find(distinct, list(slot), settings, plan_time)
     return [found[slot[key]] for key in keys]
