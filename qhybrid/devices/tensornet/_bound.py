@@ -21,7 +21,6 @@ from ._simulate import VectorProgram, _cached_structure
 from .engines.statevector.adjoint import BoundNode
 from .engines.statevector.allocator import tune_allocator
 from .engines.statevector.bound import BoundProgram
-from .readout.measure import StateReader
 
 _UNBOUND = object()
 
@@ -69,12 +68,12 @@ def run_bound(device, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, .
         return None
     structure = bound.structure
     lead = (structure.batch_size,) if structure.batch_size is not None else ()
-    itemsize = torch.empty((), dtype=opts.dtype).element_size()
+    itemsize = opts.dtype.itemsize
     tune_allocator((1 << bound.n) * (structure.batch_size or 1) * itemsize)  # as the general path does
 
     def fallback(xs):  # the same program, differentiable by torch (for higher derivatives)
         values = _Values(structure, [v.regathered(xs)], frozenset(), opts)
-        values.prefetch(range(len(structure.slots)))
+        values.prefetch(bound.program.matrix_slots)
         if bound.signs is not None:
             return tuple(bound.program.run_expvals(values).unbind(0))
         return (bound.program.run(values, lead),)
@@ -82,7 +81,4 @@ def run_bound(device, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, .
     outs = BoundNode.apply(bound, fallback, opts.dtype, opts.device, *inputs)
     if bound.signs is not None:
         return [tuple(outs)]
-    n = len(structure.sim_wires)
-    psi = outs.reshape(outs.shape[0], -1).transpose(0, 1).reshape(*lead, *(2,) * n)
-    reader = StateReader(psi, len(lead), structure.sim_wires)
-    return [tuple(reader.measure(mp) for mp in v.tape.measurements)]
+    return [tuple(_simulate.measure_state(outs, lead, structure, v.tape.measurements))]

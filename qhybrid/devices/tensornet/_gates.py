@@ -166,12 +166,6 @@ def constant_matrix(op: qml.operation.Operator, dtype, device) -> torch.Tensor:
     return mat
 
 
-def _to_torch(x, dtype, device):
-    if isinstance(x, torch.Tensor):
-        return x.to(device=device, dtype=dtype) if x.dtype != dtype or x.device != device else x
-    return torch.as_tensor(np.asarray(x), dtype=dtype, device=device)
-
-
 def generic_matrix(op: qml.operation.Operator, params: Sequence, dtype, device) -> torch.Tensor:
     """Matrix of any operator that has one, with ``params`` in place of its data (kept differentiable)."""
     if any(isinstance(p, torch.Tensor) for p in params):
@@ -181,7 +175,7 @@ def generic_matrix(op: qml.operation.Operator, params: Sequence, dtype, device) 
     if any(p is not q for p, q in zip(params, op.data)):
         op = qml.ops.functions.bind_new_parameters(op, list(params))
     try:
-        return _to_torch(op.matrix(), dtype, device)
+        return typed_tensor(op.matrix(), dtype, device)
     except (RuntimeError, ValueError, TypeError):
         if op.batch_size is None:
             raise
@@ -190,7 +184,7 @@ def generic_matrix(op: qml.operation.Operator, params: Sequence, dtype, device) 
         qml.ops.functions.bind_new_parameters(op, [_element(p, op, k, b) for k, p in enumerate(op.data)]).matrix()
         for b in range(op.batch_size)
     ]
-    return torch.stack([_to_torch(m, dtype, device) for m in per])
+    return torch.stack([typed_tensor(m, dtype, device) for m in per])
 
 
 def _as_tensor_like(p, dtype, device):
@@ -217,11 +211,11 @@ def state_vector(op: qml.operation.Operator, params: Sequence, dtype, device) ->
     if any(p is not q for p, q in zip(params, op.data)):
         op = qml.ops.functions.bind_new_parameters(op, list(params))
     vec = op.state_vector(wire_order=op.wires)
-    return _to_torch(vec, dtype, device)
+    return typed_tensor(vec, dtype, device)
 
 
 def global_phase(params: Sequence, dtype, device) -> torch.Tensor:
     """exp(-i phi) of a GlobalPhase, with phi's leading shape."""
     real_dtype = torch.empty((), dtype=dtype).real.dtype
-    phi = _to_torch(params[0], real_dtype, device)
+    phi = typed_tensor(params[0], real_dtype, device)
     return torch.polar(torch.ones_like(phi), -phi)

@@ -54,11 +54,15 @@ class VectorProgram:
         if self.program.measure is not None:
             vals = self.program.run_expvals(values)
             return [v.reshape(lead_shape) for v in vals.unbind(0)]
-        psi = self.program.run(values, lead_shape)
-        n = len(structure.sim_wires)
-        psi = psi.reshape(psi.shape[0], -1).transpose(0, 1).reshape(*lead_shape, *(2,) * n)
-        reader = StateReader(psi, len(lead_shape), structure.sim_wires)
-        return [reader.measure(mp) for mp in variant.tape.measurements]
+        return measure_state(self.program.run(values, lead_shape), lead_shape, structure, variant.tape.measurements)
+
+
+def measure_state(psi: torch.Tensor, lead_shape, structure: TapeStructure, measurements) -> list[torch.Tensor]:
+    """``measurements`` read from a state-vector program's ``[2**n, S', B']`` final state."""
+    n = len(structure.sim_wires)
+    psi = psi.reshape(psi.shape[0], -1).transpose(0, 1).reshape(*lead_shape, *(2,) * n)
+    reader = StateReader(psi, len(lead_shape), structure.sim_wires)
+    return [reader.measure(mp) for mp in measurements]
 
 
 # --- entry point --------------------------------------------------------------------------

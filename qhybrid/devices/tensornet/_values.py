@@ -118,7 +118,7 @@ class _Values:
 
     def angle(self, si: int) -> torch.Tensor:
         """The slot's one real parameter with lead axes ``[S|1, B|1]`` (angles of diagonal runs)."""
-        p = torch.as_tensor(self._params(si)[0], dtype=self.real_dtype, device=self.device)
+        p = typed_tensor(self._params(si)[0], self.real_dtype, self.device)
         if si in self.stacked and self.structure.slots[si].params[0] in _differences(self.group):
             return p.reshape(len(self.group), -1)
         return p.reshape(1, -1)

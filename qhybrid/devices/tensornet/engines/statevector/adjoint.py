@@ -41,11 +41,7 @@ class AdjointProgram(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, actions, n, S, B, signs, *tensors):
-        t0 = tensors[0]
-        state_bytes = (1 << n) * S * B * t0.element_size()
-        budget = KEEP_STATES_MAX_BYTES // state_bytes
-        keep = [] if budget > 0 else None
-        psi = kernels.run(actions, tensors, n, S, B, t0.dtype, t0.device, keep=keep, keep_count=budget)
+        psi, keep = run_keeping(actions, tensors, n, S, B)
         if any(psi is t for t in tensors):
             psi = psi.clone()  # saved below: must not be an input
         ctx.actions, ctx.n, ctx.S, ctx.B, ctx.states, ctx.signs = actions, n, S, B, keep, signs

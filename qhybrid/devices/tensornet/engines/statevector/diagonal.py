@@ -230,10 +230,6 @@ def apply(psi: torch.Tensor, call: RunCall, ts) -> torch.Tensor:
     return psi * P
 
 
-def _sum_to(t: torch.Tensor, shape) -> torch.Tensor:
-    dims = [i for i, (a, b) in enumerate(zip(t.shape, shape)) if b == 1 and a != 1]
-    return t.sum(dims, keepdim=True) if dims else t
-
 
 def unapply(psi, h, call: RunCall, ts, needs):
     """Walk a run back from the state ``psi`` after it and ``h = conj(cotangent)``: (state before, conj
@@ -243,6 +239,9 @@ def unapply(psi, h, call: RunCall, ts, needs):
     call.kept = None
     grads: list = [None] * len(ts)
     if any(needs):
+        from .kernels import sum_to  # kernels imports this module
+
+        table, _, idx = run.constants(psi.dtype, psi.device)
         hw = h * psi  # [2**n, S, B]
         k = 0
         if run.angles:
@@ -250,14 +249,12 @@ def unapply(psi, h, call: RunCall, ts, needs):
             if needs[0]:
                 theta = ts[0]
                 G, S, B = theta.shape
-                w = _sum_to(hw.imag, (hw.shape[0], S, B))
-                table = run.constants(psi.dtype, psi.device)[0]
+                w = sum_to(hw.imag, (hw.shape[0], S, B))
                 grads[0] = -torch.matmul(table, w.reshape(w.shape[0], S * B)).reshape(G, S, B)
-        idx = run.constants(psi.dtype, psi.device)[2]
         for j, (d, ix) in enumerate(zip(ts[k:], idx)):
             if needs[k + j]:
                 Sd, Bd, D = d.shape
-                z = _sum_to(hw, (hw.shape[0], Sd, Bd))
+                z = sum_to(hw, (hw.shape[0], Sd, Bd))
                 acc = torch.zeros(D, Sd, Bd, dtype=hw.dtype, device=hw.device).index_add_(0, ix, z)
                 grads[k + j] = d * acc.permute(1, 2, 0).conj()
     return psi * P.conj(), h * P, grads
