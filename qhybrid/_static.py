@@ -110,8 +110,8 @@ class StaticCache:
     @quantum_boundary
     def call(self, qnode, args, kwargs):
         """``qnode(*args, **kwargs)``, from the trace of the call's signature where one is kept."""
-        key = signature(args, kwargs)
-        if key is None:
+        key = None if qnode.compile_pipeline else signature(args, kwargs)
+        if key is None:  # transforms rewrite the recorded tapes: a qnode carrying any is recorded every call
             return qnode._call_recorded(args, kwargs)[0]
         trace = self._traces.get(key)
         if trace is None:

@@ -56,6 +56,7 @@ class PennyLaneQNodeFace(qml.QNode):
         new.execute_kwargs = dict(self.execute_kwargs)
         new.gradient_kwargs = dict(self.gradient_kwargs)
         new._compile_pipeline = CompilePipeline(self.compile_pipeline)
+        new._fresh_caches()  # traces and graphs are keyed by arguments, not transforms: the copy needs its own
         return new
 
     def update(self, **kwargs):
@@ -79,6 +80,8 @@ class PennyLaneQNodeFace(qml.QNode):
             kwargs.get("diff_method", self.diff_method),
             max_diff=kwargs.get("max_diff", self.max_diff),
             gradient_device=kwargs.get("gradient_device", self.gradient_device),
+            static_structure=self.static_structure,
+            capture=self.capture,
         )
         new._compile_pipeline = CompilePipeline(self.compile_pipeline)
         return new

@@ -49,7 +49,7 @@ class QNode(PennyLaneQNodeFace):
     ):
         tdev = getattr(device, "torch_device", None)
         capture = check_capture(capture, "qnode", torch_device=tdev, diff_method=diff_method)
-        self._graphs = Graphs("qnode") if capture else None
+        self.capture = capture
         self.func = func
         self.device = device
         self.diff_method = diff_method
@@ -60,8 +60,13 @@ class QNode(PennyLaneQNodeFace):
         """The tape recorded by the last call (for drawing and inspection); it holds that call's parameters
         (with ``static_structure``, those of the last call that recorded one: a trace or a check)."""
         self.static_structure = static_structure
-        self._static = _static_cache(static_structure)
+        self._fresh_caches()
         functools.update_wrapper(self, func)
+
+    def _fresh_caches(self) -> None:
+        """Empty static traces and CUDA graphs."""
+        self._static = _static_cache(self.static_structure)
+        self._graphs = Graphs("qnode") if self.capture else None
 
     def construct(self, args, kwargs, record: bool = True) -> tuple[qml.tape.QuantumScript, object]:
         """Record the quantum function into a tape; also returns what the function returned
@@ -87,8 +92,7 @@ class QNode(PennyLaneQNodeFace):
     def __call__(self, *args, **kwargs):
         if self._graphs is not None and not self._graphs.running:  # capture="cuda-graph": replay
             return qnode_call(self, self._graphs, args, kwargs)
-        # transforms rewrite the recorded tapes, so a qnode carrying any is recorded on every call
-        if self._static is not None and not self.compile_pipeline:  # the trace of this signature, if kept
+        if self._static is not None:  # the trace of this signature, where one is kept
             return self._static.call(self, args, kwargs)
         return self._call_recorded(args, kwargs)[0]
 

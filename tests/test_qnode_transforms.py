@@ -191,3 +191,39 @@ def test_other_gradient_transforms_match_default_qubit(transform):
     got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
     for a, b in zip(got, want, strict=True):
         assert torch.allclose(torch.as_tensor(a), torch.as_tensor(b), atol=TOL, rtol=0)
+
+
+@qml.transform
+def _flip_first_wire(tape):
+    """A user transform: an X on wire 0 before the measurements."""
+    return [tape.copy(operations=[*tape.operations, qml.PauliX(0)])], lambda results: results[0]
+
+
+def _layer_circuit(inputs, w):
+    qml.RY(inputs[..., 0], 0)
+    qml.RX(w[0], 1)
+    qml.CNOT([1, 0])
+    return [qml.expval(qml.Z(0)), qml.expval(qml.Z(1))]
+
+
+def test_torch_layer_runs_the_transforms_of_its_qnode():
+    """TorchLayer's static traces must not skip a transformed qnode's transforms."""
+    ours = _flip_first_wire(qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method="adjoint")(_layer_circuit))
+    ref = _flip_first_wire(qml.qnode(qml.device("default.qubit", wires=2), interface="torch")(_layer_circuit))
+    layer = qhybrid.TorchLayer(ours, {"w": (1,)}).double()
+    x = torch.rand(4, 1, dtype=torch.float64)
+    for _ in range(2):  # the second call is the one a static trace would answer
+        got = layer(x)
+        want = torch.stack(ref(x, layer.w.detach()), -1)
+        assert torch.allclose(got, want, atol=TOL, rtol=0)
+
+
+def test_update_and_copies_keep_settings_and_own_their_caches():
+    q = qhybrid.qnode(qhybrid.device("tensornet", wires=3), static_structure=True)(_circuit)
+    q(torch.rand(5, dtype=torch.float64))  # a trace is kept
+    assert q.update(diff_method="parameter-shift").static_structure is True
+    flipped = _flip_first_wire(q)
+    assert flipped._static is not q._static  # a transformed copy does not answer from the original's traces
+    params = torch.rand(5, dtype=torch.float64)
+    want = _flip_first_wire(qml.qnode(qml.device("default.qubit", wires=3), interface="torch")(_circuit))(params)
+    assert torch.allclose(flipped(params), want, atol=TOL, rtol=0)

@@ -93,6 +93,7 @@ class ParameterShift(JacobianProductCalculator):
         shifted: list[Variant] = []
         layout = []
         memo: dict[int, tuple] = {}
+        real_dtype = _compute_real_dtype(self.gradient_launcher.device)  # the shifted angles' precision
         for v, tr in zip(variants, trainable):
             info = memo.get(id(v.tape))
             if info is None:
@@ -125,7 +126,7 @@ class ParameterShift(JacobianProductCalculator):
                 start = len(shifted) + len(todo)
                 todo.extend((j, mult, shift) for _, mult, shift in rule)
                 entries.append((rule[:, 0].tolist(), range(start, start + len(rule)), batched))
-            shifted_values = _shifted_values(v.params, todo, _compute_real_dtype(self.gradient_launcher.device))
+            shifted_values = _shifted_values(v.params, todo, real_dtype)
             for j, value in zip((t[0] for t in todo), shifted_values):
                 params = base.copy()
                 params[j] = value

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from .._capture import Graphs, check_capture, module_call
-from ..qnode import QNode
+from ..qnode import QNode, _static_cache
 
 InitMethod = Union[Callable[[torch.Tensor], torch.Tensor], Mapping[str, Union[Callable, torch.Tensor]]]
 """A ``torch.nn.init``-style function for every weight, or one function or tensor per weight name."""
@@ -83,9 +83,7 @@ class TorchLayer(nn.Module):
         self.static_structure = bool(static_structure)
         self._static = None
         if self.static_structure and isinstance(qnode, QNode):
-            from .._static import StaticCache
-
-            self._static = StaticCache()
+            self._static = _static_cache(True)
         for name, shape in shapes.items():
             self.register_parameter(name, nn.Parameter(_initial_weight(name, shape, init_method)))
 
@@ -134,7 +132,7 @@ class TorchLayer(nn.Module):
     def __getstate__(self):
         state = super().__getstate__()
         if state.get("_static") is not None:  # traces hold tapes; a copy traces its own
-            state["_static"] = type(state["_static"])()
+            state["_static"] = _static_cache(True)
         return state
 
     def extra_repr(self) -> str:

@@ -260,7 +260,7 @@ class TensorNetworkDevice(Device):
         program = CompilePipeline()
         program.add_transform(defer_measurements, allow_postselect=True)
         method = config.gradient_method
-        outside = None if method in (None, "adjoint", "backprop", "device", "best") else getattr(method, "__name__", method)
+        outside = None if method is None or method in _DEVICE_GRADIENTS else getattr(method, "__name__", method)
         program.add_transform(renormalise_postselection, name=self.name, outside_gradient=outside)
         program.add_transform(
             _decompose_for_tensornet,
