@@ -29,6 +29,7 @@ from ...typing import Backend, Optimizer
 from ..._variant import Variant, tape_parameters
 from ._autograd import execute_traced, is_traced
 from .engines.network.pathfind import DEFAULT_PLAN_TIME, PathSettings
+from .engines.lightcone.spread import check_spread_option
 from .readout.readout import ReadoutPlan, plan_readout
 from .readout.sampling import sample_tapes
 from ._options import CacheInfo, PlanCache, SimOptions, path_store
@@ -110,6 +111,12 @@ class TensorNetworkDevice(Device):
         plan_cache_size: how many compiled circuit structures to keep.
         seed: seed of the numpy ``Generator`` that draws shots (an int, a ``SeedSequence``, a
             ``Generator``, or None for fresh entropy).
+        spread_classes: with ``torch.distributed`` initialised (gloo or nccl, two or more ranks), spread the
+            light-cone classes of each wide-circuit step over the ranks (True: the default group, or a
+            ``ProcessGroup``): each rank runs its share, results are all-gathered and parameter gradients
+            summed, so every rank returns the full result and gradient of one process. Every rank must run
+            the same circuits with the same parameters (checked); first derivatives only. Without an
+            initialised group it runs everything locally (warned once). Default False.
 
     >>> dev = TensorNetworkDevice(wires=2)
     >>> tape = qml.tape.QuantumScript([qml.Hadamard(0), qml.CNOT([0, 1])], [qml.probs()])
@@ -136,6 +143,7 @@ class TensorNetworkDevice(Device):
         plan_time: float = DEFAULT_PLAN_TIME,
         path_cache: bool | str | os.PathLike = True,
         seed=None,
+        spread_classes=False,
     ) -> None:
         super().__init__(wires=wires)
         if shots is not None:
@@ -160,6 +168,7 @@ class TensorNetworkDevice(Device):
         self.optimizer = optimizer
         self._cache = PlanCache(plan_cache_size)
         self._rng = np.random.default_rng(seed)
+        self.spread_classes = check_spread_option(spread_classes)
 
     @property
     def name(self) -> str:
@@ -182,7 +191,7 @@ class TensorNetworkDevice(Device):
             max_memory = DEFAULT_MEMORY_FRACTION * _available_memory()
         itemsize = torch.empty((), dtype=self.dtype).element_size()
         paths = PathSettings(self.optimizer, float(max_memory) / itemsize, self.path_cache)
-        return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time)
+        return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time, self.spread_classes)
 
     def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
         """Run each (tape, parameters) variant; variants of one structure share one contraction.
