@@ -78,12 +78,18 @@ def _circuits(dev, qnode):
         hea_blocks(theta, x)
         return [qml.expval(o) for o in HEA_OBSERVABLES]
 
+    plain = lambda f: qml.QNode(f, dev, interface="torch", diff_method="adjoint", device_vjp=True)  # noqa: E731
     return {
         "qaoa_adjoint": (qnode(dev, diff_method="adjoint")(qaoa), ("gamma", "beta")),
         "qaoa_shift": (qnode(dev, diff_method="parameter-shift")(qaoa), ("gamma", "beta")),
+        "qaoa_pennylane": (plain(qaoa), ("gamma", "beta")),  # device VJPs through PennyLane's torch interface
         "hea_backprop": (qnode(dev, diff_method="backprop")(hea), ("theta",)),
         "hea_batched": (qnode(dev, diff_method="adjoint")(hea), ("theta", "x")),
+        "hea_jacobian": (qnode(dev, diff_method="adjoint")(hea), ("theta",)),
     }
+
+
+CASES = ("qaoa_adjoint", "qaoa_shift", "qaoa_pennylane", "hea_backprop", "hea_batched", "hea_jacobian")
 
 
 def _loss(out):
@@ -104,10 +110,16 @@ def run_cases(spread: bool) -> dict:
     import qhybrid
 
     out = {}
-    for name in ("qaoa_adjoint", "qaoa_shift", "hea_backprop", "hea_batched"):
+    for name in CASES:
         dev = qhybrid.device("tensornet", wires=N_WIRES, spread_classes=spread)
         circuit, names = _circuits(dev, qhybrid.qnode)[name]
         args = {k: v.requires_grad_() for k, v in inputs().items() if k in names}
+        if name == "hea_jacobian":  # one backward per output through the same forward (retain_graph)
+            (theta,) = args.values()
+            flat = torch.stack(circuit(theta)).detach()
+            grads = [torch.autograd.functional.jacobian(lambda t: torch.stack(circuit(t)), theta)]
+            out[name] = {"values": flat, "grads": grads, "executions": executions(dev)}
+            continue
         loss, flat = _loss(circuit(**args))
         grads = torch.autograd.grad(loss, list(args.values()))
         out[name] = {"values": flat.detach(), "grads": [g.detach() for g in grads], "executions": executions(dev)}

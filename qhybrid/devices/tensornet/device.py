@@ -111,12 +111,10 @@ class TensorNetworkDevice(Device):
         plan_cache_size: how many compiled circuit structures to keep.
         seed: seed of the numpy ``Generator`` that draws shots (an int, a ``SeedSequence``, a
             ``Generator``, or None for fresh entropy).
-        spread_classes: with ``torch.distributed`` initialised (gloo or nccl, two or more ranks), spread the
-            light-cone classes of each wide-circuit step over the ranks (True: the default group, or a
-            ``ProcessGroup``): each rank runs its share, results are all-gathered and parameter gradients
-            summed, so every rank returns the full result and gradient of one process. Every rank must run
-            the same circuits with the same parameters (checked); first derivatives only. Without an
-            initialised group it runs everything locally (warned once). Default False.
+        spread_classes: True (the default group) or a gloo/nccl ``ProcessGroup``: every rank runs its share of
+            a wide circuit's light-cone classes; results are all-gathered, gradients summed (first order), each
+            rank gets one process's numbers. Ranks must run the same circuits and parameters (checked); without
+            ``torch.distributed`` initialised all runs here (warned once). See ``engines/lightcone/spread.py``.
 
     >>> dev = TensorNetworkDevice(wires=2)
     >>> tape = qml.tape.QuantumScript([qml.Hadamard(0), qml.CNOT([0, 1])], [qml.probs()])

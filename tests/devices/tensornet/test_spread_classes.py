@@ -71,7 +71,7 @@ def _close(a, b):
     torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
 
 
-@pytest.mark.parametrize("case", ["qaoa_adjoint", "qaoa_shift", "hea_backprop", "hea_batched"])
+@pytest.mark.parametrize("case", worker.CASES)
 def test_both_ranks_return_the_single_process_values_and_gradients(ranks, single, case):
     one = single[case]
     for r, saved in enumerate(ranks):
@@ -86,7 +86,7 @@ def test_both_ranks_return_the_single_process_values_and_gradients(ranks, single
         assert torch.equal(g, h)
 
 
-@pytest.mark.parametrize("case", ["qaoa_adjoint", "qaoa_shift", "hea_backprop", "hea_batched"])
+@pytest.mark.parametrize("case", worker.CASES)
 def test_each_rank_runs_only_part_of_the_classes(ranks, single, case):
     counts = [saved["cases"][case]["executions"] for saved in ranks]
     assert all(0 < c < single[case]["executions"] for c in counts), (counts, single[case]["executions"])
