@@ -46,6 +46,11 @@ def ranks(tmp_path_factory):
     try:
         for p in procs:
             logs.append(p.communicate(timeout=WORKER_TIMEOUT_S)[0].decode(errors="replace"))
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        logs = [p.communicate()[0].decode(errors="replace") for p in procs]
+        pytest.fail(f"the gloo ranks did not finish in {WORKER_TIMEOUT_S} s:\n" + "\n".join(logs))
     finally:
         for p in procs:
             if p.poll() is None:
