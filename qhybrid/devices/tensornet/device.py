@@ -189,7 +189,8 @@ class TensorNetworkDevice(Device):
             max_memory = DEFAULT_MEMORY_FRACTION * _available_memory()
         itemsize = torch.empty((), dtype=self.dtype).element_size()
         paths = PathSettings(self.optimizer, float(max_memory) / itemsize, self.path_cache)
-        return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time, self.spread_classes)
+        spread = self.spread_classes
+        return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time, spread)
 
     def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
         """Run each (tape, parameters) variant; variants of one structure share one contraction.

@@ -6,8 +6,11 @@ least loaded rank, by a cost estimate every rank computes alike from the same ci
 no message decides it), and one all-gather hands every rank every class's values: each rank returns the
 same full result, bit for bit.
 
-Every rank must evaluate the same circuits with the same parameters (a replicated model): this splits one
-evaluation's work, it is not data parallelism. A small all-gather of each rank's structure and a bitwise
+Every rank must make the same device calls, call for call, with the same circuits and parameters (a
+replicated model): this splits one evaluation's work, it is not data parallelism. Only the classes are
+split; building tapes, coefficients and the autograd glue still run on every rank, so it pays where class
+programs dominate a step (Q100 at p=3: 21-27-wire closed networks), hardly at all where they do not (Q100
+at p=2: the six classes are about 30% of a step's CPU time). A small all-gather of each rank's structure and a bitwise
 fingerprint of its parameters comes first and refuses ranks that disagree (a payload all-gather of
 mismatched sizes would abort the process).
 
@@ -165,7 +168,7 @@ class _Layout:
         for i in self.mine:
             part = run(self.classes[i], params)
             if tuple(part.shape) != self.shapes[i]:
-                raise RuntimeError(f"cone class {i} gave values of shape {tuple(part.shape)}, expected {self.shapes[i]}")
+                raise RuntimeError(f"cone class {i} gave values shaped {tuple(part.shape)}, not {self.shapes[i]}")
             out.append(part)
         return out
 
