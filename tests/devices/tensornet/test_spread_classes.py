@@ -163,3 +163,36 @@ def test_assignment_is_balanced_and_deterministic():
     loads = [sum(c for c, r in zip(costs, owner) if r == k) for k in range(2)]
     assert sorted(loads) == [60, 65]
     assert spread.assign([1], 3) == [0]
+
+
+class _FakeDist:
+    """torch.distributed as spread_group sees it: initialised, with a chosen world size and backend."""
+
+    class group:
+        WORLD = "world"
+
+    def __init__(self, world, backend):
+        self.world, self.backend = world, backend
+
+    def is_available(self):
+        return True
+
+    def is_initialized(self):
+        return True
+
+    def get_world_size(self, group):
+        return self.world
+
+    def get_backend(self, group):
+        return self.backend
+
+
+def test_a_backend_other_than_gloo_or_nccl_is_refused(monkeypatch):
+    monkeypatch.setattr(spread, "_dist", lambda: _FakeDist(2, "mpi"))
+    with pytest.raises(qhybrid.errors.UnsupportedOperationError, match="gloo or nccl"):
+        spread.spread_group(True)
+    monkeypatch.setattr(spread, "_dist", lambda: _FakeDist(2, "cpu:gloo,cuda:nccl"))
+    assert spread.spread_group(True) == "world"
+    monkeypatch.setattr(spread, "_dist", lambda: _FakeDist(1, "gloo"))
+    assert spread.spread_group(True) is None  # one rank: nothing to spread
+    assert spread.spread_group(False) is None
