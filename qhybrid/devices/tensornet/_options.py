@@ -21,6 +21,7 @@ class SimOptions:
     optimizer: str | PathSettings = "auto"  # a method name, or the settings with memory limit and path store
     backend: str = "torch"  # what executes contraction plans (backends.get_backend)
     plan_time: float = DEFAULT_PLAN_TIME  # seconds one structure's path searches may take
+    spread_classes: object = False  # cone classes over torch.distributed ranks: True, False or a ProcessGroup
 
 
 @dataclass

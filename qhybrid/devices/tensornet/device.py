@@ -29,6 +29,7 @@ from ...typing import Backend, Optimizer
 from ..._variant import Variant, tape_parameters
 from ._autograd import execute_traced, is_traced
 from .engines.network.pathfind import DEFAULT_PLAN_TIME, PathSettings
+from .engines.lightcone.spread import check_spread_option
 from .readout.readout import ReadoutPlan, plan_readout
 from .readout.sampling import sample_tapes
 from ._options import CacheInfo, PlanCache, SimOptions, path_store
@@ -110,6 +111,10 @@ class TensorNetworkDevice(Device):
         plan_cache_size: how many compiled circuit structures to keep.
         seed: seed of the numpy ``Generator`` that draws shots (an int, a ``SeedSequence``, a
             ``Generator``, or None for fresh entropy).
+        spread_classes: True (the default group) or a gloo/nccl ``ProcessGroup``: every rank runs its share of
+            a wide circuit's light-cone classes; results are all-gathered, gradients summed (first order), each
+            rank gets one process's numbers. Ranks must run the same circuits and parameters (checked); without
+            ``torch.distributed`` initialised all runs here (warned once). See ``engines/lightcone/spread.py``.
 
     >>> dev = TensorNetworkDevice(wires=2)
     >>> tape = qml.tape.QuantumScript([qml.Hadamard(0), qml.CNOT([0, 1])], [qml.probs()])
@@ -136,6 +141,7 @@ class TensorNetworkDevice(Device):
         plan_time: float = DEFAULT_PLAN_TIME,
         path_cache: bool | str | os.PathLike = True,
         seed=None,
+        spread_classes=False,
     ) -> None:
         super().__init__(wires=wires)
         if shots is not None:
@@ -160,6 +166,7 @@ class TensorNetworkDevice(Device):
         self.optimizer = optimizer
         self._cache = PlanCache(plan_cache_size)
         self._rng = np.random.default_rng(seed)
+        self.spread_classes = check_spread_option(spread_classes)
 
     @property
     def name(self) -> str:
@@ -182,7 +189,8 @@ class TensorNetworkDevice(Device):
             max_memory = DEFAULT_MEMORY_FRACTION * _available_memory()
         itemsize = torch.empty((), dtype=self.dtype).element_size()
         paths = PathSettings(self.optimizer, float(max_memory) / itemsize, self.path_cache)
-        return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time)
+        spread = self.spread_classes
+        return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time, spread)
 
     def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
         """Run each (tape, parameters) variant; variants of one structure share one contraction.

@@ -30,6 +30,7 @@ from .classes import ConeClass, group_cones
 from .coefficients import data_map
 from .cones import cone_slots, make_cone
 from .shared import run_distinct
+from .spread import spread_group, spread_terms
 from .values import ConeValues
 
 CONE_STATE_MAX_WIRES = 16
@@ -271,9 +272,13 @@ class ConeProgram:
         terms = None
         if self.classes:
             params = self._parameters(group, values)
-            parts = [self._class_values(c, params, values) for c in self.classes]
-            batch = max(p.shape[-1] for p in parts)
-            terms = torch.cat([p.expand(-1, -1, batch) for p in parts], 1)  # [rows, T, B']
+            ranks = spread_group(getattr(self.opts, "spread_classes", False))  # None: every class here
+            if ranks is not None:
+                terms = spread_terms(ranks, self.classes, lambda c, p: self._class_values(c, p, values), params)
+            else:
+                parts = [self._class_values(c, params, values) for c in self.classes]
+                batch = max(p.shape[-1] for p in parts)
+                terms = torch.cat([p.expand(-1, -1, batch) for p in parts], 1)  # [rows, T, B']
         closed = {}
         if self.closed is not None:
             measured = sorted(self.closed.only)
