@@ -18,7 +18,7 @@ import time
 from dataclasses import replace
 
 import torch
-from pennylane.measurements import ExpectationMP, VarianceMP
+from pennylane.measurements import ExpectationMP
 
 from .....errors import ContractionTooLargeError
 from ..._options import SimOptions
@@ -26,7 +26,7 @@ from ..._structure import TapeStructure
 from ..._values import _differences
 from ..network.programs import ClosedProgram, _closed_terms
 from ..statevector.program import StateVectorProgram
-from .classes import ConeClass, group_cones
+from .classes import ConeClass, cone_measurable, group_cones, measured_words, sentences
 from .coefficients import data_map
 from .cones import cone_slots, make_cone
 from .shared import run_distinct
@@ -44,11 +44,6 @@ circuit (the pre-cone path) when that network's largest intermediate stays withi
 terms run by cone classes (Q100 at p=3: the whole network would touch 52 indices)."""
 
 
-def cone_measurable(mp) -> bool:
-    """Whether ``mp`` is measured term by term (an expval or var of a Pauli sentence)."""
-    return isinstance(mp, (ExpectationMP, VarianceMP)) and mp.obs is not None and mp.obs.pauli_rep is not None
-
-
 def cones_apply(structure: TapeStructure, tape) -> bool:
     """Whether ConeProgram runs ``tape``: no state preparation, every gate parameter a scalar (or a
     broadcast vector), and some measurement a Pauli sentence."""
@@ -64,11 +59,6 @@ def cones_apply(structure: TapeStructure, tape) -> bool:
                 if nd > (1 if slot.batched else 0):
                     return False
     return True
-
-
-def _sentences(mp):
-    ps = mp.obs.pauli_rep
-    return [ps] if isinstance(mp, ExpectationMP) else [ps, ps @ ps]
 
 
 def _real(c):
@@ -91,24 +81,10 @@ class ConeProgram:
         self.state_max_wires = state_max_wires
         self.rows = max(stack_size, 1)
         pos = {w: i for i, w in enumerate(structure.sim_wires)}
-        self.term_of: dict[tuple, int] = {}
-        words: list[dict] = []
-        per_measurement: dict[int, list[int]] = {}
-        plain = []  # measured by a closed network of the whole circuit in any case
-        for m, mp in enumerate(tape.measurements):
-            if not cone_measurable(mp):
-                plain.append(m)
-                continue
-            terms = per_measurement[m] = []
-            for ps in _sentences(mp):
-                for word in ps:
-                    if not word:
-                        continue
-                    key = tuple(sorted((pos[w], letter) for w, letter in word.items()))
-                    if key not in self.term_of:
-                        self.term_of[key] = len(words)
-                        words.append(dict(key))
-                    terms.append(self.term_of[key])
+        # measurements that are not Pauli sentences: a closed network of the whole circuit in any case
+        plain = [m for m, mp in enumerate(tape.measurements) if not cone_measurable(mp)]
+        words, per_measurement = measured_words(tape, structure)
+        self.term_of = {tuple(sorted(w.items())): t for t, w in enumerate(words)}
         widths = [_width(structure, w) for w in words]
         started = time.perf_counter()
         self.closed = _closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape)
@@ -245,7 +221,7 @@ class ConeProgram:
                 out.append(None)
                 continue
             per = []
-            for ps in _sentences(mp):
+            for ps in sentences(mp):
                 index, coeffs, constant = [], [], 0.0
                 for word, c in ps.items():
                     c = _real(c)
