@@ -107,6 +107,7 @@ class ConeProgram:
         """Whether ``run`` reads every observable's data from the variant's parameters (then the
         simulator need not bind them into a copy of the tape)."""
         self._coeffs: tuple | None = None  # (tape, coefficients) of the last tape read
+        self._stacked: tuple | None = None  # (coefficients, [S, T] matrix, constants) of that tape
         self.executions = 0
         """Class programs run so far (one per class and call, whatever its number of members)."""
 
@@ -254,15 +255,39 @@ class ConeProgram:
         if self.closed is not None:
             measured = sorted(self.closed.only)
             closed = dict(zip(measured, self.closed.run(values, variant, structure, lead_shape)))
-        out = []
-        for m, per in enumerate(self._coefficients(variant, values)):
+        coefficients = self._coefficients(variant, values)
+        sentence_values = self._sentence_values(terms, coefficients, values, lead_shape) if terms is not None else []
+        out, k = [], 0
+        for m, per in enumerate(coefficients):
             if m in closed:
                 out.append(closed[m])
                 continue
-            sums = [torch.einsum("rtb,t->rb", terms, vec) + constant for vec, constant in per]
-            value = sums[0] if len(sums) == 1 else sums[1] - sums[0] ** 2
-            out.append(_to_lead(value, lead_shape, self.stack_size))
+            sums = sentence_values[k : k + len(per)]
+            k += len(per)
+            out.append(sums[0] if len(sums) == 1 else sums[1] - sums[0] ** 2)
         return out
+
+    def _sentence_values(self, terms: torch.Tensor, coefficients: list, values, lead_shape) -> tuple:
+        """Every cone-measured sentence's value in the result's lead shape, from ONE product of the terms'
+        values with the stacked coefficient vectors (150 edge expvals: one einsum, not 150, and one node
+        for autograd to walk back)."""
+        stacked = self._stacked
+        if stacked is None or stacked[0] is not coefficients:
+            pairs = [pair for m, per in enumerate(coefficients) if m not in self.closed_measurements for pair in per]
+            if not pairs:
+                return ()
+            matrix = torch.stack([vec for vec, _ in pairs])  # [S, T]
+            constants = None
+            if any(isinstance(c, torch.Tensor) or c != 0 for _, c in pairs):
+                constants = torch.stack([_scalar(c, values.real_dtype, values.device) for _, c in pairs])
+            stacked = (coefficients, matrix, constants)
+            if coefficients is (self._coeffs[1] if self._coeffs is not None else None):
+                self._stacked = stacked  # the tape's own coefficients: as long-lived as that cache
+        _, matrix, constants = stacked
+        sums = torch.einsum("rtb,st->srb", terms, matrix)
+        if constants is not None:
+            sums = sums + constants[:, None, None]
+        return _to_lead(sums, lead_shape, self.stack_size).unbind(0)
 
 
 class _Sub:
@@ -313,12 +338,13 @@ def _scalar(p, real, device) -> torch.Tensor:
 
 
 def _to_lead(value: torch.Tensor, lead_shape: tuple, stack_size: int) -> torch.Tensor:
-    """``[rows, B']`` to the result's lead shape (stack and batch axes where the circuit has them)."""
+    """``[S, rows, B']`` sentence values to ``[S, *lead_shape]`` (stack and batch axes where the circuit
+    has them)."""
     if not stack_size:
-        value = value[0]
+        value = value[:, 0]
     if len(lead_shape) == (1 if stack_size else 0):  # no batch axis
         return value[..., 0]
-    return value.expand(*lead_shape)
+    return value.expand(value.shape[0], *lead_shape)
 
 
 __all__ = ["ConeProgram", "cones_apply", "cone_measurable", "CONE_STATE_MAX_WIRES"]
