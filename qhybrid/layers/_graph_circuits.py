@@ -81,7 +81,7 @@ def qgnn_template(graph: Graph, n_layers: int, n_features: int, roots: Sequence[
     return Template(graph.n_nodes, tuple(blocks), tuple(roots))
 
 
-def build_tape(template: Template, angles: Sequence[torch.Tensor | None]) -> qml.tape.QuantumScript:
+def build_tape(template: Template, angles: Sequence[torch.Tensor | None], summed: bool = False) -> qml.tape.QuantumScript:
     """The template as a PennyLane tape. ``angles[b]`` is block ``b``'s angles: ``(batch, n_gates)`` (column
     ``g`` broadcasts gate ``g`` over the batch, so the whole batch is one execution), ``(batch,)`` (one angle
     per sample for every gate of the block), a 0-dim tensor (one angle for everything: a plain, unbroadcast
@@ -104,7 +104,10 @@ def build_tape(template: Template, angles: Sequence[torch.Tensor | None]) -> qml
             ops.extend(_couplings(block, columns))
         else:
             ops.extend(gate(col, wires=w) for col, w in zip(columns, block.wires))
-    measurements = [qml.expval(_z_word(r)) for r in template.roots]
+    if summed:
+        measurements = [qml.expval(qml.dot([1.0] * len(template.roots), [_z_word(r) for r in template.roots]))]
+    else:
+        measurements = [qml.expval(_z_word(r)) for r in template.roots]
     return qml.tape.QuantumScript(ops, measurements)
 
 

@@ -70,11 +70,11 @@ class GraphPlan:
         classes = self.classes
         return self.n_wires if classes is None else max(c.width for c in classes)
 
-    def circuit(self, angles: Sequence[torch.Tensor | None], device) -> _Circuit:
-        key = (id(device), tuple(None if a is None else (tuple(a.shape), a.requires_grad) for a in angles))
+    def circuit(self, angles: Sequence[torch.Tensor | None], device, summed: bool) -> _Circuit:
+        key = (id(device), summed, tuple(None if a is None else (tuple(a.shape), a.requires_grad) for a in angles))
         found = self.circuits.get(key)
         if found is None:
-            found = self.circuits[key] = _make_circuit(self.template, angles, device)
+            found = self.circuits[key] = _make_circuit(self.template, angles, device, summed)
         return found
 
 
@@ -117,8 +117,8 @@ def _maps(template: Template, angles) -> list[tuple[int, torch.Tensor]]:
     return maps
 
 
-def _make_circuit(template: Template, angles, device) -> _Circuit:
-    tape = build_tape(template, [None if a is None else a.detach() for a in angles])
+def _make_circuit(template: Template, angles, device, summed: bool) -> _Circuit:
+    tape = build_tape(template, [None if a is None else a.detach() for a in angles], summed)
     new_tapes, post = device.preprocess_transforms()([tape])
     ready = new_tapes[0] if len(new_tapes) == 1 else None
     if ready is None or not all(p is q for p, q in zip(tape_parameters(ready), tape_parameters(tape))):
@@ -131,11 +131,12 @@ def _make_circuit(template: Template, angles, device) -> _Circuit:
 
 
 def _execute(items, device, diff_method) -> list:
-    """The device's results for every ``(plan, angles)`` of ``items``, in one device call."""
-    circuits = [plan.circuit(angles, device) for plan, angles in items]
+    """The device's results for every ``(plan, angles, summed)`` of ``items``, in one device call."""
+    circuits = [plan.circuit(angles, device, summed) for plan, angles, summed in items]
     if any(c.gather is None for c in circuits):
-        return list(execute([build_tape(plan.template, angles) for plan, angles in items], device, diff_method))
-    variants = [Variant(c.tape, None, c.gather.rebound(_inputs(angles))) for c, (_, angles) in zip(circuits, items)]
+        tapes = [build_tape(plan.template, angles, summed) for plan, angles, summed in items]
+        return list(execute(tapes, device, diff_method))
+    variants = [Variant(c.tape, None, c.gather.rebound(_inputs(angles))) for c, (_, angles, _) in zip(circuits, items)]
     jpc = get_jpc(diff_method, device, None)
     if jpc is None:
         with torch.no_grad():
@@ -145,24 +146,27 @@ def _execute(items, device, diff_method) -> list:
     return [c.post((r[0] if len(r) == 1 else tuple(r),))[0] for c, r in zip(circuits, raw)]
 
 
-def _collect(result, batch: int) -> torch.Tensor:
-    """``(batch, n_roots)`` expectation values from one tape's results."""
+def _collect(result, batch: int, summed: bool) -> torch.Tensor:
+    """``(batch, n_roots)`` expectation values (``(batch,)`` their sum) from one tape's results."""
+    if summed:
+        return result.reshape(-1).expand(batch)
     res = (result,) if isinstance(result, torch.Tensor) else result
     return torch.stack([r.reshape(-1).expand(batch) for r in res], -1)
 
 
 def run_groups(groups, device, diff_method, deterministic: bool) -> list[torch.Tensor]:
-    """``groups``: ``(plan, angles, batch)`` triples; one ``(batch, n_roots)`` tensor each."""
+    """``groups``: ``(plan, angles, batch, summed)``; one ``(batch, n_roots)`` tensor each, or ``(batch,)``
+    with ``summed`` (the sum over the roots, measured as one observable)."""
     if not deterministic:
-        results = _execute([(plan, angles) for plan, angles, _ in groups], device, diff_method)
-        return [_collect(r, batch) for r, (_, _, batch) in zip(results, groups)]
+        results = _execute([(plan, angles, summed) for plan, angles, _, summed in groups], device, diff_method)
+        return [_collect(r, batch, summed) for r, (_, _, batch, summed) in zip(results, groups)]
     outs = []
-    for plan, angles, batch in groups:
+    for plan, angles, batch, summed in groups:
         rows = []
         for i in range(batch):  # each sample runs alone: the same bits whatever batch it came in
             one = [None if a is None else a if a.ndim == 0 else a[i : i + 1] for a in angles]
-            (result,) = _execute([(plan, one)], device, diff_method)
-            rows.append(_collect(result, 1))
+            (result,) = _execute([(plan, one, summed)], device, diff_method)
+            rows.append(_collect(result, 1, summed))
         outs.append(torch.cat(rows, 0))
     return outs
 

@@ -262,10 +262,13 @@ class GraphQLayer(nn.Module):
             work.append((g, ks, w, size, self.plan(g), self._angles(g, params, w, x, size, det)))
         n_wires = max(plan.n_wires for *_, plan, _ in work)
         device = self.quantum_device(dtype, n_wires)
-        outs = run_groups([(plan, angles, size) for _, _, _, size, plan, angles in work], device, self.diff_method, det)
+        # the unweighted cost is measured as ONE observable (its sum over edges in the device)
+        summed = [self.output == "cost" and w is None for _, _, w, *_ in work]
+        groups = [(plan, angles, size, s) for (_, _, _, size, plan, angles), s in zip(work, summed)]
+        outs = run_groups(groups, device, self.diff_method, det)
         results: list = [None] * len(items)
-        for (g, ks, w, size, plan, _), out in zip(work, outs):
-            if self.output == "cost":
+        for (g, ks, w, size, plan, _), out, s in zip(work, outs, summed):
+            if self.output == "cost" and not s:
                 weighted = out if w is None else w * out
                 out = ordered_sum(weighted) if det else weighted.sum(-1)
             start = 0
