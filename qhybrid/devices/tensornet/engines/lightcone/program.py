@@ -117,6 +117,10 @@ class ConeProgram:
         n = self.structure.n_op_params
         real, device = values.real_dtype, values.device
         batch = self.structure.batch_size
+        if self.rows == 1 and batch is None:
+            row = _gathered_row(group[0], n, real, device)
+            if row is not None:
+                return row.unsqueeze(0)
         first = group[0].params[:n]
         row = [_scalar(p, real, device) for p in first]
         if batch is not None:
@@ -329,6 +333,36 @@ def _small(program: ClosedProgram, mp, structure) -> bool:
     specs = set(_closed_terms(mp, structure))
     largest = max((c.plan.largest_intermediate for spec, c in program._terms.items() if spec in specs), default=0)
     return largest <= WHOLE_NETWORK_MAX_ELEMENTS
+
+
+def _gathered_row(variant, n: int, real, device) -> torch.Tensor | None:
+    """The variant's first ``n`` (gate) parameters as one ``[n]`` tensor read straight from its gather's
+    inputs with one indexing op, where every one is a scalar element of an input (None otherwise): the
+    parameters one by one would cost an unbind, a conversion per parameter and a stack, and as many
+    autograd nodes (a 100-qubit QAOA: 250 of them, more than the cones' own backward)."""
+    g = variant.gather
+    if g is None or variant._params is not None:
+        return None
+    sizes = tuple(x.numel() for x in g.inputs)
+    key = ("cone-row", n, sizes)
+    plan = g.memo.get(key)
+    if plan is None:
+        maps = g.maps[:n]
+        plan = False
+        if all(m[0] != "const" and m[1].ndim == 0 for m in maps):
+            sources = sorted({m[0] for m in maps})
+            offsets, at = {}, 0
+            for src in sources:
+                offsets[src] = at
+                at += sizes[src]
+            plan = (sources, torch.tensor([offsets[m[0]] + int(m[1]) for m in maps], dtype=torch.long))
+        g.memo[key] = plan
+    if plan is False:
+        return None
+    sources, index = plan
+    flat = [g.inputs[src].reshape(-1) for src in sources]
+    flat = flat[0] if len(flat) == 1 else torch.cat(flat)
+    return flat[g.index_on(index, flat.device)].to(device=device, dtype=real)
 
 
 def _scalar(p, real, device) -> torch.Tensor:
