@@ -277,10 +277,10 @@ def test_classes_as_closed_networks(diff_method, monkeypatch):
     """Cone classes too wide for a state vector run as one closed network each (forced here on a
     12-node ring), with shared and stacked parameter rows; the whole circuit on default.qubit agrees."""
     from qhybrid.devices.tensornet import _simulate
-    from qhybrid.devices.tensornet.engines.lightcone import program
+    from qhybrid.devices.tensornet.engines.lightcone import whole
 
     monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 3)
-    monkeypatch.setattr(program, "WHOLE_NETWORK_MAX_ELEMENTS", 0)
+    monkeypatch.setattr(whole, "WHOLE_NETWORK_MAX_ELEMENTS", 0)
     n = 12
     H = qml.Hamiltonian([0.5, -1.0, 0.25, 2.0, 0.7], [qml.Z(0) @ qml.Z(1), qml.Z(7) @ qml.Z(8), qml.X(4), qml.Y(9), qml.Z(3)])
     ref_circuit, edges = _ring_reference(n, H, None, None)

@@ -20,28 +20,21 @@ from dataclasses import replace
 import torch
 from pennylane.measurements import ExpectationMP
 
-from .....errors import ContractionTooLargeError
 from ..._options import SimOptions
 from ..._structure import TapeStructure
 from ..._values import _differences
-from ..network.programs import ClosedProgram, _closed_terms
+from ..network.programs import ClosedProgram
 from ..statevector.program import StateVectorProgram
 from .classes import ConeClass, cone_measurable, group_cones, measured_words, sentences
 from .coefficients import data_map
 from .cones import cone_slots, make_cone
 from .shared import run_distinct
 from .values import ConeValues
+from .whole import closed_program
 
 CONE_STATE_MAX_WIRES = 16
 """Classes of cones up to this wide run as state-vector programs; wider ones as closed networks (Q100 at
 p=3: a 20-wire cone took 1.9 s a step as a state vector, a 21-30-wire one 0.2 s as a closed network)."""
-
-
-WHOLE_NETWORK_MAX_ELEMENTS = 1 << 22
-"""A measurement with terms too wide for a state vector is contracted as one closed network of the whole
-circuit (the pre-cone path) when that network's largest intermediate stays within this many elements
-(W3b, a 64-wire CNOT ladder with 64 Z terms: 0.28 s a step, against 12 s as 64 cone networks); else its
-terms run by cone classes (Q100 at p=3: the whole network would touch 52 indices)."""
 
 
 def cones_apply(structure: TapeStructure, tape) -> bool:
@@ -87,7 +80,7 @@ class ConeProgram:
         self.term_of = {tuple(sorted(w.items())): t for t, w in enumerate(words)}
         widths = [_width(structure, w) for w in words]
         started = time.perf_counter()
-        self.closed = _closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape)
+        self.closed = closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape)
         self.closed_measurements = self.closed.only if self.closed is not None else frozenset()
         # wide classes' networks are planned at their first run with a new stack size, each within its
         # share of what the whole-circuit network left of the structure's planning budget
@@ -304,35 +297,6 @@ class _Sub:
 def _width(structure: TapeStructure, word: dict) -> int:
     slots = structure.slots
     return len(set(word).union(*(slots[si].wires for si in cone_slots(slots, word))))
-
-
-def _closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape):
-    """The ClosedProgram of the measurements a closed network of the whole circuit measures (None if
-    none): those that are not Pauli sentences, and those with terms too wide for a state vector whose
-    whole-circuit network has small intermediates (their sentence as one matrix-product operator, light
-    cones united: a CNOT ladder's nested cones share all their work there). One planning budget for all."""
-    candidates = [m for m, terms in per_measurement.items() if any(widths[t] > state_max_wires for t in terms)]
-    if not plain and not candidates:
-        return None
-    try:
-        program = ClosedProgram(structure, stacked, stack_size, opts, tape, only=plain + candidates)
-    except ContractionTooLargeError:
-        if not candidates:
-            raise
-        # some united light cones are too wide (a QAOA Hamiltonian): those measurements go by classes
-        program = ClosedProgram(structure, stacked, stack_size, opts, tape, only=plain) if plain else None
-        candidates = []
-    accepted = [m for m in candidates if _small(program, tape.measurements[m], structure)]
-    if not plain and not accepted:
-        return None
-    program.only = frozenset(plain + accepted)
-    return program
-
-
-def _small(program: ClosedProgram, mp, structure) -> bool:
-    specs = set(_closed_terms(mp, structure))
-    largest = max((c.plan.largest_intermediate for spec, c in program._terms.items() if spec in specs), default=0)
-    return largest <= WHOLE_NETWORK_MAX_ELEMENTS
 
 
 def _gathered_row(variant, n: int, real, device) -> torch.Tensor | None:
