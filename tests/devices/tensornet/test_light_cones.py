@@ -336,3 +336,64 @@ def test_trainable_hamiltonian_coefficients(diff_method):
         torch.testing.assert_close(value, ref.detach(), atol=ATOL, rtol=0)
         for x, y in zip(grads, torch.autograd.grad(ref, [g, b, cc])):
             torch.testing.assert_close(x, y, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_closed_networks_drop_commuting_diagonal_gates(seed, monkeypatch):
+    """Closed networks walk the same commutation-aware light cone as the cones (one walker): diagonal gates
+    that commute past a Z word, a Z-only sentence or each other are left out. Random circuits of diagonal
+    and mixing gates, measured by every cap (Pauli words, a Hermitian matrix, probabilities, a variance)
+    with the state-vector limit forced to 3 wires, against default.qubit: values and gradients."""
+    from qhybrid.devices.tensornet import _simulate
+
+    monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 3)
+    n, rng = 8, np.random.default_rng(seed)
+    plan = []
+    for _ in range(24):
+        kind = rng.choice(["RX", "RY", "RZ", "IsingZZ", "CZ", "CNOT", "CRZ", "PhaseShift"])
+        wires = [int(w) for w in rng.choice(n, 2, replace=False)]
+        plan.append((kind, wires))
+    theta = torch.tensor(rng.uniform(-2, 2, len(plan)), dtype=torch.float64, requires_grad=True)
+    herm = rng.normal(size=(2, 2)) + 1j * rng.normal(size=(2, 2))
+    herm = torch.tensor(herm + herm.conj().T)
+
+    def circuit(t):
+        for k, (kind, wires) in enumerate(plan):
+            op = getattr(qml, kind)
+            if kind in ("RX", "RY", "RZ", "PhaseShift"):
+                op(t[k], wires=wires[0])
+            elif kind in ("CZ", "CNOT"):
+                op(wires=wires)
+            else:
+                op(t[k], wires=wires)
+        return (
+            qml.expval(qml.Z(0) @ qml.Z(5)),
+            qml.expval(qml.X(2) @ qml.Z(6)),
+            qml.expval(qml.Hermitian(herm, wires=3)),
+            qml.probs(wires=[1, 4]),
+            qml.var(qml.Y(7) @ qml.Z(1)),
+        )
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method="adjoint")(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=n), interface="torch", diff_method="backprop")
+    got, want = ours(theta), ref(theta)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
+    cot = [torch.randn(np.shape(b), dtype=torch.float64) for b in want]
+    g = torch.autograd.grad(sum((a * c).sum() for a, c in zip(got, cot)), theta)[0]
+    r = torch.autograd.grad(sum((b * c).sum() for b, c in zip(want, cot)), theta)[0]
+    torch.testing.assert_close(g, r, atol=ATOL, rtol=0)
+
+
+def test_closed_network_light_cone_leaves_out_commuting_gates():
+    """The walker keeps a diagonal gate only where it meets a mixing action: before a Z word the RZ and the
+    IsingZZ commute through; before an X word (or a generic observable) the IsingZZ is kept, and the RZ on
+    its other wire still commutes with it. (The walker before issue 19 kept all three.)"""
+    from qhybrid.devices.tensornet._structure import tape_structure
+    from qhybrid.devices.tensornet.engines.network.network import light_cone
+
+    ops = [qml.RX(0.1, 0), qml.RZ(0.2, 1), qml.IsingZZ(0.3, wires=[0, 1]), qml.RY(0.4, 2)]
+    s = tape_structure(qml.tape.QuantumScript(ops, [qml.expval(qml.Z(0))]), None)
+    assert light_cone(s.slots, [0], "Z") == [0]  # only the RX mixes before Z_0
+    assert light_cone(s.slots, [0], "X") == [0, 2]
+    assert light_cone(s.slots, [0]) == [0, 2]  # a generic observable: as X
