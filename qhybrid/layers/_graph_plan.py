@@ -28,7 +28,7 @@ from ..gradients._execute import execute_variants
 from ..gradients.jpc import get_jpc
 from ..gradients.launcher import Launcher
 from ..interfaces.torch import execute
-from ._graph_circuits import Template, build_tape, matchings
+from ._graph_circuits import Template, build_tape, xx_order
 
 
 @dataclass
@@ -84,8 +84,7 @@ def _sources(template: Template) -> list[tuple[int, int]]:
     for b, block in enumerate(template.blocks):
         if not block.parametric:
             continue
-        order = [g for m in matchings(block.wires) for g in m] if block.gate == "XX" else range(len(block.wires))
-        out.extend((b, g) for g in order)
+        out.extend((b, g) for g in xx_order(template, block))
     return out
 
 

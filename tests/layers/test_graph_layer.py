@@ -103,6 +103,32 @@ def test_wide_p2_ladder_matches_light_cone_reference():
         torch.testing.assert_close(g, r, atol=TOL, rtol=0)
 
 
+def test_wide_qgnn_matches_light_cone_reference():
+    """QGNN on a 24-node ring (native IsingXX blocks, which the device's walker commutes gate by gate):
+    per-node values and gradients (parameters, weights, features) vs the light-cone reference."""
+    layer = make_layer(nx.cycle_graph(24), "qgnn", "nodes", n_layers=2, n_features=2)
+    n, e = layer.graph.n_nodes, layer.graph.n_edges
+    w = (torch.rand(e, dtype=torch.float64) * 2).requires_grad_(True)
+    x = (torch.rand(n, 2, dtype=torch.float64) * 3).requires_grad_(True)
+    out = layer(w, x)
+    assert layer.plan(layer.graph).cone_wires == 9  # one neighbour further per two-qubit block, each side
+    cot = torch.randn_like(out)
+    wrt = [layer.coupling, layer.rotation, w, x]
+    grads = torch.autograd.grad((out * cot).sum(), wrt)
+    gates = (qml.RY, qml.RZ)
+    blocks = [[gates[f](x[v, f], wires=v) for v in range(n)] for f in range(2)]
+    for l in range(layer.n_layers):
+        blocks.append([qml.IsingZZ(layer.coupling[l, k, 0] * w[k], wires=uv) for k, uv in enumerate(layer.graph.edges)])
+        blocks.append([qml.IsingXX(layer.coupling[l, k, 1] * w[k], wires=uv) for k, uv in enumerate(layer.graph.edges)])
+        blocks.append([qml.RY(layer.rotation[l, v, 0], wires=v) for v in range(n)])
+        blocks.append([qml.RZ(layer.rotation[l, v, 1], wires=v) for v in range(n)])
+    ref = torch.stack([word_expval(blocks, qml.Z(v).pauli_rep.popitem()[0]) for v in range(n)])
+    ref_grads = torch.autograd.grad((ref * cot).sum(), wrt)
+    torch.testing.assert_close(out, ref, atol=TOL, rtol=0)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, atol=TOL, rtol=0)
+
+
 def test_unbatched_shapes_and_dtype():
     layer = qhybrid.GraphQLayer([(0, 1), (1, 2)], 1, output="cost")
     assert layer().shape == () and layer().dtype == torch.float32

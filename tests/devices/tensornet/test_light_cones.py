@@ -397,3 +397,23 @@ def test_closed_network_light_cone_leaves_out_commuting_gates():
     assert light_cone(s.slots, [0], "Z") == [0]  # only the RX mixes before Z_0
     assert light_cone(s.slots, [0], "X") == [0, 2]
     assert light_cone(s.slots, [0]) == [0, 2]  # a generic observable: as X
+
+
+def test_walker_commutes_gates_of_one_pauli_basis():
+    """Gates diagonal in one Pauli basis per wire commute: an IsingXX chain in any order widens a Z word's
+    cone by one neighbour on each side; RX commutes with a CNOT's target; the cones' canonical layers put
+    commuting gates in one layer."""
+    from qhybrid.devices.tensornet._structure import tape_structure
+    from qhybrid.devices.tensornet.engines.lightcone.cones import _layers, cone_slots
+
+    chain = [qml.IsingXX(0.1 * k, wires=[k, k + 1]) for k in range(6)]
+    s = tape_structure(qml.tape.QuantumScript(chain, [qml.expval(qml.Z(3))]), None)
+    assert list(s.sim_wires) == list(range(7))
+    assert cone_slots(s.slots, {3: "Z"}) == [2, 3]  # (2,3) and (3,4); (1,2) commutes with (2,3) on wire 2
+    assert _layers(s.slots, [0, 1, 2, 3, 4, 5]) == [[0, 1, 2, 3, 4, 5]]
+    ops = [qml.RX(0.3, 1), qml.CNOT(wires=[0, 1]), qml.RX(0.2, 1)]
+    s = tape_structure(qml.tape.QuantumScript(ops, [qml.expval(qml.Z(0))]), None)
+    at = {w: i for i, w in enumerate(s.sim_wires)}  # the walker speaks simulated-wire positions
+    assert cone_slots(s.slots, {at[0]: "Z"}) == []  # Z on the control commutes with the CNOT; RX never reaches
+    assert cone_slots(s.slots, {at[1]: "Z"}) == [0, 1, 2]
+    assert cone_slots(s.slots, {at[1]: "X"}) == []  # everything is a function of X_1 there, or acts elsewhere

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..._structure import Slot, TapeStructure
-from ..lightcone.cones import cone_slots
+from ..lightcone.cones import GENERAL, cone_slots
 
 STACK = 0
 BATCH = 1
@@ -113,19 +113,23 @@ def light_cone(slots: Sequence[Slot], wires: Sequence[int], letters: Sequence[st
     """Slots that can influence ``<psi|O|psi>`` for an observable ``O`` on ``wires`` (global phases cancel).
 
     The one light-cone walker of the engine (``lightcone.cones.cone_slots``): ``letters`` gives, per wire,
-    ``"Z"`` where ``O`` is diagonal there (then diagonal gates on it commute with ``O`` and each other) and
-    anything else where it is not; without letters ``O`` is taken to act generically on every wire."""
-    return cone_slots(slots, {w: (letters[k] if letters else "X") for k, w in enumerate(wires)})
+    the Pauli letter ``O`` is a function of there (gates diagonal in that basis commute with it), or
+    ``GENERAL``; without letters ``O`` acts generally on every wire."""
+    return cone_slots(slots, {w: (letters[k] if letters else GENERAL) for k, w in enumerate(wires)})
 
 
 def _letters(cap: str, word, n: int) -> tuple[str, ...]:
-    """Per measured wire, "Z" where the cap is diagonal (a Pauli word's Z, a sentence whose every word has
-    Z or I there), "X" where it may not be."""
+    """Per measured wire, the Pauli letter the cap is a function of there (a word's letter; a sentence's one
+    letter besides I on that wire), else ``GENERAL``."""
     if cap == "pauli":
         return tuple(word)
     if cap == "paulisum":
-        return tuple("Z" if all(w[k] in "IZ" for w in word) else "X" for k in range(n))
-    return ("X",) * n
+        out = []
+        for k in range(n):
+            letters = {w[k] for w in word} - {"I"}
+            out.append(letters.pop() if len(letters) == 1 else GENERAL if letters else "I")
+        return tuple(out)
+    return (GENERAL,) * n
 
 
 def closed_network(
