@@ -181,6 +181,11 @@ class ConeProgram:
             out = run(c, cols, dtype, device)
         return out.reshape(self.rows, m, -1)
 
+    def _run_classes(self, params: torch.Tensor, values) -> list[torch.Tensor]:
+        """Every class of this step, run: ``[rows, members, B']`` values each, in ``self.classes`` order
+        (the one place the step's independent classes are executed)."""
+        return [self._class_values(c, params, values) for c in self.classes]
+
     def _data_maps(self, tape, pos) -> dict:
         """Per expval of a Hamiltonian measured by cones: its coefficients' DataMap (where it has one)."""
         def position(word):
@@ -244,8 +249,7 @@ class ConeProgram:
         group = values.group if hasattr(values, "group") else [variant]
         terms = None
         if self.classes:
-            params = self._parameters(group, values)
-            parts = [self._class_values(c, params, values) for c in self.classes]
+            parts = self._run_classes(self._parameters(group, values), values)
             batch = max(p.shape[-1] for p in parts)
             terms = torch.cat([p.expand(-1, -1, batch) for p in parts], 1)  # [rows, T, B']
         closed = {}
