@@ -1,10 +1,9 @@
 """Graph circuits as templates: blocks of commuting gates of one kind, plus the Z-words to measure.
 
 A template holds structure only (gate kind and wires); the angles come separately, one ``(batch, n_gates)``
-tensor per block, so one template serves every batch, every step and every light cone cut from it. Every
-block holds gates of a single kind on distinct wire sets, so its gates commute: that is what lets
-:mod:`._graph_lightcone` drop a whole block's gates that miss an observable's support, and put the kept ones
-in a canonical order.
+tensor per block, so one template serves every batch and every step. Every block holds gates of a single
+kind on distinct wire sets, so its gates commute: the device's light-cone walker sees that gate by gate
+(gates diagonal in one Pauli basis per wire commute), so a block widens a cone by one layer of neighbours.
 
 QAOA (``kind="qaoa"``), with ``IsingZZ(phi) = exp(-i phi/2 ZZ)`` and ``RX(phi) = exp(-i phi/2 X)``::
 

@@ -28,6 +28,11 @@ GREEDY_SLACK = 1 << 12
 a path search (a search narrows greedy paths by a few powers of two, not by this much)."""
 
 
+GREEDY_CHECK_MIN_WIRES = 32
+"""Circuits on fewer wires skip the greedy check: their whole-circuit network is planned (and refused, if it
+must be) in well under a second anyway."""
+
+
 def closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape):
     """The ClosedProgram of the measurements a closed network of the whole circuit measures (None if
     none): those that are not Pauli sentences, and those with terms too wide for a state vector whose
@@ -58,8 +63,8 @@ def _promising(candidates: list, structure, stacked, stack_size, opts, tape) -> 
     a hopeless one (Q100 at p=3: every path touches some 50 indices) the planner would spend its whole
     budget and then its rescue search on a network that is refused anyway, in every process, since a
     path that does not fit is searched again wherever it is found (25 s a process here)."""
-    if not candidates:
-        return []
+    if not candidates or len(structure.sim_wires) < GREEDY_CHECK_MIN_WIRES:
+        return candidates
     settings = PathSettings.of(opts.optimizer)
     quick = replace(opts, optimizer=replace(settings, method="greedy"), plan_time=0.0)
     try:
@@ -78,4 +83,4 @@ def _small(program: ClosedProgram, mp, structure, limit: float | None = None) ->
 
 
 
-__all__ = ["closed_program", "WHOLE_NETWORK_MAX_ELEMENTS", "GREEDY_SLACK"]
+__all__ = ["closed_program", "WHOLE_NETWORK_MAX_ELEMENTS", "GREEDY_SLACK", "GREEDY_CHECK_MIN_WIRES"]
