@@ -121,7 +121,7 @@ def main(argv=None) -> dict:
         "plot": png,
     }
     exact_part = f", exact maximum cut {exact} (ratio {result['ratio_vs_max_cut']:.4f})" if exact is not None else ""
-    cones = f"{result['light_cone_classes']} light-cone classes of <= {plan.n_wires} qubits" if plan.classes else f"{plan.n_wires}-qubit state vector"
+    cones = f"{result['light_cone_classes']} light-cone classes of <= {plan.cone_wires} qubits" if plan.classes else f"{plan.n_wires}-qubit state vector"
     print(
         f"MaxCut {args.nodes} nodes / {n_edges} edges, QAOA p={args.layers} ({cones}): expected cut {final_cut:.2f}; "
         f"local search {baseline} (ratio {result['ratio_vs_local_search']:.4f}){exact_part}; "

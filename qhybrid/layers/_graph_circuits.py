@@ -1,10 +1,9 @@
 """Graph circuits as templates: blocks of commuting gates of one kind, plus the Z-words to measure.
 
 A template holds structure only (gate kind and wires); the angles come separately, one ``(batch, n_gates)``
-tensor per block, so one template serves every batch, every step and every light cone cut from it. Every
-block holds gates of a single kind on distinct wire sets, so its gates commute: that is what lets
-:mod:`._graph_lightcone` drop a whole block's gates that miss an observable's support, and put the kept ones
-in a canonical order.
+tensor per block, so one template serves every batch and every step. Every block holds gates of a single
+kind on distinct wire sets, so its gates commute: the device's light-cone walker sees that gate by gate
+(gates diagonal in one Pauli basis per wire commute), so a block widens a cone by one layer of neighbours.
 
 QAOA (``kind="qaoa"``), with ``IsingZZ(phi) = exp(-i phi/2 ZZ)`` and ``RX(phi) = exp(-i phi/2 X)``::
 
@@ -35,6 +34,12 @@ GATES = {
     "XX": qml.IsingXX,
 }
 """Gate kinds a block may hold (all but ``H`` take one angle)."""
+
+XX_DECOMPOSE_MAX_WIRES = 20
+"""``IsingXX`` blocks become CNOT conjugations of ``RX`` (see ``_couplings``) on graphs up to this many nodes
+(the device simulates their whole state). Wider graphs run on light cones, where an ``IsingXX`` block
+commutes gate by gate and widens a cone by one layer of neighbours; decomposed, every matching of the
+block would widen it again."""
 
 ENCODING_GATES = ("RY", "RZ")
 """QGNN node features ``f = 0, 1, 2, ...`` are encoded with ``ENCODING_GATES[f % 2]``."""
@@ -81,7 +86,7 @@ def qgnn_template(graph: Graph, n_layers: int, n_features: int, roots: Sequence[
     return Template(graph.n_nodes, tuple(blocks), tuple(roots))
 
 
-def build_tape(template: Template, angles: Sequence[torch.Tensor | None]) -> qml.tape.QuantumScript:
+def build_tape(template: Template, angles: Sequence[torch.Tensor | None], summed: bool = False) -> qml.tape.QuantumScript:
     """The template as a PennyLane tape. ``angles[b]`` is block ``b``'s angles: ``(batch, n_gates)`` (column
     ``g`` broadcasts gate ``g`` over the batch, so the whole batch is one execution), ``(batch,)`` (one angle
     per sample for every gate of the block), a 0-dim tensor (one angle for everything: a plain, unbroadcast
@@ -101,14 +106,29 @@ def build_tape(template: Template, angles: Sequence[torch.Tensor | None]) -> qml
             continue
         columns = theta.unbind(1) if theta.ndim == 2 else [theta] * len(block.wires)
         if block.two_qubit:
-            ops.extend(_couplings(block, columns))
+            ops.extend(_couplings(block, columns, native_xx(template)))
         else:
             ops.extend(gate(col, wires=w) for col, w in zip(columns, block.wires))
-    measurements = [qml.expval(_z_word(r)) for r in template.roots]
+    if summed:
+        measurements = [qml.expval(qml.dot([1.0] * len(template.roots), [_z_word(r) for r in template.roots]))]
+    else:
+        measurements = [qml.expval(_z_word(r)) for r in template.roots]
     return qml.tape.QuantumScript(ops, measurements)
 
 
-def _couplings(block: Block, angles) -> list:
+def native_xx(template: Template) -> bool:
+    """Whether the template's ``IsingXX`` gates stay themselves (``XX_DECOMPOSE_MAX_WIRES``)."""
+    return template.n_wires > XX_DECOMPOSE_MAX_WIRES
+
+
+def xx_order(template: Template, block: Block) -> list[int]:
+    """The order ``build_tape`` puts the angles of a two-qubit block in (gate order, or by matching)."""
+    if block.gate == "XX" and not native_xx(template):
+        return [g for m in matchings(block.wires) for g in m]
+    return list(range(len(block.wires)))
+
+
+def _couplings(block: Block, angles, native: bool = False) -> list:
     """A block of ``IsingZZ`` / ``IsingXX`` gates.
 
     ``IsingZZ`` gates stay themselves: the state-vector engine turns a block of them into one diagonal run
@@ -119,8 +139,8 @@ def _couplings(block: Block, angles) -> list:
     CNOTs compose into one basis permutation and the waiting rotations run as a few Kronecker-block
     matmuls, where a two-qubit gate on wires that are not neighbours would cost a general einsum over the
     whole state each (measured 17x slower on 16 qubits)."""
-    if block.gate == "ZZ":
-        return [qml.IsingZZ(a, wires=list(w)) for a, w in zip(angles, block.wires)]
+    if block.gate == "ZZ" or native:
+        return [GATES[block.gate](a, wires=list(w)) for a, w in zip(angles, block.wires)]
     ops = []
     for matching in matchings(block.wires):
         cnots = [qml.CNOT(wires=list(block.wires[g])) for g in matching]
@@ -155,4 +175,4 @@ def _z_word(wires: tuple[int, ...]):
     return qml.prod(*(qml.Z(w) for w in wires))
 
 
-__all__ = ["Block", "Template", "GATES", "qaoa_template", "qgnn_template", "build_tape"]
+__all__ = ["Block", "Template", "GATES", "qaoa_template", "qgnn_template", "build_tape", "xx_order", "native_xx"]

@@ -1,131 +1,173 @@
-"""What one graph structure runs: the full template, or its light-cone classes; and how to run it.
+"""What one graph structure runs, and how: its template as ONE device-ready tape whose gate angles are
+gathered from a single flat tensor, handed to the device as a :class:`~qhybrid._variant.Variant`.
 
-A plan depends on the structure only (kind, depth, nodes, edges, outputs), so it is built once per
-structure and reused for every batch and step. :func:`run_groups` sends every structure group of a batch to
-the device in one ``qhybrid.execute`` call (each group one broadcast tape per template), or, deterministic,
-one call per sample: a sample then runs exactly as it would alone.
+The device does everything else: on a graph wider than its state-vector limit the tensornet device
+measures each output on its reverse light cone, runs isomorphic cones as one stacked program and runs
+equal angle rows once (``devices/tensornet/engines/lightcone``); on a narrower one it simulates the state.
+
+A plan depends on the structure only (kind, depth, nodes, edges, outputs), so it is built once per structure
+and reused for every batch and step. Per *angle signature* (which blocks carry one angle, one per sample or
+one per gate and sample) it keeps the tape and the index of every gate angle in the flat tensor: a call then
+concatenates its blocks' angles (one ``cat``) and the device reads every gate's angle with one indexing op,
+instead of PennyLane recording and preprocessing hundreds of operators per step.
+:func:`run_groups` sends every structure group of a batch to the device in one call, or, deterministic, one
+call per sample: a sample then runs exactly as it would alone.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
 
+from ..devices.tensornet._simulate import STATE_MODE_MAX_WIRES
+from ..devices.tensornet.engines.lightcone.classes import tape_classes
+from .._variant import Gather, Variant, tape_parameters
+from ..gradients._execute import execute_variants
+from ..gradients.jpc import get_jpc
+from ..gradients.launcher import Launcher
 from ..interfaces.torch import execute
-from ._graph_circuits import Template, build_tape
-from ._graph_lightcone import ConeClass, cone_classes, max_cone_width
-from ._graph_ordered import occurrences, share_columns, take
+from ._graph_circuits import Template, build_tape, xx_order
 
-LIGHT_CONE_AUTO_MIN_NODES = 17
-"""``light_cone="auto"`` cuts light cones on graphs of at least this many nodes when the widest cone is
-narrower than the graph. Below it the whole state vector (at most 2**16 amplitudes) is cheaper than
-simulating a cone per edge."""
+
+@dataclass
+class _Circuit:
+    """The device-ready tape of one angle signature, its postprocessing and its gather (None: the device's
+    preprocessing changed the tape, so it is built and preprocessed every call)."""
+
+    tape: object
+    post: object
+    gather: Gather | None
 
 
 @dataclass
 class GraphPlan:
-    """The full ``template``; with light cones also its ``classes``, the order their outputs come out in
-    (``order``) and the inverse permutation that puts them back in root order."""
+    """The structure's ``template`` and its device-ready circuits by angle signature."""
 
     template: Template
-    classes: list[ConeClass] | None = None
-    inverse: torch.Tensor | None = None
-    index: list | None = None
-    """Per class, per block: (index tensor, occurrences table) for the deterministic gather."""
+    circuits: dict = field(default_factory=dict)
+    _classes: list | None = field(default=None, repr=False)
 
     @property
     def n_wires(self) -> int:
-        if self.classes is None:
-            return self.template.n_wires
-        return max(c.template.n_wires for c in self.classes)
+        return self.template.n_wires
+
+    @property
+    def classes(self) -> list | None:
+        """The light-cone classes the tensornet device runs this circuit as (``ConeClass``: ``width``,
+        ``terms``), or None where it simulates the whole state (``STATE_MODE_MAX_WIRES`` wires or fewer)."""
+        if self.n_wires <= STATE_MODE_MAX_WIRES:
+            return None
+        if self._classes is None:
+            angles = [torch.zeros(()) if block.parametric else None for block in self.template.blocks]
+            self._classes = tape_classes(build_tape(self.template, angles))
+        return self._classes
+
+    @property
+    def cone_wires(self) -> int:
+        """The widest circuit the device simulates for this structure (a cone's, or the whole graph's)."""
+        classes = self.classes
+        return self.n_wires if classes is None else max(c.width for c in classes)
+
+    def circuit(self, angles: Sequence[torch.Tensor | None], device, summed: bool) -> _Circuit:
+        key = (id(device), summed, tuple(None if a is None else (tuple(a.shape), a.requires_grad) for a in angles))
+        found = self.circuits.get(key)
+        if found is None:
+            found = self.circuits[key] = _make_circuit(self.template, angles, device, summed)
+        return found
 
 
-def make_plan(template: Template, light_cone) -> GraphPlan:
-    use = light_cone
-    if light_cone == "auto":
-        use = template.n_wires >= LIGHT_CONE_AUTO_MIN_NODES and max_cone_width(template) < template.n_wires
-    if not use:
-        return GraphPlan(template)
-    classes = cone_classes(template)
-    order = [r for c in classes for r in c.members]
-    inverse = torch.empty(len(order), dtype=torch.long)
-    inverse[torch.tensor(order, dtype=torch.long)] = torch.arange(len(order))
-    index = []
-    for c in classes:
-        per_block = []
-        for b, block in enumerate(template.blocks):
-            flat = torch.as_tensor(c.index[b].reshape(-1))
-            per_block.append((flat, occurrences(flat, len(block.wires)) if block.parametric else None))
-        index.append(per_block)
-    return GraphPlan(template, classes, inverse, index)
+def _sources(template: Template) -> list[tuple[int, int]]:
+    """``(block, gate)`` of every gate angle in the order ``build_tape`` puts them on the tape."""
+    out = []
+    for b, block in enumerate(template.blocks):
+        if not block.parametric:
+            continue
+        out.extend((b, g) for g in xx_order(template, block))
+    return out
 
 
-def _tapes(plan: GraphPlan, angles: Sequence[torch.Tensor | None], batch: int, deterministic: bool):
-    """The tapes of one group (angles as :func:`build_tape` takes them, for ``batch`` samples), and per tape
-    whether its broadcast axis runs over (sample, cone member) pairs."""
-    if plan.classes is None:
-        return [build_tape(plan.template, angles)], [False]
-    # cones of one class differ only in which gates' angles they read: where every angle is uniform over a
-    # block's gates, all members give the same value and one (unbroadcast) run of the class serves them all
-    per_gate = any(a is not None and a.ndim == 2 for a in angles)
-    tapes = []
-    for c, per_block in zip(plan.classes, plan.index):
-        m = len(c.members)
-        sub = []
-        for block, a, (flat, occ) in zip(plan.template.blocks, angles, per_block):
-            if not block.parametric:
-                sub.append(None)
-            elif a.ndim == 2:
-                sub.append(take(a, flat, occ, deterministic).reshape(batch * m, -1))  # (B * M, Gc)
-            elif a.ndim == 1 and per_gate:
-                sub.append(share_columns(a, m, deterministic).reshape(batch * m))
-            else:
-                sub.append(a)
-        tapes.append(build_tape(c.template, sub))
-    return tapes, [per_gate] * len(tapes)
+def _inputs(angles) -> tuple[torch.Tensor, ...]:
+    """The gather's inputs: the blocks' angles flattened and concatenated, those that need a gradient
+    apart from those that do not (a gradient method then differentiates only the first)."""
+    parts = ([a.reshape(-1) for a in angles if a is not None and a.requires_grad],
+             [a.reshape(-1) for a in angles if a is not None and not a.requires_grad])
+    return tuple(torch.cat(p) if len(p) > 1 else p[0] for p in parts if p)
 
 
-def _collect(plan: GraphPlan, results, flags, batch: int, deterministic: bool) -> torch.Tensor:
-    """``(batch, n_roots)`` expectation values from the tapes' results."""
-    if plan.classes is None:
-        (res,) = results
-        res = (res,) if isinstance(res, torch.Tensor) else res
-        return torch.stack([r.reshape(-1).expand(batch) for r in res], -1)
-    parts = []
-    for r, c, per_gate in zip(results, plan.classes, flags):
-        m = len(c.members)
-        if per_gate:
-            parts.append(r.reshape(batch, m))
-        else:
-            parts.append(share_columns(r.reshape(-1).expand(batch), m, deterministic))
-    out = torch.cat(parts, 1) if len(parts) > 1 else parts[0]
-    return out.index_select(1, plan.inverse.to(out.device))
+def _maps(template: Template, angles) -> list[tuple[int, torch.Tensor]]:
+    """Per gate angle: (input, its flat indices) in :func:`_inputs`."""
+    grads = [a is not None and a.requires_grad for a in angles]
+    source = {True: 0, False: int(any(grads))}
+    offsets, start = [], {True: 0, False: 0}
+    for a, g in zip(angles, grads):
+        offsets.append(start[g])
+        start[g] += 0 if a is None else a.numel()
+    maps = []
+    for b, g in _sources(template):
+        a, at, src = angles[b], offsets[b], source[grads[b]]
+        if a.ndim == 0:  # one angle for the whole block: an unbroadcast gate
+            maps.append((src, torch.tensor(at)))
+        elif a.ndim == 1:  # (B,): one angle per sample for every gate of the block
+            maps.append((src, at + torch.arange(a.shape[0])))
+        else:  # (B, G): gate g's column
+            maps.append((src, at + g + a.shape[1] * torch.arange(a.shape[0])))
+    return maps
+
+
+def _make_circuit(template: Template, angles, device, summed: bool) -> _Circuit:
+    tape = build_tape(template, [None if a is None else a.detach() for a in angles], summed)
+    new_tapes, post = device.preprocess_transforms()([tape])
+    ready = new_tapes[0] if len(new_tapes) == 1 else None
+    if ready is None or not all(p is q for p, q in zip(tape_parameters(ready), tape_parameters(tape))):
+        return _Circuit(None, None, None)
+    n_gate = sum(len(op.data) for op in ready.operations)
+    maps = _maps(template, angles)
+    assert len(maps) == n_gate, "GraphQLayer: build_tape and _sources disagree on the angle order"
+    maps += [("const", p) for p in tape_parameters(ready)[n_gate:]]
+    return _Circuit(ready, post, Gather((), tuple(maps)))
+
+
+def _execute(items, device, diff_method) -> list:
+    """The device's results for every ``(plan, angles, summed)`` of ``items``, in one device call."""
+    circuits = [plan.circuit(angles, device, summed) for plan, angles, summed in items]
+    if any(c.gather is None for c in circuits):
+        tapes = [build_tape(plan.template, angles, summed) for plan, angles, summed in items]
+        return list(execute(tapes, device, diff_method))
+    variants = [Variant(c.tape, None, c.gather.rebound(_inputs(angles))) for c, (_, angles, _) in zip(circuits, items)]
+    jpc = get_jpc(diff_method, device, None)
+    if jpc is None:
+        with torch.no_grad():
+            raw = Launcher(device).run(variants)
+    else:
+        raw = execute_variants(variants, jpc)
+    return [c.post((r[0] if len(r) == 1 else tuple(r),))[0] for c, r in zip(circuits, raw)]
+
+
+def _collect(result, batch: int, summed: bool) -> torch.Tensor:
+    """``(batch, n_roots)`` expectation values (``(batch,)`` their sum) from one tape's results."""
+    if summed:
+        return result.reshape(-1).expand(batch)
+    res = (result,) if isinstance(result, torch.Tensor) else result
+    return torch.stack([r.reshape(-1).expand(batch) for r in res], -1)
 
 
 def run_groups(groups, device, diff_method, deterministic: bool) -> list[torch.Tensor]:
-    """``groups``: ``(plan, angles, batch)`` triples; one ``(batch, n_roots)`` tensor each."""
+    """``groups``: ``(plan, angles, batch, summed)``; one ``(batch, n_roots)`` tensor each, or ``(batch,)``
+    with ``summed`` (the sum over the roots, measured as one observable)."""
     if not deterministic:
-        tapes, spans = [], []
-        for plan, angles, batch in groups:
-            t, flags = _tapes(plan, angles, batch, False)
-            spans.append((len(tapes), len(t), flags))
-            tapes.extend(t)
-        results = execute(tapes, device, diff_method)
-        return [
-            _collect(plan, results[s : s + n], flags, batch, False)
-            for (plan, angles, batch), (s, n, flags) in zip(groups, spans)
-        ]
+        results = _execute([(plan, angles, summed) for plan, angles, _, summed in groups], device, diff_method)
+        return [_collect(r, batch, summed) for r, (_, _, batch, summed) in zip(results, groups)]
     outs = []
-    for plan, angles, batch in groups:
+    for plan, angles, batch, summed in groups:
         rows = []
         for i in range(batch):  # each sample runs alone: the same bits whatever batch it came in
             one = [None if a is None else a if a.ndim == 0 else a[i : i + 1] for a in angles]
-            tapes, flags = _tapes(plan, one, 1, True)
-            rows.append(_collect(plan, execute(tapes, device, diff_method), flags, 1, True))
+            (result,) = _execute([(plan, one, summed)], device, diff_method)
+            rows.append(_collect(result, 1, summed))
         outs.append(torch.cat(rows, 0))
     return outs
 
 
-__all__ = ["GraphPlan", "make_plan", "run_groups", "LIGHT_CONE_AUTO_MIN_NODES"]
+__all__ = ["GraphPlan", "run_groups"]

@@ -13,7 +13,7 @@ from ..typing import DiffMethod
 from ._graph_circuits import qaoa_template, qgnn_template
 from ._graph_input import Graph, as_graph
 from ._graph_ordered import ordered_sum, share_columns, share_rows
-from ._graph_plan import GraphPlan, make_plan, run_groups
+from ._graph_plan import GraphPlan, run_groups
 
 PLAN_CACHE_SIZE = 64
 """Graph structures whose plans a layer keeps (least recently used dropped)."""
@@ -53,9 +53,15 @@ class GraphQLayer(nn.Module):
             sample runs as its own execution (as it would alone) and every sum over gates and samples is a
             left fold in a fixed order. Slower on big batches. On CUDA it also needs
             ``torch.use_deterministic_algorithms(True)``.
-        light_cone: ``"auto"``, True or False: measure each output on its reverse light cone only, with
-            isomorphic cones sharing one broadcast sub-circuit ("auto": graphs of 17+ nodes whose cones are
-            narrower than the graph).
+        light_cone: accepted for compatibility (``"auto"``, True or False); light cones are the device's
+            choice now: the tensornet device measures each output on its reverse light cone, isomorphic
+            cones as one stacked program, whenever the graph is wider than its state vectors (more than
+            ``STATE_MODE_MAX_WIRES`` = 20 nodes), and simulates the whole state below that.
+            ``layer.plan(graph).classes`` shows the cone classes a graph runs as.
+
+    The layer builds its circuit once per graph structure (and per angle signature: which blocks carry one
+    angle, one per sample or one per gate) and hands it to the device with every gate angle gathered from
+    one concatenation of the blocks' angles, so a step costs no operator recording or preprocessing.
 
     >>> import torch, qhybrid
     >>> layer = qhybrid.GraphQLayer([(0, 1), (1, 2), (2, 0)], n_layers=2, output="cost")
@@ -127,7 +133,7 @@ class GraphQLayer(nn.Module):
             template = qaoa_template(graph, self.n_layers, roots)
         else:
             template = qgnn_template(graph, self.n_layers, self.n_features, roots)
-        plan = self._plans[key] = make_plan(template, self.light_cone)
+        plan = self._plans[key] = GraphPlan(template)
         if len(self._plans) > PLAN_CACHE_SIZE:
             self._plans.popitem(last=False)
         return plan
@@ -256,10 +262,13 @@ class GraphQLayer(nn.Module):
             work.append((g, ks, w, size, self.plan(g), self._angles(g, params, w, x, size, det)))
         n_wires = max(plan.n_wires for *_, plan, _ in work)
         device = self.quantum_device(dtype, n_wires)
-        outs = run_groups([(plan, angles, size) for _, _, _, size, plan, angles in work], device, self.diff_method, det)
+        # the unweighted cost is measured as ONE observable (its sum over edges in the device)
+        summed = [self.output == "cost" and w is None for _, _, w, *_ in work]
+        groups = [(plan, angles, size, s) for (_, _, _, size, plan, angles), s in zip(work, summed)]
+        outs = run_groups(groups, device, self.diff_method, det)
         results: list = [None] * len(items)
-        for (g, ks, w, size, plan, _), out in zip(work, outs):
-            if self.output == "cost":
+        for (g, ks, w, size, plan, _), out, s in zip(work, outs, summed):
+            if self.output == "cost" and not s:
                 weighted = out if w is None else w * out
                 out = ordered_sum(weighted) if det else weighted.sum(-1)
             start = 0

@@ -8,6 +8,7 @@ import torch
 
 import qhybrid
 from _graph_reference import reference, random_graph
+from _lightcone_reference import word_expval
 
 TOL = 1e-10
 CASES = [("qaoa", "edges"), ("qaoa", "cost"), ("qgnn", "nodes"), ("qgnn", "edges")]
@@ -72,20 +73,60 @@ def test_wide_ring_uses_light_cones():
     w = torch.ones(1, 30, dtype=torch.float64)
     out = layer(w)
     plan = layer.plan(layer.graph)
-    assert plan.classes is not None and len(plan.classes) == 1 and plan.n_wires == 4
+    assert plan.classes is not None and len(plan.classes) == 1 and plan.cone_wires == 4
     small = make_layer(nx.cycle_graph(8), "qaoa", "edges", n_layers=1)
     small.load_state_dict(layer.state_dict())
     ref = reference(small, torch.ones(1, 8, dtype=torch.float64))
     torch.testing.assert_close(out, ref[:, :1].expand(1, 30), atol=TOL, rtol=0)
 
 
-def test_light_cone_p2_ladder_matches_full_circuit():
-    """p=2 on a 2x6 ladder with per-edge weights: cones of several classes,
-    each narrower than the graph, vs default.qubit on all 12 qubits."""
-    layer = make_layer(nx.ladder_graph(6), "qaoa", "edges", light_cone=True)
+def test_wide_p2_ladder_matches_light_cone_reference():
+    """p=2 on a 2x11 ladder (22 nodes: wider than the device's state vectors) with per-edge weights: the
+    device cuts cones of several classes; values and gradients (angles and weights) vs an independent
+    light-cone simulation on default.qubit."""
+    layer = make_layer(nx.ladder_graph(11), "qaoa", "edges")
     plan = layer.plan(layer.graph)
-    assert plan.n_wires < 12 and len(plan.classes) > 1
-    check_against_reference(layer, *inputs(layer, 1))
+    assert plan.classes is not None and len(plan.classes) > 1 and plan.cone_wires < 22
+    w = (torch.rand(layer.graph.n_edges, dtype=torch.float64) * 2).requires_grad_(True)
+    out = layer(w)
+    cot = torch.randn_like(out)
+    wrt = [layer.gamma, layer.beta, w]
+    grads = torch.autograd.grad((out * cot).sum(), wrt)
+    blocks = [[qml.Hadamard(i) for i in range(layer.graph.n_nodes)]]
+    for l in range(layer.n_layers):
+        blocks.append([qml.IsingZZ(2 * layer.gamma[l] * w[e], wires=uv) for e, uv in enumerate(layer.graph.edges)])
+        blocks.append([qml.RX(2 * layer.beta[l], wires=i) for i in range(layer.graph.n_nodes)])
+    ref = torch.stack([word_expval(blocks, (qml.Z(u) @ qml.Z(v)).pauli_rep.popitem()[0]) for u, v in layer.graph.edges])
+    ref_grads = torch.autograd.grad((ref * cot).sum(), wrt)
+    torch.testing.assert_close(out, ref, atol=TOL, rtol=0)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, atol=TOL, rtol=0)
+
+
+def test_wide_qgnn_matches_light_cone_reference():
+    """QGNN on a 24-node ring (native IsingXX blocks, which the device's walker commutes gate by gate):
+    per-node values and gradients (parameters, weights, features) vs the light-cone reference."""
+    layer = make_layer(nx.cycle_graph(24), "qgnn", "nodes", n_layers=2, n_features=2)
+    n, e = layer.graph.n_nodes, layer.graph.n_edges
+    w = (torch.rand(e, dtype=torch.float64) * 2).requires_grad_(True)
+    x = (torch.rand(n, 2, dtype=torch.float64) * 3).requires_grad_(True)
+    out = layer(w, x)
+    assert layer.plan(layer.graph).cone_wires == 9  # one neighbour further per two-qubit block, each side
+    cot = torch.randn_like(out)
+    wrt = [layer.coupling, layer.rotation, w, x]
+    grads = torch.autograd.grad((out * cot).sum(), wrt)
+    gates = (qml.RY, qml.RZ)
+    blocks = [[gates[f](x[v, f], wires=v) for v in range(n)] for f in range(2)]
+    for l in range(layer.n_layers):
+        blocks.append([qml.IsingZZ(layer.coupling[l, k, 0] * w[k], wires=uv) for k, uv in enumerate(layer.graph.edges)])
+        blocks.append([qml.IsingXX(layer.coupling[l, k, 1] * w[k], wires=uv) for k, uv in enumerate(layer.graph.edges)])
+        blocks.append([qml.RY(layer.rotation[l, v, 0], wires=v) for v in range(n)])
+        blocks.append([qml.RZ(layer.rotation[l, v, 1], wires=v) for v in range(n)])
+    ref = torch.stack([word_expval(blocks, qml.Z(v).pauli_rep.popitem()[0]) for v in range(n)])
+    ref_grads = torch.autograd.grad((ref * cot).sum(), wrt)
+    torch.testing.assert_close(out, ref, atol=TOL, rtol=0)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, atol=TOL, rtol=0)
 
 
 def test_unbatched_shapes_and_dtype():

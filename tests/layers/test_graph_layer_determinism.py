@@ -29,7 +29,7 @@ def _deterministic_algorithms():
 def _layer(kind, output, diff_method, light_cone, nodes):
     torch.manual_seed(0)
     layer = qhybrid.GraphQLayer(
-        nx.random_regular_graph(3, nodes, seed=3), 2, kind=kind, output=output, n_features=2, deterministic=True,
+        nx.cycle_graph(nodes) if nodes > 20 else nx.random_regular_graph(3, nodes, seed=3), 2, kind=kind, output=output, n_features=2, deterministic=True,
         diff_method=diff_method, light_cone=light_cone, device=qhybrid.device("tensornet"),
     ).double()
     with torch.no_grad():
@@ -59,6 +59,11 @@ def _grads(layer, with_weights: bool) -> list[torch.Tensor]:
         ("qaoa", "edges", "parameter-shift", False, True, 8),
         ("qaoa", "edges", "best", True, True, 6),
         ("qgnn", "nodes", "adjoint", False, True, 4),
+        # a 24-node ring, wider than the device's state vectors: the device's light cones (stacked
+        # classes, shared rows)
+        ("qaoa", "edges", "adjoint", "auto", True, 24),
+        ("qaoa", "cost", "adjoint", "auto", False, 24),
+        ("qgnn", "nodes", "adjoint", "auto", True, 24),
     ],
 )
 def test_first_gradient_is_bitwise_every_later_one(kind, output, diff_method, light_cone, with_weights, nodes):

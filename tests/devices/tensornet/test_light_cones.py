@@ -231,7 +231,9 @@ def test_isomorphic_cones_run_as_one_execution_per_class(monkeypatch):
     torch.testing.assert_close(value, ref, atol=ATOL, rtol=0)
 
 
-def test_q100_p1_matches_graph_layer():
+def test_q100_p1_qnode_and_graph_layer_match_the_light_cone_reference():
+    """Q100 at p=1 written as a plain qnode (one Hamiltonian expval) and through GraphQLayer (which builds
+    the circuit and lets the device cut the cones): both against the independent light-cone reference."""
     n = 100
     edges = _graph(n)
     H = qml.Hamiltonian([1.0] * len(edges), [qml.Z(u) @ qml.Z(v) for u, v in edges])
@@ -243,11 +245,15 @@ def test_q100_p1_matches_graph_layer():
     with torch.no_grad():
         layer.gamma.copy_(gamma)
         layer.beta.copy_(beta)
-    ref = layer()
-    ref_grads = torch.autograd.grad(ref, [layer.gamma, layer.beta])
-    torch.testing.assert_close(value, ref, atol=ATOL, rtol=0)
-    for g, h in zip(grads, ref_grads):
-        torch.testing.assert_close(g, h, atol=ATOL, rtol=0)
+    got = layer()
+    got_grads = torch.autograd.grad(got, [layer.gamma, layer.beta])
+    g, b = gamma.detach().clone().requires_grad_(), beta.detach().clone().requires_grad_()
+    ref = expval(qaoa_blocks(edges, n, g, b), H)
+    ref_grads = torch.autograd.grad(ref, [g, b])
+    for v, gs in ((value, grads), (got, got_grads)):
+        torch.testing.assert_close(v, ref.detach(), atol=ATOL, rtol=0)
+        for x, y in zip(gs, ref_grads):
+            torch.testing.assert_close(x, y, atol=ATOL, rtol=0)
 
 
 def test_cone_program_is_the_wide_program():
@@ -277,10 +283,10 @@ def test_classes_as_closed_networks(diff_method, monkeypatch):
     """Cone classes too wide for a state vector run as one closed network each (forced here on a
     12-node ring), with shared and stacked parameter rows; the whole circuit on default.qubit agrees."""
     from qhybrid.devices.tensornet import _simulate
-    from qhybrid.devices.tensornet.engines.lightcone import program
+    from qhybrid.devices.tensornet.engines.lightcone import whole
 
     monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 3)
-    monkeypatch.setattr(program, "WHOLE_NETWORK_MAX_ELEMENTS", 0)
+    monkeypatch.setattr(whole, "WHOLE_NETWORK_MAX_ELEMENTS", 0)
     n = 12
     H = qml.Hamiltonian([0.5, -1.0, 0.25, 2.0, 0.7], [qml.Z(0) @ qml.Z(1), qml.Z(7) @ qml.Z(8), qml.X(4), qml.Y(9), qml.Z(3)])
     ref_circuit, edges = _ring_reference(n, H, None, None)
@@ -336,3 +342,84 @@ def test_trainable_hamiltonian_coefficients(diff_method):
         torch.testing.assert_close(value, ref.detach(), atol=ATOL, rtol=0)
         for x, y in zip(grads, torch.autograd.grad(ref, [g, b, cc])):
             torch.testing.assert_close(x, y, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_closed_networks_drop_commuting_diagonal_gates(seed, monkeypatch):
+    """Closed networks walk the same commutation-aware light cone as the cones (one walker): diagonal gates
+    that commute past a Z word, a Z-only sentence or each other are left out. Random circuits of diagonal
+    and mixing gates, measured by every cap (Pauli words, a Hermitian matrix, probabilities, a variance)
+    with the state-vector limit forced to 3 wires, against default.qubit: values and gradients."""
+    from qhybrid.devices.tensornet import _simulate
+
+    monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 3)
+    n, rng = 8, np.random.default_rng(seed)
+    plan = []
+    for _ in range(24):
+        kind = rng.choice(["RX", "RY", "RZ", "IsingZZ", "CZ", "CNOT", "CRZ", "PhaseShift"])
+        wires = [int(w) for w in rng.choice(n, 2, replace=False)]
+        plan.append((kind, wires))
+    theta = torch.tensor(rng.uniform(-2, 2, len(plan)), dtype=torch.float64, requires_grad=True)
+    herm = rng.normal(size=(2, 2)) + 1j * rng.normal(size=(2, 2))
+    herm = torch.tensor(herm + herm.conj().T)
+
+    def circuit(t):
+        for k, (kind, wires) in enumerate(plan):
+            op = getattr(qml, kind)
+            if kind in ("RX", "RY", "RZ", "PhaseShift"):
+                op(t[k], wires=wires[0])
+            elif kind in ("CZ", "CNOT"):
+                op(wires=wires)
+            else:
+                op(t[k], wires=wires)
+        return (
+            qml.expval(qml.Z(0) @ qml.Z(5)),
+            qml.expval(qml.X(2) @ qml.Z(6)),
+            qml.expval(qml.Hermitian(herm, wires=3)),
+            qml.probs(wires=[1, 4]),
+            qml.var(qml.Y(7) @ qml.Z(1)),
+        )
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method="adjoint")(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=n), interface="torch", diff_method="backprop")
+    got, want = ours(theta), ref(theta)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
+    cot = [torch.randn(np.shape(b), dtype=torch.float64) for b in want]
+    g = torch.autograd.grad(sum((a * c).sum() for a, c in zip(got, cot)), theta)[0]
+    r = torch.autograd.grad(sum((b * c).sum() for b, c in zip(want, cot)), theta)[0]
+    torch.testing.assert_close(g, r, atol=ATOL, rtol=0)
+
+
+def test_closed_network_light_cone_leaves_out_commuting_gates():
+    """The walker keeps a diagonal gate only where it meets a mixing action: before a Z word the RZ and the
+    IsingZZ commute through; before an X word (or a generic observable) the IsingZZ is kept, and the RZ on
+    its other wire still commutes with it. (The walker before issue 19 kept all three.)"""
+    from qhybrid.devices.tensornet._structure import tape_structure
+    from qhybrid.devices.tensornet.engines.network.network import light_cone
+
+    ops = [qml.RX(0.1, 0), qml.RZ(0.2, 1), qml.IsingZZ(0.3, wires=[0, 1]), qml.RY(0.4, 2)]
+    s = tape_structure(qml.tape.QuantumScript(ops, [qml.expval(qml.Z(0))]), None)
+    assert light_cone(s.slots, [0], "Z") == [0]  # only the RX mixes before Z_0
+    assert light_cone(s.slots, [0], "X") == [0, 2]
+    assert light_cone(s.slots, [0]) == [0, 2]  # a generic observable: as X
+
+
+def test_walker_commutes_gates_of_one_pauli_basis():
+    """Gates diagonal in one Pauli basis per wire commute: an IsingXX chain in any order widens a Z word's
+    cone by one neighbour on each side; RX commutes with a CNOT's target; the cones' canonical layers put
+    commuting gates in one layer."""
+    from qhybrid.devices.tensornet._structure import tape_structure
+    from qhybrid.devices.tensornet.engines.lightcone.cones import _layers, cone_slots
+
+    chain = [qml.IsingXX(0.1 * k, wires=[k, k + 1]) for k in range(6)]
+    s = tape_structure(qml.tape.QuantumScript(chain, [qml.expval(qml.Z(3))]), None)
+    assert list(s.sim_wires) == list(range(7))
+    assert cone_slots(s.slots, {3: "Z"}) == [2, 3]  # (2,3) and (3,4); (1,2) commutes with (2,3) on wire 2
+    assert _layers(s.slots, [0, 1, 2, 3, 4, 5]) == [[0, 1, 2, 3, 4, 5]]
+    ops = [qml.RX(0.3, 1), qml.CNOT(wires=[0, 1]), qml.RX(0.2, 1)]
+    s = tape_structure(qml.tape.QuantumScript(ops, [qml.expval(qml.Z(0))]), None)
+    at = {w: i for i, w in enumerate(s.sim_wires)}  # the walker speaks simulated-wire positions
+    assert cone_slots(s.slots, {at[0]: "Z"}) == []  # Z on the control commutes with the CNOT; RX never reaches
+    assert cone_slots(s.slots, {at[1]: "Z"}) == [0, 1, 2]
+    assert cone_slots(s.slots, {at[1]: "X"}) == []  # everything is a function of X_1 there, or acts elsewhere

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 import pennylane as qml
 import torch
+from pennylane.measurements import ExpectationMP, VarianceMP
 from pennylane.wires import Wires
 
 from ..._structure import TapeStructure, tape_structure
-from .cones import SYMMETRIC_GATES, Cone, cone_wires
+from .cones import SYMMETRIC_GATES, Cone, cone_wires, make_cone
 
 
 @dataclass
@@ -67,4 +68,55 @@ def group_cones(tape, structure: TapeStructure, cones: list[Cone]) -> list[ConeC
     return classes
 
 
-__all__ = ["ConeClass", "class_tape", "group_cones"]
+def measured_words(tape, structure: TapeStructure, measurements=None) -> tuple[list[dict], dict[int, list[int]]]:
+    """The distinct Pauli words (simulated-wire position -> letter) that ``measurements`` (indices into
+    ``tape.measurements``; default: every Pauli-sentence expval or var) read, and per measurement the
+    indices of its words (a variance reads its sentence and the sentence's square)."""
+    pos = {w: i for i, w in enumerate(structure.sim_wires)}
+    if measurements is None:
+        measurements = [m for m, mp in enumerate(tape.measurements) if cone_measurable(mp)]
+    index: dict[tuple, int] = {}
+    words: list[dict] = []
+    per_measurement: dict[int, list[int]] = {}
+    for m in measurements:
+        mp = tape.measurements[m]
+        terms = per_measurement[m] = []
+        for ps in sentences(mp):
+            for word in ps:
+                if not word:
+                    continue
+                key = tuple(sorted((pos[w], letter) for w, letter in word.items()))
+                if key not in index:
+                    index[key] = len(words)
+                    words.append(dict(key))
+                terms.append(index[key])
+    return words, per_measurement
+
+
+def cone_measurable(mp) -> bool:
+    """Whether ``mp`` is measured term by term (an expval or var of a Pauli sentence)."""
+    return isinstance(mp, (ExpectationMP, VarianceMP)) and mp.obs is not None and mp.obs.pauli_rep is not None
+
+
+def sentences(mp) -> list:
+    """The Pauli sentences a cone-measurable ``mp`` reads: ``<P>``, or ``<P>`` and ``<P^2>`` for a var."""
+    ps = mp.obs.pauli_rep
+    return [ps] if isinstance(mp, ExpectationMP) else [ps, ps @ ps]
+
+
+def tape_classes(tape, device_wires=None) -> list[ConeClass]:
+    """The light-cone classes of every Pauli term ``tape`` measures, as the device's ``ConeProgram`` runs
+    them (its ``classes``): for inspecting what a wide circuit costs without running it.
+
+    >>> ring = [(i, (i + 1) % 8) for i in range(8)]
+    >>> ops = [qml.Hadamard(i) for i in range(8)] + [qml.IsingZZ(0.3, wires=e) for e in ring] + [qml.RX(0.2, i) for i in range(8)]
+    >>> tape = qml.tape.QuantumScript(ops, [qml.expval(qml.Z(u) @ qml.Z(v)) for u, v in ring])
+    >>> [(c.width, len(c.terms)) for c in tape_classes(tape)]
+    [(4, 8)]
+    """
+    structure = tape_structure(tape, device_wires)
+    words, _ = measured_words(tape, structure)
+    return group_cones(tape, structure, [make_cone(structure, w) for w in words])
+
+
+__all__ = ["ConeClass", "class_tape", "group_cones", "measured_words", "cone_measurable", "sentences", "tape_classes"]

@@ -48,54 +48,83 @@ class Cone:
         return len(self.labels)
 
 
+BASIS_GATES = {
+    "RX": ("X",), "PauliX": ("X",), "X": ("X",), "SX": ("X",), "IsingXX": ("X", "X"),
+    "RY": ("Y",), "PauliY": ("Y",), "Y": ("Y",), "IsingYY": ("Y", "Y"),
+    "CNOT": ("Z", "X"), "CRX": ("Z", "X"), "CY": ("Z", "Y"), "CRY": ("Z", "Y"), "Toffoli": ("Z", "Z", "X"),
+}  # fmt: skip
+"""Gates that are functions of one Pauli operator per wire (besides the diagonal ones, Z on every wire):
+the basis per wire, in the gate's wire order. Two gates whose bases agree on every shared wire commute (both
+are diagonal in one product basis), so an IsingXX block commutes gate by gate, a CNOT's target with RX."""
+
+
 def _diagonal(slot: Slot) -> bool:
     if slot.name == "PauliRot":
         return False  # a Z-only PauliRot is diagonal, but its word is a setting: keep it simple
     return slot.name in DIAGONAL_GATES
 
 
+def _bases(slot: Slot) -> tuple[str, ...] | None:
+    """Per wire of the gate, the Pauli basis it is diagonal in; None for a general gate."""
+    if _diagonal(slot):
+        return ("Z",) * len(slot.wires)
+    bases = BASIS_GATES.get(slot.name)
+    return bases if bases is not None and len(bases) == len(slot.wires) else None
+
+
+GENERAL = "*"
+"""The action on a wire of a gate (or observable) diagonal in no single Pauli basis there."""
+
+
 def cone_slots(slots: Sequence[Slot], word: dict[int, str]) -> list[int]:
-    """Slot indices (tape order) in the reverse light cone of the Pauli ``word`` (position -> letter).
+    """Slot indices (tape order) in the reverse light cone of the observable ``word`` (position -> its
+    Pauli letter there, or ``GENERAL`` where it is not one Pauli operator; ``"I"`` is no action).
 
     A gate is kept when some kept gate after it (or the observable) does not commute with it on a shared
     wire: the kept gates are the ancestors of the measurement in the circuit's dependency graph; the rest
-    can be moved after every kept gate, where they commute with the observable and cancel. Two gates are
-    taken to commute only when both are diagonal (or share no wire); a gate commutes with the observable
-    when it is diagonal on wires where the observable is Z.
+    can be moved after every kept gate, where they commute with the observable and cancel. Two actions on
+    a wire commute when both are diagonal in the same Pauli basis there (``_bases``: Z for diagonal gates,
+    X for RX / IsingXX / a CNOT's target, ...); a general gate commutes with nothing on its wires.
     """
-    mixing = {w for w, letter in word.items() if letter != "Z"}  # kept non-diagonal action on the wire
-    diagonal = {w for w, letter in word.items() if letter == "Z"}  # kept diagonal action on the wire
+    acts: dict[int, set] = {w: {letter} for w, letter in word.items() if letter != "I"}
     kept = []
     for si in range(len(slots) - 1, -1, -1):
         slot = slots[si]
         if slot.kind == "phase":
             continue
-        diag = _diagonal(slot)
+        bases = _bases(slot)
         wires = slot.wires
-        if mixing.isdisjoint(wires) and (diag or diagonal.isdisjoint(wires)):
+        if bases is None:
+            keep = any(acts.get(w) for w in wires)
+        else:
+            keep = any(acts.get(w, _NONE) - {b} for w, b in zip(wires, bases))
+        if not keep:
             continue
         kept.append(si)
-        (diagonal if diag else mixing).update(wires)
+        for k, w in enumerate(wires):
+            acts.setdefault(w, set()).add(GENERAL if bases is None else bases[k])
     return kept[::-1]
+
+
+_NONE: frozenset = frozenset()
 
 
 def _layers(slots: Sequence[Slot], kept: list[int]) -> list[list[int]]:
     """``kept`` in ASAP layers of its dependency graph. Two gates depend on each other when they share a
-    wire and are not both diagonal, so a layer's gates commute pairwise and any order of a layer, layers in
-    order, is the same circuit."""
-    last_any: dict[int, int] = {}  # wire -> highest layer of a gate on it
-    last_mixing: dict[int, int] = {}  # wire -> layer of the last non-diagonal gate on it
+    wire where their bases differ (``_bases``), so a layer's gates commute pairwise and any order of a
+    layer, layers in order, is the same circuit."""
+    last: dict[int, dict] = {}  # wire -> basis (or GENERAL) -> highest layer of a gate acting so on it
     layers: list[list[int]] = []
     for si in kept:
         slot = slots[si]
-        if _diagonal(slot):
-            at = 1 + max(last_mixing.get(w, -1) for w in slot.wires)
-            for w in slot.wires:
-                last_any[w] = max(last_any.get(w, -1), at)
-        else:
-            at = 1 + max(last_any.get(w, -1) for w in slot.wires)
-            for w in slot.wires:
-                last_any[w] = last_mixing[w] = at
+        bases = _bases(slot) or (GENERAL,) * len(slot.wires)
+        at = 1 + max(
+            (layer for w, b in zip(slot.wires, bases) for basis, layer in last.get(w, {}).items() if basis != b or b == GENERAL),
+            default=-1,
+        )
+        for w, b in zip(slot.wires, bases):
+            seen = last.setdefault(w, {})
+            seen[b] = max(seen.get(b, -1), at)
         while len(layers) <= at:
             layers.append([])
         layers[at].append(si)
@@ -192,4 +221,4 @@ def _rank(slot: Slot, labels: dict) -> tuple:
     return (min(known), tuple(known))
 
 
-__all__ = ["Cone", "make_cone", "cone_slots", "cone_wires", "DIAGONAL_GATES", "SYMMETRIC_GATES"]
+__all__ = ["Cone", "make_cone", "cone_slots", "cone_wires", "DIAGONAL_GATES", "SYMMETRIC_GATES", "BASIS_GATES", "GENERAL"]

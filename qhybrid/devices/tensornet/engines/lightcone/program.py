@@ -18,36 +18,24 @@ import time
 from dataclasses import replace
 
 import torch
-from pennylane.measurements import ExpectationMP, VarianceMP
+from pennylane.measurements import ExpectationMP
 
-from .....errors import ContractionTooLargeError
 from ..._options import SimOptions
 from ..._structure import TapeStructure
 from ..._values import _differences
-from ..network.programs import ClosedProgram, _closed_terms
+from ..network.programs import ClosedProgram
 from ..statevector.program import StateVectorProgram
-from .classes import ConeClass, group_cones
+from .classes import ConeClass, cone_measurable, group_cones, measured_words, sentences
 from .coefficients import data_map
 from .cones import cone_slots, make_cone
 from .shared import run_distinct
 from .spread import spread_group, spread_terms
 from .values import ConeValues
+from .whole import closed_program
 
 CONE_STATE_MAX_WIRES = 16
 """Classes of cones up to this wide run as state-vector programs; wider ones as closed networks (Q100 at
 p=3: a 20-wire cone took 1.9 s a step as a state vector, a 21-30-wire one 0.2 s as a closed network)."""
-
-
-WHOLE_NETWORK_MAX_ELEMENTS = 1 << 22
-"""A measurement with terms too wide for a state vector is contracted as one closed network of the whole
-circuit (the pre-cone path) when that network's largest intermediate stays within this many elements
-(W3b, a 64-wire CNOT ladder with 64 Z terms: 0.28 s a step, against 12 s as 64 cone networks); else its
-terms run by cone classes (Q100 at p=3: the whole network would touch 52 indices)."""
-
-
-def cone_measurable(mp) -> bool:
-    """Whether ``mp`` is measured term by term (an expval or var of a Pauli sentence)."""
-    return isinstance(mp, (ExpectationMP, VarianceMP)) and mp.obs is not None and mp.obs.pauli_rep is not None
 
 
 def cones_apply(structure: TapeStructure, tape) -> bool:
@@ -65,11 +53,6 @@ def cones_apply(structure: TapeStructure, tape) -> bool:
                 if nd > (1 if slot.batched else 0):
                     return False
     return True
-
-
-def _sentences(mp):
-    ps = mp.obs.pauli_rep
-    return [ps] if isinstance(mp, ExpectationMP) else [ps, ps @ ps]
 
 
 def _real(c):
@@ -92,27 +75,13 @@ class ConeProgram:
         self.state_max_wires = state_max_wires
         self.rows = max(stack_size, 1)
         pos = {w: i for i, w in enumerate(structure.sim_wires)}
-        self.term_of: dict[tuple, int] = {}
-        words: list[dict] = []
-        per_measurement: dict[int, list[int]] = {}
-        plain = []  # measured by a closed network of the whole circuit in any case
-        for m, mp in enumerate(tape.measurements):
-            if not cone_measurable(mp):
-                plain.append(m)
-                continue
-            terms = per_measurement[m] = []
-            for ps in _sentences(mp):
-                for word in ps:
-                    if not word:
-                        continue
-                    key = tuple(sorted((pos[w], letter) for w, letter in word.items()))
-                    if key not in self.term_of:
-                        self.term_of[key] = len(words)
-                        words.append(dict(key))
-                    terms.append(self.term_of[key])
+        # measurements that are not Pauli sentences: a closed network of the whole circuit in any case
+        plain = [m for m, mp in enumerate(tape.measurements) if not cone_measurable(mp)]
+        words, per_measurement = measured_words(tape, structure)
+        self.term_of = {tuple(sorted(w.items())): t for t, w in enumerate(words)}
         widths = [_width(structure, w) for w in words]
         started = time.perf_counter()
-        self.closed = _closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape)
+        self.closed = closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape)
         self.closed_measurements = self.closed.only if self.closed is not None else frozenset()
         # wide classes' networks are planned at their first run with a new stack size, each within its
         # share of what the whole-circuit network left of the structure's planning budget
@@ -132,6 +101,7 @@ class ConeProgram:
         """Whether ``run`` reads every observable's data from the variant's parameters (then the
         simulator need not bind them into a copy of the tape)."""
         self._coeffs: tuple | None = None  # (tape, coefficients) of the last tape read
+        self._stacked: tuple | None = None  # (coefficients, [S, T] matrix, constants) of that tape
         self.executions = 0
         """Class programs run so far (one per class and call, whatever its number of members)."""
 
@@ -141,6 +111,10 @@ class ConeProgram:
         n = self.structure.n_op_params
         real, device = values.real_dtype, values.device
         batch = self.structure.batch_size
+        if self.rows == 1 and batch is None:
+            row = _gathered_row(group[0], n, real, device)
+            if row is not None:
+                return row.unsqueeze(0)
         first = group[0].params[:n]
         row = [_scalar(p, real, device) for p in first]
         if batch is not None:
@@ -208,6 +182,11 @@ class ConeProgram:
             out = run(c, cols, dtype, device)
         return out.reshape(self.rows, m, -1)
 
+    def _run_classes(self, params: torch.Tensor, values) -> list[torch.Tensor]:
+        """Every class of this step, run: ``[rows, members, B']`` values each, in ``self.classes`` order
+        (the one place the step's independent classes are executed)."""
+        return [self._class_values(c, params, values) for c in self.classes]
+
     def _data_maps(self, tape, pos) -> dict:
         """Per expval of a Hamiltonian measured by cones: its coefficients' DataMap (where it has one)."""
         def position(word):
@@ -246,7 +225,7 @@ class ConeProgram:
                 out.append(None)
                 continue
             per = []
-            for ps in _sentences(mp):
+            for ps in sentences(mp):
                 index, coeffs, constant = [], [], 0.0
                 for word, c in ps.items():
                     c = _real(c)
@@ -276,22 +255,46 @@ class ConeProgram:
             if ranks is not None:
                 terms = spread_terms(ranks, self.classes, lambda c, p: self._class_values(c, p, values), params)
             else:
-                parts = [self._class_values(c, params, values) for c in self.classes]
+                parts = self._run_classes(params, values)
                 batch = max(p.shape[-1] for p in parts)
                 terms = torch.cat([p.expand(-1, -1, batch) for p in parts], 1)  # [rows, T, B']
         closed = {}
         if self.closed is not None:
             measured = sorted(self.closed.only)
             closed = dict(zip(measured, self.closed.run(values, variant, structure, lead_shape)))
-        out = []
-        for m, per in enumerate(self._coefficients(variant, values)):
+        coefficients = self._coefficients(variant, values)
+        sentence_values = self._sentence_values(terms, coefficients, values, lead_shape) if terms is not None else []
+        out, k = [], 0
+        for m, per in enumerate(coefficients):
             if m in closed:
                 out.append(closed[m])
                 continue
-            sums = [torch.einsum("rtb,t->rb", terms, vec) + constant for vec, constant in per]
-            value = sums[0] if len(sums) == 1 else sums[1] - sums[0] ** 2
-            out.append(_to_lead(value, lead_shape, self.stack_size))
+            sums = sentence_values[k : k + len(per)]
+            k += len(per)
+            out.append(sums[0] if len(sums) == 1 else sums[1] - sums[0] ** 2)
         return out
+
+    def _sentence_values(self, terms: torch.Tensor, coefficients: list, values, lead_shape) -> tuple:
+        """Every cone-measured sentence's value in the result's lead shape, from ONE product of the terms'
+        values with the stacked coefficient vectors (150 edge expvals: one einsum, not 150, and one node
+        for autograd to walk back)."""
+        stacked = self._stacked
+        if stacked is None or stacked[0] is not coefficients:
+            pairs = [pair for m, per in enumerate(coefficients) if m not in self.closed_measurements for pair in per]
+            if not pairs:
+                return ()
+            matrix = torch.stack([vec for vec, _ in pairs])  # [S, T]
+            constants = None
+            if any(isinstance(c, torch.Tensor) or c != 0 for _, c in pairs):
+                constants = torch.stack([_scalar(c, values.real_dtype, values.device) for _, c in pairs])
+            stacked = (coefficients, matrix, constants)
+            if coefficients is (self._coeffs[1] if self._coeffs is not None else None):
+                self._stacked = stacked  # the tape's own coefficients: as long-lived as that cache
+        _, matrix, constants = stacked
+        sums = torch.einsum("rtb,st->srb", terms, matrix)
+        if constants is not None:
+            sums = sums + constants[:, None, None]
+        return _to_lead(sums, lead_shape, self.stack_size).unbind(0)
 
 
 class _Sub:
@@ -306,33 +309,34 @@ def _width(structure: TapeStructure, word: dict) -> int:
     return len(set(word).union(*(slots[si].wires for si in cone_slots(slots, word))))
 
 
-def _closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape):
-    """The ClosedProgram of the measurements a closed network of the whole circuit measures (None if
-    none): those that are not Pauli sentences, and those with terms too wide for a state vector whose
-    whole-circuit network has small intermediates (their sentence as one matrix-product operator, light
-    cones united: a CNOT ladder's nested cones share all their work there). One planning budget for all."""
-    candidates = [m for m, terms in per_measurement.items() if any(widths[t] > state_max_wires for t in terms)]
-    if not plain and not candidates:
+def _gathered_row(variant, n: int, real, device) -> torch.Tensor | None:
+    """The variant's first ``n`` (gate) parameters as one ``[n]`` tensor read straight from its gather's
+    inputs with one indexing op, where every one is a scalar element of an input (None otherwise): the
+    parameters one by one would cost an unbind, a conversion per parameter and a stack, and as many
+    autograd nodes (a 100-qubit QAOA: 250 of them, more than the cones' own backward)."""
+    g = variant.gather
+    if g is None or variant._params is not None:
         return None
-    try:
-        program = ClosedProgram(structure, stacked, stack_size, opts, tape, only=plain + candidates)
-    except ContractionTooLargeError:
-        if not candidates:
-            raise
-        # some united light cones are too wide (a QAOA Hamiltonian): those measurements go by classes
-        program = ClosedProgram(structure, stacked, stack_size, opts, tape, only=plain) if plain else None
-        candidates = []
-    accepted = [m for m in candidates if _small(program, tape.measurements[m], structure)]
-    if not plain and not accepted:
+    sizes = tuple(x.numel() for x in g.inputs)
+    key = ("cone-row", n, sizes)
+    plan = g.memo.get(key)
+    if plan is None:
+        maps = g.maps[:n]
+        plan = False
+        if all(m[0] != "const" and m[1].ndim == 0 for m in maps):
+            sources = sorted({m[0] for m in maps})
+            offsets, at = {}, 0
+            for src in sources:
+                offsets[src] = at
+                at += sizes[src]
+            plan = (sources, torch.tensor([offsets[m[0]] + int(m[1]) for m in maps], dtype=torch.long))
+        g.memo[key] = plan
+    if plan is False:
         return None
-    program.only = frozenset(plain + accepted)
-    return program
-
-
-def _small(program: ClosedProgram, mp, structure) -> bool:
-    specs = set(_closed_terms(mp, structure))
-    largest = max((c.plan.largest_intermediate for spec, c in program._terms.items() if spec in specs), default=0)
-    return largest <= WHOLE_NETWORK_MAX_ELEMENTS
+    sources, index = plan
+    flat = [g.inputs[src].reshape(-1) for src in sources]
+    flat = flat[0] if len(flat) == 1 else torch.cat(flat)
+    return flat[g.index_on(index, flat.device)].to(device=device, dtype=real)
 
 
 def _scalar(p, real, device) -> torch.Tensor:
@@ -342,12 +346,13 @@ def _scalar(p, real, device) -> torch.Tensor:
 
 
 def _to_lead(value: torch.Tensor, lead_shape: tuple, stack_size: int) -> torch.Tensor:
-    """``[rows, B']`` to the result's lead shape (stack and batch axes where the circuit has them)."""
+    """``[S, rows, B']`` sentence values to ``[S, *lead_shape]`` (stack and batch axes where the circuit
+    has them)."""
     if not stack_size:
-        value = value[0]
+        value = value[:, 0]
     if len(lead_shape) == (1 if stack_size else 0):  # no batch axis
         return value[..., 0]
-    return value.expand(*lead_shape)
+    return value.expand(value.shape[0], *lead_shape)
 
 
 __all__ = ["ConeProgram", "cones_apply", "cone_measurable", "CONE_STATE_MAX_WIRES"]

@@ -1,31 +1,44 @@
 """Gate operands of one cone class: its members' parameters, gathered from the whole circuit's, stacked.
 
 A class's sub-tape has one slot per kept gate; every member reads that gate's parameters from its own
-gate of the full circuit. ``ConeValues`` offers the interface the state-vector and network programs read
-(``matrix``, ``slot``, ``operand``, ``prefetch``) over parameter columns with a leading stack axis (one row
-per member and stacked variant), built per gate kind in one builder call.
+gate of the full circuit. ``ConeValues`` is the simulator's ``_Values`` (matrices built once per slot, one
+builder call per gate kind, network operands) over parameter *columns* with a leading stack axis (one row
+per member and stacked variant) instead of a group of variants: it overrides only where the parameters
+come from (``_params``, ``angle``, ``changed_rows``) and how a matrix-only gate is built over the rows.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..._gates import constant_matrix, fast_matrix, generic_matrix
+from ..._gates import generic_matrix
 from ..._structure import TapeStructure
-from ..._values import network_operand
+from ..._values import _Values
 
 
-class ConeValues:
+class _TapeOnly:
+    """A stand-in variant for ``_Values``' readers of operator settings (``group[0].tape``)."""
+
+    gather = None
+
+    def __init__(self, tape):
+        self.tape = tape
+
+
+class ConeValues(_Values):
     """Operands of ``structure`` (a class's sub-tape) from ``columns``: ``[K, P]`` or ``[K, P, B]``
     parameters (K stacked rows, P the sub-tape's gate parameters, B the broadcast batch), or ``[P]`` /
     ``[P, B]`` when nothing is stacked."""
 
     def __init__(self, structure: TapeStructure, tape, columns: torch.Tensor, stacked: bool, dtype, device):
-        self.structure, self.tape, self.columns, self.stacked_rows = structure, tape, columns, stacked
+        # every slot is "stacked" when the rows are: _Values then builds its matrices from whole columns
+        self.structure, self.group = structure, [_TapeOnly(tape)]
+        self.stacked = frozenset(range(len(structure.slots))) if stacked else frozenset()
+        self.tape, self.columns, self.stacked_rows = tape, columns, stacked
         self.dtype, self.device = dtype, device
         self.real_dtype = torch.empty((), dtype=dtype).real.dtype
-        self._matrices: dict[int, torch.Tensor] = {}
         self._slots: dict[int, torch.Tensor] = {}
+        self._matrices: dict[int, torch.Tensor] = {}
 
     def _column(self, j: int, batched: bool) -> torch.Tensor:
         c = self.columns[:, j] if self.stacked_rows else self.columns[j]
@@ -45,50 +58,17 @@ class ConeValues:
     def changed_rows(self, si: int):
         return None  # rows differ anywhere: no sparse redo
 
-    def prefetch(self, indices) -> None:
-        """Matrices of every closed-form slot among ``indices``, one builder call per gate kind."""
-        groups: dict[tuple, list[int]] = {}
-        for si in indices:
-            slot = self.structure.slots[si]
-            if slot.kind == "fast" and si not in self._matrices:
-                groups.setdefault((slot.name, slot.batched), []).append(si)
-        for (name, _), members in groups.items():
-            if len(members) == 1:
-                continue
-            n_params = self.structure.slots[members[0]].params[1] - self.structure.slots[members[0]].params[0]
-            stacked = [torch.stack([self._params(si)[k] for si in members]) for k in range(n_params)]
-            for si, m in zip(members, fast_matrix(name, stacked, self.dtype, self.device).unbind(0)):
-                self._matrices[si] = m
+    def _gathered_columns(self, members):
+        return None  # the columns are at hand
 
-    def matrix(self, si: int) -> torch.Tensor:
-        m = self._matrices.get(si)
-        if m is not None:
-            return m
-        slot = self.structure.slots[si]
-        op = self.tape.operations[slot.op_index]
-        if slot.kind == "fast":
-            m = fast_matrix(slot.name, self._params(si), self.dtype, self.device)
-        elif slot.kind == "const":
-            m = constant_matrix(op, self.dtype, self.device)
-        else:  # scalar-angle operators without a closed form: PennyLane's matrix, broadcast over the rows
-            params = self._params(si)
-            lead = params[0].shape if params else ()
-            flat = [p.reshape(-1) if p.ndim else p for p in params]
-            m = generic_matrix(op, flat, self.dtype, self.device)
-            m = m.reshape(*lead, *m.shape[-2:])
-        self._matrices[si] = m
-        return m
-
-    def slot(self, si: int) -> torch.Tensor:
-        t = self._slots.get(si)
-        if t is None:
-            m = self.matrix(si)
-            k = len(self.structure.slots[si].wires)
-            t = self._slots[si] = m.reshape(*m.shape[:-2], *(2,) * (2 * k))
-        return t
-
-    def operand(self, o, matrix=None) -> torch.Tensor:
-        return network_operand(self, o, matrix)
+    def _broadcast_matrix(self, si: int) -> torch.Tensor:
+        """Scalar-angle operators without a closed form: PennyLane's matrix, broadcast over the rows."""
+        op = self.tape.operations[self.structure.slots[si].op_index]
+        params = self._params(si)
+        lead = params[0].shape if params else ()
+        flat = [p.reshape(-1) if p.ndim else p for p in params]
+        m = generic_matrix(op, flat, self.dtype, self.device)
+        return m.reshape(*lead, *m.shape[-2:])
 
 
 __all__ = ["ConeValues"]

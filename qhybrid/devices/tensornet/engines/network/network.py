@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..._structure import Slot, TapeStructure
+from ..lightcone.cones import GENERAL, cone_slots
 
 STACK = 0
 BATCH = 1
@@ -108,15 +109,27 @@ def ket_network(structure: TapeStructure, stacked: frozenset[int], stack_size: i
     return b.finish(rest)
 
 
-def light_cone(slots: Sequence[Slot], wires: Sequence[int]) -> list[int]:
-    """Slots that can influence measurements on ``wires`` (global phases cancel in <psi|..|psi>)."""
-    active, kept = set(wires), []
-    for si in range(len(slots) - 1, -1, -1):
-        slot = slots[si]
-        if slot.kind != "phase" and not active.isdisjoint(slot.wires):
-            kept.append(si)
-            active.update(slot.wires)
-    return kept[::-1]
+def light_cone(slots: Sequence[Slot], wires: Sequence[int], letters: Sequence[str] = ()) -> list[int]:
+    """Slots that can influence ``<psi|O|psi>`` for an observable ``O`` on ``wires`` (global phases cancel).
+
+    The one light-cone walker of the engine (``lightcone.cones.cone_slots``): ``letters`` gives, per wire,
+    the Pauli letter ``O`` is a function of there (gates diagonal in that basis commute with it), or
+    ``GENERAL``; without letters ``O`` acts generally on every wire."""
+    return cone_slots(slots, {w: (letters[k] if letters else GENERAL) for k, w in enumerate(wires)})
+
+
+def _letters(cap: str, word, n: int) -> tuple[str, ...]:
+    """Per measured wire, the Pauli letter the cap is a function of there (a word's letter; a sentence's one
+    letter besides I on that wire), else ``GENERAL``."""
+    if cap == "pauli":
+        return tuple(word)
+    if cap == "paulisum":
+        out = []
+        for k in range(n):
+            letters = {w[k] for w in word} - {"I"}
+            out.append(letters.pop() if len(letters) == 1 else GENERAL if letters else "I")
+        return tuple(out)
+    return (GENERAL,) * n
 
 
 def closed_network(
@@ -137,7 +150,7 @@ def closed_network(
     bra indices then ket indices) or "probs" (the measured wires stay open, ket and bra tied).
     """
     b = _Builder(structure, stacked, stack_size)
-    kept = light_cone(structure.slots, wires)
+    kept = light_cone(structure.slots, wires, _letters(cap, word, len(wires)))
     ket = b.pass_(kept, conj=False)
     first_bra = len(b.net.inputs)
     bra = b.pass_(kept, conj=True)

@@ -1,0 +1,86 @@
+"""The whole-circuit alternative to light cones: measurements a closed network of the whole circuit
+measures (ConeProgram's ``closed`` part).
+
+Measurements that are not Pauli sentences always go there. A Pauli sentence with terms too wide for a
+state vector goes there too when the network of the whole circuit (its sentence as one matrix-product
+operator, light cones united) has small intermediates: a CNOT ladder's nested cones share all their work
+there (W3b: 0.28 s a step, against 12 s as 64 cone networks); a QAOA Hamiltonian's do not (Q100 at p=3: every
+path touches some 50 indices), and its terms run by cone classes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .....errors import ContractionTooLargeError
+from ..network.pathfind import PathSettings
+from ..network.programs import ClosedProgram, _closed_terms
+
+WHOLE_NETWORK_MAX_ELEMENTS = 1 << 22
+"""A measurement with terms too wide for a state vector is contracted as one closed network of the whole
+circuit (the pre-cone path) when that network's largest intermediate stays within this many elements
+(W3b, a 64-wire CNOT ladder with 64 Z terms: 0.28 s a step, against 12 s as 64 cone networks); else its
+terms run by cone classes (Q100 at p=3: the whole network would touch 52 indices)."""
+
+
+GREEDY_SLACK = 1 << 12
+"""How far above ``WHOLE_NETWORK_MAX_ELEMENTS`` a whole-circuit network's greedy path may be and still get
+a path search (a search narrows greedy paths by a few powers of two, not by this much)."""
+
+
+GREEDY_CHECK_MIN_WIRES = 32
+"""Circuits on fewer wires skip the greedy check: their whole-circuit network is planned (and refused, if it
+must be) in well under a second anyway."""
+
+
+def closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape):
+    """The ClosedProgram of the measurements a closed network of the whole circuit measures (None if
+    none): those that are not Pauli sentences, and those with terms too wide for a state vector whose
+    whole-circuit network has small intermediates (their sentence as one matrix-product operator, light
+    cones united: a CNOT ladder's nested cones share all their work there). One planning budget for all."""
+    candidates = [m for m, terms in per_measurement.items() if any(widths[t] > state_max_wires for t in terms)]
+    candidates = _promising(candidates, structure, stacked, stack_size, opts, tape)
+    if not plain and not candidates:
+        return None
+    try:
+        program = ClosedProgram(structure, stacked, stack_size, opts, tape, only=plain + candidates)
+    except ContractionTooLargeError:
+        if not candidates:
+            raise
+        # some united light cones are too wide (a QAOA Hamiltonian): those measurements go by classes
+        program = ClosedProgram(structure, stacked, stack_size, opts, tape, only=plain) if plain else None
+        candidates = []
+    accepted = [m for m in candidates if _small(program, tape.measurements[m], structure)]
+    if not plain and not accepted:
+        return None
+    program.only = frozenset(plain + accepted)
+    return program
+
+
+def _promising(candidates: list, structure, stacked, stack_size, opts, tape) -> list:
+    """The candidates whose whole-circuit network a greedy path (no search) already brings within
+    ``GREEDY_SLACK`` times ``WHOLE_NETWORK_MAX_ELEMENTS``. Only those get the full planning budget: for
+    a hopeless one (Q100 at p=3: every path touches some 50 indices) the planner would spend its whole
+    budget and then its rescue search on a network that is refused anyway, in every process, since a
+    path that does not fit is searched again wherever it is found (25 s a process here)."""
+    if not candidates or len(structure.sim_wires) < GREEDY_CHECK_MIN_WIRES:
+        return candidates
+    settings = PathSettings.of(opts.optimizer)
+    quick = replace(opts, optimizer=replace(settings, method="greedy"), plan_time=0.0)
+    try:
+        program = ClosedProgram(structure, stacked, stack_size, quick, tape, only=candidates)
+    except ContractionTooLargeError:
+        return []
+    limit = WHOLE_NETWORK_MAX_ELEMENTS * GREEDY_SLACK
+    return [m for m in candidates if _small(program, tape.measurements[m], structure, limit)]
+
+
+def _small(program: ClosedProgram, mp, structure, limit: float | None = None) -> bool:
+    limit = WHOLE_NETWORK_MAX_ELEMENTS if limit is None else limit
+    specs = set(_closed_terms(mp, structure))
+    largest = max((c.plan.largest_intermediate for spec, c in program._terms.items() if spec in specs), default=0)
+    return largest <= limit
+
+
+
+__all__ = ["closed_program", "WHOLE_NETWORK_MAX_ELEMENTS", "GREEDY_SLACK", "GREEDY_CHECK_MIN_WIRES"]
