@@ -61,3 +61,28 @@ def _build_krons(tensors: list) -> None:
             K = (K[:, :, None, :, None] * stacked[:, j, None, :, None, :]).reshape(len(where), 2 * d, 2 * d)
         for i, block in zip(where, K.unbind(0)):
             tensors[i] = block
+
+
+def kron(members: torch.Tensor) -> torch.Tensor:
+    """``[blocks, k, 2, 2]`` -> ``[blocks, 2**k, 2**k]`` Kronecker products (member 0 most significant)."""
+    nb, k = members.shape[:2]
+    K = members[:, 0]
+    for j in range(1, k):
+        d = 1 << j
+        K = (K[:, :, None, :, None] * members[:, j, None, :, None, :]).reshape(nb, 2 * d, 2 * d)
+    return K
+
+
+def kron_vjp(members: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """Cotangents ``[blocks, k, 2, 2]`` of the factors from ``g``, that of ``kron(members)``:
+    ``g_A_j = sum over the other factors' indices of g * conj(kron of the other factors)``, one two-operand
+    contraction per factor (no path search)."""
+    nb, k = members.shape[:2]
+    out = []
+    for j in range(k):
+        left, right = 1 << j, 1 << (k - 1 - j)
+        others = torch.cat([members[:, :j], members[:, j + 1 :]], 1)
+        O = kron(others).conj().reshape(nb, left, right, left, right)
+        gk = g.reshape(nb, left, 2, right, left, 2, right)
+        out.append(torch.einsum("zlarmbs,zlrms->zab", gk, O))
+    return torch.stack(out, 1)
