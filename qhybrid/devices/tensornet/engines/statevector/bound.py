@@ -294,19 +294,41 @@ class BoundProgram:
         lead = slot.batched
         if lead:
             m = m.unsqueeze(0)
-        wires, k = list(slot.wires), len(slot.wires)
-        order = sorted(range(k), key=lambda i: wires[i])
-        perm = None
-        if order != list(range(k)):
-            nl = m.ndim - 2
-            perm = list(range(nl)) + [nl + i for i in order] + [nl + k + i for i in order]
-            m = m.reshape(*m.shape[:-2], *(2,) * (2 * k)).permute(perm).reshape(m.shape)
-            wires = sorted(wires)
-        origin = None if origin is None else (*origin, perm, lead)
-        if wires == list(range(wires[0], wires[0] + k)):
-            add("lead" if lead else "plain", (wires[0], k), [m], [origin])
-        else:
-            add("scattered", (tuple(wires), lead), [m], [origin])
+        kind, info, perm, inverse = self._placement(si, m.ndim - 2)
+        if perm is not None:
+            m = m.reshape(*m.shape[:-2], *(2,) * (2 * len(slot.wires))).permute(perm).reshape(m.shape)
+        origin = None if origin is None else (*origin, inverse, lead)
+        add(kind, info, [m], [origin])
+
+    def _placement(self, si, nl) -> tuple:
+        """(action kind, info, axis permutation sorting the gate's wires or None, its inverse) of a gate slot
+        whose matrix has ``nl`` lead axes, worked out once per slot."""
+        key = ("placement", si)
+        hit = self._consts.get(key)
+        if hit is None:
+            slot = self.structure.slots[si]
+            wires, k = list(slot.wires), len(slot.wires)
+            order = sorted(range(k), key=lambda i: wires[i])
+            perm = inverse = None
+            if order != list(range(k)):
+                perm = list(range(nl)) + [nl + i for i in order] + [nl + k + i for i in order]
+                inverse = [perm.index(i) for i in range(len(perm))]
+                wires = sorted(wires)
+            lead = slot.batched
+            if wires == list(range(wires[0], wires[0] + k)):
+                hit = ("lead" if lead else "plain", (wires[0], k), perm, inverse)
+            else:
+                hit = ("scattered", (tuple(wires), lead), perm, inverse)
+            self._consts[key] = hit
+        return hit
+
+    def index(self, values: tuple, device) -> torch.Tensor:
+        """``torch.tensor(values)`` on ``device``, made once per values and device (no host copy per step)."""
+        key = ("index", values, device)
+        hit = self._consts.get(key)
+        if hit is None:
+            hit = self._consts[key] = torch.tensor(values, device=device)
+        return hit
 
     # --- backward --------------------------------------------------------------------------------
     def input_cotangents(self, record, grads, inputs, needs) -> list:

@@ -4,7 +4,6 @@ rules, diagonal runs' angle columns and gate angles to the inputs by ``index_add
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from . import gate_grads, kernels
@@ -31,13 +30,12 @@ def input_cotangents(bp, record, grads, inputs, needs) -> list:
         elif kind == "kron":
             g_krons.setdefault(origin[1], {})[origin[2]] = g
         else:  # "gate": undo the wire order and lead axis of the slot's matrix
-            _, gid, pos, perm, lead = origin
-            if perm is not None:
-                inverse = [int(i) for i in np.argsort(perm)]
-                g = g.reshape(*g.shape[:-2], *(2,) * (len(perm) - (g.ndim - 2))).permute(inverse).reshape(g.shape)
+            _, gid, pos, inverse, lead = origin
+            if inverse is not None:
+                g = g.reshape(*g.shape[:-2], *(2,) * (len(inverse) - (g.ndim - 2))).permute(inverse).reshape(g.shape)
             if lead:
                 g = g[0]
-            _accumulate(g_mats, mats, gid, torch.tensor([pos], device=g.device), g.unsqueeze(0))
+            _accumulate(g_mats, mats, gid, bp.index((pos,), g.device), g.unsqueeze(0))
     g_fused: dict = {}
 
     def into(ci, index, values):
@@ -64,7 +62,7 @@ def input_cotangents(bp, record, grads, inputs, needs) -> list:
             g = g.unsqueeze(1)
         else:
             g = g[:, 0]
-        into(ci, torch.tensor(entries, device=g.device), g)
+        into(ci, bp.index(tuple(entries), g.device), g)
     for ci, gF in g_fused.items():
         _chain_vjp(bp, bp.chains[ci], *fused[ci], gF, g_mats, mats)
     out: list = [None] * len(inputs)

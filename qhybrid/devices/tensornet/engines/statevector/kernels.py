@@ -28,6 +28,7 @@ import torch
 
 from . import diagonal
 from .buffers import StatePool, fresh, into
+from .product import product_state, product_vjp, sum_to  # noqa: F401 - sum_to: the engine's shared helper
 
 
 class Action:
@@ -62,19 +63,6 @@ class Permute(torch.autograd.Function):
 
 
 # --- forward ---------------------------------------------------------------------------------
-
-
-def product_state(vectors: Sequence[torch.Tensor], S: int, B: int, dtype, device) -> torch.Tensor:
-    psi = None
-    for v in vectors:
-        if psi is None:
-            psi = v
-            continue
-        lead = (max(psi.shape[1], v.shape[1]), max(psi.shape[2], v.shape[2]))
-        psi = (psi[:, None] * v[None]).reshape(-1, *lead)
-    if psi is None:
-        psi = torch.ones(1, 1, 1, dtype=dtype, device=device)
-    return psi.expand(psi.shape[0], S, B).contiguous() if psi.shape[1:] != (S, B) else psi
 
 
 def apply_plain(psi, m, q, k, out=None):
@@ -215,12 +203,6 @@ def run(actions: Sequence[Action], tensors: Sequence[torch.Tensor], n: int, S: i
 # --- backward (adjoint walk) -------------------------------------------------------------------
 
 
-def sum_to(t: torch.Tensor, shape) -> torch.Tensor:
-    """``t`` summed over the axes where ``shape`` (same rank) broadcasts."""
-    dims = [i for i, (a, b) in enumerate(zip(t.shape, shape)) if b == 1 and a != 1]
-    return t.sum(dims, keepdim=True) if dims else t
-
-
 def _local_vjp(fn, psi_before, m, g_after, need_m: bool):
     """Cotangents of ``fn(psi, m)`` by torch reverse mode over that one action (rare gate layouts)."""
     with torch.enable_grad():
@@ -323,39 +305,6 @@ def _unapply_other(psi, h, action: Action, ts, needs, n, keep_state: bool):
         g_before, g_m = _local_vjp(fn, before, m, h.conj(), needs[0])
         return before, g_before.conj(), [g_m]
     raise AssertionError(kind)  # pragma: no cover - "redo" runs only without gradients
-
-
-def product_vjp(vectors: Sequence[torch.Tensor], h: torch.Tensor, needs) -> list:
-    """Cotangents of the product state's wire vectors from ``h``, the conjugated cotangent of the state.
-
-    For psi = v_0 (x) ... (x) v_{n-1}: g_{v_w} = conj(sum over the other wires of h * prod_{u != w} v_u),
-    from left-contracted cotangents (wires < w) and right products of the vectors (wires > w): O(n) ops
-    and O(2**n) work in all."""
-    n = len(vectors)
-    if n == 0 or not any(needs):
-        return [None] * n
-    S, B = h.shape[1], h.shape[2]
-    last = max(w for w in range(n) if needs[w])
-    right = [None] * n
-    r = torch.ones(1, S, B, dtype=h.dtype, device=h.device)
-    for w in range(n - 1, -1, -1):
-        right[w] = r
-        if w and any(needs[:w]):
-            v = vectors[w]
-            r = (v[:, None] * r[None]).reshape(-1, max(v.shape[1], r.shape[1]), max(v.shape[2], r.shape[2]))
-    out = []
-    left = h
-    for w in range(n):
-        a = left.reshape(2, -1, S, B)
-        # one wire value at a time: a temporary half the size of ``left``
-        g = torch.stack([(a[i] * right[w]).sum(0) for i in range(2)]) if needs[w] else None
-        out.append(None if g is None else sum_to(g, vectors[w].shape).conj())
-        if w == last:
-            out.extend([None] * (n - w - 1))
-            break
-        v = vectors[w][:, None]
-        left = (a[0] * v[0]).addcmul_(a[1], v[1])  # sum over the wire's two values, without a reduction
-    return out
 
 
 _NEEDS_STATE = ("plain", "lead", "scattered", "phase", "diagonal")
