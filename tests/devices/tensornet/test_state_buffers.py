@@ -90,3 +90,22 @@ def test_pool_hands_out_only_matching_buffers_and_fresh_sees_shared_storage():
     pool.give(torch.zeros(8, 1, 4, dtype=torch.complex128)[..., ::2])  # not contiguous: never an out= buffer
     assert pool.take(a) is None
     assert not fresh(a[1:], [a]) and fresh(a.clone(), [a])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_product_state_vjp_split_for_large_states_matches(seed, monkeypatch):
+    """Above PRODUCT_VJP_SPLIT_BYTES the product-state VJP reduces one wire value at a time (W5's memory)."""
+    from qhybrid.devices.tensornet.engines.statevector import product
+
+    monkeypatch.setattr(product, "PRODUCT_VJP_SPLIT_BYTES", 0)
+    monkeypatch.setattr(_sv_adjoint, "KEEP_STATES_MAX_BYTES", 0)
+    spec, n, observables, x, w = random_case(3000 + seed)
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method="adjoint")(_circuit(spec, n, observables))
+    ref = qml.QNode(_circuit(spec, n, observables), qml.device("default.qubit", wires=n), interface="torch",
+                    diff_method="backprop")
+    x, w = x.requires_grad_(True), w.requires_grad_(True)
+    want = torch.autograd.grad(_loss(ref(x, w)), (x, w))
+    for _ in range(2):
+        got = torch.autograd.grad(_loss(ours(x, w)), (x, w))
+        for a, r in zip(got, want):
+            assert torch.allclose(a, r, atol=TOL, rtol=0), (a - r).abs().max()
