@@ -46,18 +46,19 @@ def product_vjp(vectors: Sequence[torch.Tensor], h: torch.Tensor, needs) -> list
     left = h
     for w in range(n):
         a = left.reshape(2, -1, S, B)
+        small = a.numel() * a.element_size() <= PRODUCT_VJP_SPLIT_BYTES  # fewest ops; else least memory
         g = None
         if needs[w]:  # on large states one wire value at a time: a temporary half the size of ``left``
-            if a.numel() * a.element_size() <= PRODUCT_VJP_SPLIT_BYTES:
-                g = (a * right[w][None]).sum(1)
-            else:
-                g = torch.stack([(a[i] * right[w]).sum(0) for i in range(2)])
+            g = (a * right[w]).sum(1) if small else torch.stack([(a[i] * right[w]).sum(0) for i in range(2)])
         out.append(None if g is None else sum_to(g, vectors[w].shape).conj())
         if w == last:
             out.extend([None] * (n - w - 1))
             break
-        v = vectors[w][:, None]
-        left = (a[0] * v[0]).addcmul_(a[1], v[1])  # sum over the wire's two values, without a reduction
+        v = vectors[w]
+        if small:
+            left = (a * v.unsqueeze(1)).sum(0)
+        else:
+            left = (a[0] * v[0]).addcmul_(a[1], v[1])  # sum over the wire's two values, no state-sized temporary
     return out
 
 
