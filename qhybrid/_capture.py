@@ -19,6 +19,7 @@ from typing import Callable
 
 import torch
 
+from ._call_args import CallArgs
 from .errors import CaptureError
 
 CAPTURE_MODES = ("cuda-graph",)
@@ -145,19 +146,13 @@ def module_call(module: torch.nn.Module, graphs: Graphs, inputs: tuple):
 
 def qnode_call(qnode, graphs: Graphs, args: tuple, kwargs: dict):
     """A qnode call through its graphs: tensor arguments are graph inputs, the others part of the key."""
-    flat = list(args) + [kwargs[k] for k in sorted(kwargs)]
-    slots = [i for i, a in enumerate(flat) if isinstance(a, torch.Tensor)]
-    static = tuple((i, a) for i, a in enumerate(flat) if not isinstance(a, torch.Tensor))
-    names = tuple(sorted(kwargs))
-    n_args = len(args)
+    call = CallArgs(args, kwargs)
 
     def run(*tensors):
-        values = list(flat)
-        for i, t in zip(slots, tensors):
-            values[i] = t
-        return qnode(*values[:n_args], **dict(zip(names, values[n_args:])))
+        a, k = call.with_tensors(tensors)
+        return qnode(*a, **k)
 
-    return graphs.call(run, tuple(flat[i] for i in slots), static=(static, names))
+    return graphs.call(run, tuple(call.tensors), static=(call.static, call.names))
 
 
 __all__ = ["check_capture", "Graphs", "module_call", "qnode_call", "CAPTURE_MODES", "MAX_GRAPHS"]

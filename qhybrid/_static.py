@@ -30,14 +30,12 @@ from collections import OrderedDict
 
 import torch
 
+from ._call_args import CallArgs
 from ._compile import quantum_boundary
 from ._variant import Gather, Variant, tape_parameters
-from .gradients._execute import execute_variants
-from .gradients.jpc import get_jpc
-from .gradients.launcher import Launcher
 from .interfaces._placement import call_device, place
 from .interfaces._preprocess import gather_maps, settings_key
-from .interfaces.torch import _refuse_function_transforms
+from .interfaces.torch import _refuse_function_transforms, run_variants
 
 STATIC_VERIFY_EVERY = 1000
 """A reused trace is compared with a fresh recording of the function every this many reuses (0: never)."""
@@ -149,22 +147,12 @@ class StaticCache:
 
 
 def _inputs(args, kwargs) -> list[torch.Tensor]:
-    return [a for a in args if isinstance(a, torch.Tensor)] + [
-        kwargs[k] for k in sorted(kwargs) if isinstance(kwargs[k], torch.Tensor)
-    ]
-
-
-def _substituted(args, kwargs, values):
-    it = iter(values)
-    new_args = [next(it) if isinstance(a, torch.Tensor) else a for a in args]
-    new_kwargs = {}
-    for k in sorted(kwargs):
-        new_kwargs[k] = next(it) if isinstance(kwargs[k], torch.Tensor) else kwargs[k]
-    return new_args, new_kwargs
+    return CallArgs(args, kwargs).tensors
 
 
 def _make_trace(qnode, tape, out, args, kwargs) -> _Trace | None:
-    inputs = _inputs(args, kwargs)
+    call = CallArgs(args, kwargs)
+    inputs = call.tensors
     if tape.shots or not inputs:
         return None
     program = qnode.device.preprocess_transforms()
@@ -179,7 +167,7 @@ def _make_trace(qnode, tape, out, args, kwargs) -> _Trace | None:
     template_print = fingerprint(template)
 
     def probe(values):
-        a, k = _substituted(args, kwargs, values)
+        a, k = call.with_tensors(values)
         probe_tape, _ = qnode.construct(a, k, record=False)
         if fingerprint(probe_tape) != print_:
             return None  # the structure depends on values
@@ -197,13 +185,7 @@ def _make_trace(qnode, tape, out, args, kwargs) -> _Trace | None:
 def _run(qnode, trace: _Trace, inputs, args, kwargs):
     _refuse_function_transforms()
     variants = [Variant(trace.template, None, trace.gather.rebound(inputs))]
-    jpc = get_jpc(qnode.diff_method, qnode.device, qnode.gradient_device)
-    if jpc is None:
-        with torch.no_grad():
-            raw = Launcher(qnode.device).run(variants)
-    else:
-        raw = execute_variants(variants, jpc)
-    shaped = tuple(r[0] if len(r) == 1 else tuple(r) for r in raw)
+    shaped = run_variants(variants, qnode.device, qnode.diff_method, qnode.gradient_device)
     (result,) = tuple(trace.post(shaped))
     result = place(result, call_device(args, kwargs))
     out = trace.out

@@ -40,3 +40,16 @@ def vjp_calculator(device):
             "package registers the adjoint calculator) before asking the device for VJPs."
         )
     return _VJP_FACTORY[0](device)
+
+
+def one_node_results(device, variants):
+    """The device's results of ``variants`` with the whole circuit as one autograd node from the variants'
+    gather inputs (gate matrices built and cotangents chained inside it), or None where the device has no
+    such path for them (the adjoint JPC then records its ExecuteTapes node). A device offers it as
+    ``simulate_one_node(variants)``.
+
+    >>> one_node_results(object(), []) is None
+    True
+    """
+    hook = getattr(device, "simulate_one_node", None)
+    return None if hook is None else hook(variants)

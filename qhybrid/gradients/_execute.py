@@ -18,7 +18,7 @@ from .._tracking import track_run
 from .._variant import Variant
 from .jpc import JacobianProductCalculator
 from .launcher import Launcher
-from ..devices.tensornet._bound import run_bound
+from ..devices._protocol import one_node_results
 
 
 class _Call:
@@ -113,7 +113,7 @@ def execute_variants(
         track_run(jpc.device, variants)
         return jpc.device.simulate_variants(variants)
     if jpc.name == "adjoint":
-        bound = run_bound(jpc.device, variants)  # the circuit as one node, where the device offers it
+        bound = one_node_results(jpc.device, variants)  # the circuit as one node, where the device offers it
         if bound is not None:
             track_run(jpc.device, variants)
             return bound

@@ -72,17 +72,25 @@ def execute(
     if shots:  # a device's own shots apply to tapes that set none (as PennyLane's QNode does)
         tapes = [t if t.shots else t.copy(shots=shots) for t in tapes]
     variants, postprocess = preprocess(device, tapes)  # the device's program, cached per structure
-    jpc = get_jpc(diff_method, device, gradient_device, shots=next((t.shots for t in tapes if t.shots), None))
-    if jpc is None:
-        with torch.no_grad():
-            raw = Launcher(device).run(variants)
-    else:
-        raw = execute_variants(variants, jpc)
-    shaped = tuple(r[0] if len(r) == 1 else tuple(r) for r in raw)
+    shots = next((t.shots for t in tapes if t.shots), None)
+    shaped = run_variants(variants, device, diff_method, gradient_device, shots=shots)
     if result_device is None:
         result_device = call_device([t.get_parameters(trainable_only=False) for t in tapes])
         result_device = result_device or getattr(device, "torch_device", None)
     return place(tuple(postprocess(shaped)), None if result_device is None else torch.device(result_device))
 
 
-__all__ = ["ExecuteTapes", "execute", "execute_variants"]
+def run_variants(variants, device, diff_method, gradient_device=None, *, shots=None) -> tuple:
+    """Device-ready ``variants`` run with autograd support (through the JPC ``diff_method`` names), one result
+    per variant shaped as a PennyLane torch QNode's (a tensor per measurement, a tuple for several), before
+    the preprocessing's postprocessing. The back half of ``execute``, shared with static-structure traces."""
+    jpc = get_jpc(diff_method, device, gradient_device, shots=shots)
+    if jpc is None:
+        with torch.no_grad():
+            raw = Launcher(device).run(variants)
+    else:
+        raw = execute_variants(variants, jpc)
+    return tuple(r[0] if len(r) == 1 else tuple(r) for r in raw)
+
+
+__all__ = ["ExecuteTapes", "execute", "execute_variants", "run_variants"]

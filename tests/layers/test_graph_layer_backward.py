@@ -165,7 +165,7 @@ def test_adjoint_differentiates_only_what_needs_a_gradient(monkeypatch):
         return original(self, variants, trainable, sources)
 
     monkeypatch.setattr(AdjointTN, "forward", spy)
-    bound = _execute.run_bound
+    bound = _execute.one_node_results
 
     def spy_bound(device, variants):  # the one-node path: the inputs it differentiates
         out = bound(device, variants)
@@ -173,7 +173,7 @@ def test_adjoint_differentiates_only_what_needs_a_gradient(monkeypatch):
             seen.append(len({id(x) for v in variants for x in v.gather.inputs if x.requires_grad}))
         return out
 
-    monkeypatch.setattr(_execute, "run_bound", spy_bound)
+    monkeypatch.setattr(_execute, "one_node_results", spy_bound)
     layer = qgnn("adjoint", qhybrid.device("tensornet"), n_features=1)
     x = torch.rand(2, 4, 1, dtype=torch.float64)
     layer(None, x).sum().backward()

@@ -33,6 +33,7 @@ from .engines.lightcone.spread import check_spread_option
 from .readout.readout import ReadoutPlan, plan_readout
 from .readout.sampling import sample_tapes
 from ._options import CacheInfo, PlanCache, SimOptions, path_store
+from ._bound import run_bound
 from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
 from .readout.postselect import renormalise_postselection
@@ -214,6 +215,10 @@ class TensorNetworkDevice(Device):
         for i, r in zip(sampled, self._sample_variants([variants[i] for i in sampled])):
             results[i] = r
         return results
+
+    def simulate_one_node(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]] | None:
+        """``devices._protocol.one_node_results``: one gathered narrow circuit as one autograd node, else None."""
+        return run_bound(self, variants)
 
     def _sample_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
         """Finite-shot results (no gradient through sampling) as torch tensors, one per measurement."""

@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from . import kernels
+from .buffers import fresh
 from .zwords import z_expvals
 
 KEEP_STATES_MAX_BYTES = 64 << 20
@@ -13,6 +14,10 @@ KEEP_STATES_MAX_BYTES = 64 << 20
 walk only carries the cotangent back through them; every other state is recomputed by un-applying the
 actions (O(1) states). Small circuits keep all of theirs (W1: 5 MiB); on large states keeping them saved
 no time (W5, 64 MiB states: 2.75 s keeping none, 2.81 s keeping four) but costs their memory."""
+
+KEEP_STATE_MAX_BYTES = 16 << 20
+"""States larger than this are never kept (W5's 64 MiB state, kept once, raised its peak by a state and bought
+one matmul of the walk)."""
 
 UNITARY_ATOL = {torch.complex128: 1e-10, torch.complex64: 1e-5}
 
@@ -63,14 +68,15 @@ class AdjointProgram(torch.autograd.Function):
             grads = [next(got) if nd else None for nd in needs]
         else:
             h = state_cotangent(g, psi, signs)
-            grads = kernels.adjoint(ctx.actions, tensors, psi, h, needs, ctx.n, ctx.states)
+            grads = kernels.adjoint(ctx.actions, tensors, psi, h, needs, ctx.n, ctx.states, own_h=fresh(h, (g, psi)))
         return (None, None, None, None, None, *grads)
 
 
 def run_keeping(actions, tensors, n: int, S: int, B: int):
     """(final state, states kept before gate actions within KEEP_STATES_MAX_BYTES, or None)."""
     t0 = tensors[0]
-    budget = KEEP_STATES_MAX_BYTES // ((1 << n) * S * B * t0.element_size())
+    state_bytes = (1 << n) * S * B * t0.element_size()
+    budget = KEEP_STATES_MAX_BYTES // state_bytes if state_bytes <= KEEP_STATE_MAX_BYTES else 0
     keep = [] if budget > 0 else None
     psi = kernels.run(actions, tensors, n, S, B, t0.dtype, t0.device, keep=keep, keep_count=budget)
     return psi, keep
@@ -133,7 +139,8 @@ class BoundNode(torch.autograd.Function):
             g = torch.stack([torch.zeros_like(psi.real[0]) if x is None else x.reshape(psi.shape[1:]) for x in gs])
         h = state_cotangent(g, psi, ctx.signs)
         origins = record[3]
-        grads = kernels.adjoint(actions, tensors, psi, h, [o is not None for o in origins], ctx.bound.n, keep)
+        grads = kernels.adjoint(actions, tensors, psi, h, [o is not None for o in origins], ctx.bound.n, keep,
+                                own_h=fresh(h, (g, psi)))
         return (None, None, None, None, *ctx.bound.input_cotangents(record, grads, inputs, needs))
 
 

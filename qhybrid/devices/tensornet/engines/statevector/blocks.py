@@ -61,3 +61,40 @@ def _build_krons(tensors: list) -> None:
             K = (K[:, :, None, :, None] * stacked[:, j, None, :, None, :]).reshape(len(where), 2 * d, 2 * d)
         for i, block in zip(where, K.unbind(0)):
             tensors[i] = block
+
+
+def kron(members: torch.Tensor) -> torch.Tensor:
+    """``[blocks, k, 2, 2]`` -> ``[blocks, 2**k, 2**k]`` Kronecker products (member 0 most significant)."""
+    nb, k = members.shape[:2]
+    K = members[:, 0]
+    for j in range(1, k):
+        d = 1 << j
+        K = (K[:, :, None, :, None] * members[:, j, None, :, None, :]).reshape(nb, 2 * d, 2 * d)
+    return K
+
+
+def kron_vjp(members: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """Cotangents ``[blocks, k, 2, 2]`` of the factors from ``g``, that of ``kron(members)``:
+    ``g_A_j = sum over the other factors' indices of g * conj(kron of the other factors)``.
+
+    Halving, not one contraction per factor: ``g`` contracted with the conjugated Kronecker product of the
+    second half of the factors is the first half's ``g`` (and the other way round), recursively, so a block
+    of 4 takes 6 two-operand contractions and 2 small products instead of 4 Kronecker products of 3 factors
+    and 4 contractions (W1: 12 ops where there were 48)."""
+    nb, k = members.shape[:2]
+    conj = members.conj().resolve_conj()
+    return torch.stack(_halves(g, conj), 1)
+
+
+def _halves(g: torch.Tensor, conj: torch.Tensor) -> list:
+    """The factor cotangents ``[blocks, 2, 2]`` of ``g`` ``[blocks, 2**k, 2**k]`` against the conjugated
+    factors ``conj`` ``[blocks, k, 2, 2]`` (see ``kron_vjp``)."""
+    nb, k = conj.shape[:2]
+    if k == 1:
+        return [g]
+    h = k // 2
+    left, right = 1 << h, 1 << (k - h)
+    gk = g.reshape(nb, left, right, left, right)
+    g_left = torch.einsum("zlrms,zrs->zlm", gk, kron(conj[:, h:]))
+    g_right = torch.einsum("zlrms,zlm->zrs", gk, kron(conj[:, :h]))
+    return _halves(g_left, conj[:, :h]) + _halves(g_right, conj[:, h:])

@@ -9,17 +9,23 @@ gates (``C = A B``: ``g_A = g_C B^H``, ``g_B = A^H g_C``), gates to angles by th
 (``gate_grads``), angles to inputs by one ``index_add`` per column. Single-qubit gates waiting on wires are
 fused across wires in one batched matmul per chain position (wires whose chains have the same gate kinds).
 
+Diagonal runs (``diagonal``: a QAOA cost layer, RZ / CRZ / IsingZZ / MultiRZ ...) read their angles, not
+matrices: the run's angle columns ``[gates, 1, B|1]`` are gathered from the inputs in one indexing op per
+input, and the run's own adjoint reduction gives their cotangents, scattered back by one ``index_add`` per
+input (an unbatched gate's index repeats along the batch, so the scatter also sums over it).
+
 ``BoundProgram.bind`` returns None where the program needs the general path (stacked variants, operator
-matrices, state preparation, global phases, constant angles, gates without a shift rule).
+matrices, state preparation, global phases, constant angles, gates without a shift rule outside diagonal
+runs, diagonal runs with a ``DiagonalQubitUnitary``).
 """
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-from . import gate_grads, kernels
+from . import bound_vjp, diagonal, gate_grads
 from ..._gates import constant_matrix
+from .blocks import kron as _kron
 from .kernels import Action
 from .program import KRON_MAX_WIRES, _zero_ket, monomial_on
 
@@ -40,13 +46,14 @@ class _Chain:
 class BoundProgram:
     """``program`` with its fast slots' angles gathered from inputs by ``maps`` (see the module notes)."""
 
-    def __init__(self, program, structure, tape, groups, slot_group, chains, krons, steps):
+    def __init__(self, program, structure, tape, groups, slot_group, chains, krons, steps, runs=()):
         self.program, self.structure, self.tape = program, structure, tape
         self.groups = groups  # [(name, batched, [(input, index [n, *shape]) per parameter])]
         self.slot_group = slot_group  # slot -> (group, position)
         self.chains = chains
         self.krons = krons  # size -> (chain, entry indices [blocks * size]) of every block of that size
         self.steps = steps
+        self.runs = list(runs)  # per diagonal run: [(input, rows in the run, index [rows, B|1])] per input
         self.n = program.n
         self.signs = program.measure_signs
         self._consts: dict = {}
@@ -55,10 +62,11 @@ class BoundProgram:
     def bind(cls, program, structure, maps, tape) -> "BoundProgram | None":
         if program.stack_size or program.phases or program.user_matrices or not program.unitary:
             return None
+        in_runs = {si for st in program.steps if st.kind == "diagonal" for si in st.data.angles}
         by_key: dict[tuple, int] = {}
         groups, slot_group = [], {}
         for si, slot in enumerate(structure.slots):
-            if slot.kind == "const":
+            if slot.kind == "const" or si in in_runs:
                 continue
             if slot.kind != "fast" or not gate_grads.supported(slot.name):
                 return None
@@ -81,10 +89,17 @@ class BoundProgram:
         sigs: dict[tuple, int] = {}
         chains: list[_Chain] = []
         blocks_by_size: dict[int, list] = {}
-        compiled = []
+        compiled, runs = [], []
         for s, step in enumerate(steps):
-            if step.kind not in ("product", "local", "monomial", "gate"):
+            if step.kind not in ("product", "local", "monomial", "gate", "diagonal"):
                 return None
+            if step.kind == "diagonal":
+                gathers = cls._run_gathers(step.data, structure, maps)
+                if gathers is None:
+                    return None
+                compiled.append(("diagonal", (step.data, len(runs))))
+                runs.append(gathers)
+                continue
             if step.kind in ("monomial", "gate"):
                 compiled.append((step.kind, step))
                 continue
@@ -126,8 +141,28 @@ class BoundProgram:
         for size, blocks in blocks_by_size.items():
             flat = [ref for block in blocks for ref in block]
             krons[size] = flat
-        return cls(program, structure, tape, groups, slot_group, chains, krons, compiled)
+        return cls(program, structure, tape, groups, slot_group, chains, krons, compiled, runs)
 
+    @staticmethod
+    def _run_gathers(run, structure, maps) -> list | None:
+        """A diagonal run's angle columns as gathers: [(input, rows of the run, index [rows, B|1])] per input,
+        or None where a member is not one gathered angle (a ``DiagonalQubitUnitary``, a literal angle)."""
+        if run.vectors:
+            return None
+        B = structure.batch_size or 1
+        width = B if any(structure.slots[si].batched for si in run.angles) else 1
+        by_src: dict = {}
+        for row, si in enumerate(run.angles):
+            slot = structure.slots[si]
+            if slot.params[1] - slot.params[0] != 1:
+                return None
+            src, index = maps[slot.params[0]][:2]
+            if src == "const" or index.ndim > 1 or (index.ndim == 1 and index.shape[0] != width):
+                return None
+            rows, idx = by_src.setdefault(src, ([], []))
+            rows.append(row)
+            idx.append(index.reshape(-1).expand(width))
+        return [(src, torch.tensor(rows), torch.stack(idx)) for src, (rows, idx) in by_src.items()]
     @staticmethod
     def _blocks(refs, chains) -> list:
         """Kronecker blocks of adjacent unbatched wires: [(first wire, [(chain, entry), ...])]."""
@@ -191,9 +226,23 @@ class BoundProgram:
                 info = monomial_on(data, device)
                 if info is not None:
                     add("monomial", info, [], [])
+            elif kind == "diagonal":
+                run, ri = data
+                add("diagonal", diagonal.RunCall(run), [self._run_angles(ri, inputs, real, device)], [("run", ri)])
             else:
                 self._gate(data.data, mats, dtype, device, add)
         return actions, tensors, (derivs, mats, fused, origins, members)
+
+    def _run_angles(self, ri, inputs, real, device) -> torch.Tensor:
+        """A diagonal run's angle columns ``[gates, 1, B|1]``, one gather per input."""
+        parts = [(rows, inputs[src].detach().reshape(-1)[self._on(index, device)]) for src, rows, index in self.runs[ri]]
+        if len(parts) == 1:
+            theta = parts[0][1]
+        else:
+            theta = torch.empty(sum(len(r) for r, _ in parts), parts[0][1].shape[1], dtype=parts[0][1].dtype, device=device)
+            for rows, t in parts:
+                theta[self._on(rows, device)] = t
+        return theta.to(real).unsqueeze(1)
 
     def _members(self, refs, F) -> torch.Tensor:
         """The unbatched fused matrices ``[len(refs), 2, 2]`` of (chain, entry) ``refs``."""
@@ -245,143 +294,43 @@ class BoundProgram:
         lead = slot.batched
         if lead:
             m = m.unsqueeze(0)
-        wires, k = list(slot.wires), len(slot.wires)
-        order = sorted(range(k), key=lambda i: wires[i])
-        perm = None
-        if order != list(range(k)):
-            nl = m.ndim - 2
-            perm = list(range(nl)) + [nl + i for i in order] + [nl + k + i for i in order]
-            m = m.reshape(*m.shape[:-2], *(2,) * (2 * k)).permute(perm).reshape(m.shape)
-            wires = sorted(wires)
-        origin = None if origin is None else (*origin, perm, lead)
-        if wires == list(range(wires[0], wires[0] + k)):
-            add("lead" if lead else "plain", (wires[0], k), [m], [origin])
-        else:
-            add("scattered", (tuple(wires), lead), [m], [origin])
+        kind, info, perm, inverse = self._placement(si, m.ndim - 2)
+        if perm is not None:
+            m = m.reshape(*m.shape[:-2], *(2,) * (2 * len(slot.wires))).permute(perm).reshape(m.shape)
+        origin = None if origin is None else (*origin, inverse, lead)
+        add(kind, info, [m], [origin])
+
+    def _placement(self, si, nl) -> tuple:
+        """(action kind, info, axis permutation sorting the gate's wires or None, its inverse) of a gate slot
+        whose matrix has ``nl`` lead axes, worked out once per slot."""
+        key = ("placement", si)
+        hit = self._consts.get(key)
+        if hit is None:
+            slot = self.structure.slots[si]
+            wires, k = list(slot.wires), len(slot.wires)
+            order = sorted(range(k), key=lambda i: wires[i])
+            perm = inverse = None
+            if order != list(range(k)):
+                perm = list(range(nl)) + [nl + i for i in order] + [nl + k + i for i in order]
+                inverse = [perm.index(i) for i in range(len(perm))]
+                wires = sorted(wires)
+            lead = slot.batched
+            if wires == list(range(wires[0], wires[0] + k)):
+                hit = ("lead" if lead else "plain", (wires[0], k), perm, inverse)
+            else:
+                hit = ("scattered", (tuple(wires), lead), perm, inverse)
+            self._consts[key] = hit
+        return hit
+
+    def index(self, values: tuple, device) -> torch.Tensor:
+        """``torch.tensor(values)`` on ``device``, made once per values and device (no host copy per step)."""
+        key = ("index", values, device)
+        hit = self._consts.get(key)
+        if hit is None:
+            hit = self._consts[key] = torch.tensor(values, device=device)
+        return hit
 
     # --- backward --------------------------------------------------------------------------------
     def input_cotangents(self, record, grads, inputs, needs) -> list:
-        """Cotangents of ``inputs`` from those of the action tensors (``grads``), chained by hand."""
-        derivs, mats, fused, origins, members = record
-        parts: dict = {}  # (chain, kind) -> ([entries], [cotangents])
-        g_krons: dict = {}
-        g_mats: list = [None] * len(mats)
-        for origin, g in zip(origins, grads):
-            if origin is None or g is None:
-                continue
-            kind = origin[0]
-            if kind in ("vec", "mat", "lead"):
-                entries, values = parts.setdefault((origin[1], kind), ([], []))
-                entries.append(origin[2])
-                values.append(g)
-            elif kind == "kron":
-                g_krons.setdefault(origin[1], {})[origin[2]] = g
-            else:  # "gate": undo the wire order and lead axis of the slot's matrix
-                _, gid, pos, perm, lead = origin
-                if perm is not None:
-                    inverse = [int(i) for i in np.argsort(perm)]
-                    g = g.reshape(*g.shape[:-2], *(2,) * (len(perm) - (g.ndim - 2))).permute(inverse).reshape(g.shape)
-                if lead:
-                    g = g[0]
-                _accumulate(g_mats, mats, gid, torch.tensor([pos], device=g.device), g.unsqueeze(0))
-        g_fused: dict = {}
-
-        def into(ci, index, values):
-            F = fused[ci][1][-1]
-            if ci not in g_fused:
-                g_fused[ci] = torch.zeros_like(F)
-            g_fused[ci].index_add_(0, index, values.expand(len(index), *F.shape[1:]))
-
-        for size, got in g_krons.items():
-            refs = self.krons[size]
-            zero = torch.zeros_like(next(iter(got.values())))
-            G = torch.stack([got.get(b, zero) for b in range(len(refs) // size)])
-            factors = _kron_vjp(members[size], G).reshape(-1, 1, 2, 2)
-            for ci, entries, pick in self._kron_scatter(size):
-                device = factors.device
-                into(ci, self._on(entries, device), factors if pick is None else factors[self._on(pick, device)])
-        for (ci, kind), (entries, values) in parts.items():
-            g = torch.stack(values)
-            if kind == "vec":  # [m, 2, 1, Bx] -> column 0 of [m, Bx, 2, 2]
-                col = g[:, :, 0, :].transpose(1, 2)
-                g = torch.zeros(*col.shape, 2, dtype=col.dtype, device=col.device)
-                g[..., 0] = col
-            elif kind == "mat":
-                g = g.unsqueeze(1)
-            else:
-                g = g[:, 0]
-            into(ci, torch.tensor(entries, device=g.device), g)
-        for ci, gF in g_fused.items():
-            self._chain_vjp(self.chains[ci], *fused[ci], gF, g_mats, mats)
-        out: list = [None] * len(inputs)
-        for gid, gm in enumerate(g_mats):
-            name, _, spec = self.groups[gid]
-            if gm is None or not any(needs[src] for src, _ in spec):
-                continue
-            for (src, index), gcol in zip(spec, gate_grads.angle_cotangents(derivs[gid], gm)):
-                if not needs[src]:
-                    continue
-                x = inputs[src]
-                if out[src] is None:
-                    out[src] = torch.zeros(x.numel(), dtype=gcol.dtype, device=gcol.device)
-                out[src].index_add_(0, self._on(index, gcol.device).reshape(-1), gcol.reshape(-1))
-        return [None if g is None else g.reshape(x.shape).to(x.dtype) for g, x in zip(out, inputs)]
-
-    def _kron_scatter(self, size) -> list:
-        """Per chain among the blocks of ``size``: (chain, its entries, their rows among the factors or None
-        for all of them), built once."""
-        key = ("scatter", size)
-        if key not in self._consts:
-            refs = self.krons[size]
-            out = []
-            for ci in sorted({c for c, _ in refs}):
-                pick = [i for i, (c, _) in enumerate(refs) if c == ci]
-                entries = torch.tensor([refs[i][1] for i in pick])
-                out.append((ci, entries, None if len(pick) == len(refs) else torch.tensor(pick)))
-            self._consts[key] = out
-        return self._consts[key]
-
-    def _chain_vjp(self, chain, elems, partial, gF, g_mats, mats) -> None:
-        device = gF.device
-        g = gF
-        for j in range(len(elems) - 1, -1, -1):
-            gm = g if j == 0 else torch.matmul(g, partial[j - 1].mH)
-            e = chain.elems[j]
-            if e[0] == "g":
-                gm = kernels.sum_to(gm, elems[j].shape)
-                if not self.groups[e[1]][1]:
-                    gm = gm.squeeze(1)
-                _accumulate(g_mats, mats, e[1], self._on(e[2], device), gm)
-            if j:
-                g = kernels.sum_to(torch.matmul(elems[j].mH, g), partial[j - 1].shape)
-
-
-def _accumulate(g_mats, mats, gid, positions, g) -> None:
-    if g_mats[gid] is None:
-        g_mats[gid] = torch.zeros_like(mats[gid])
-    g_mats[gid].index_add_(0, positions, g.to(g_mats[gid].dtype))
-
-
-def _kron(members: torch.Tensor) -> torch.Tensor:
-    """``[blocks, k, 2, 2]`` -> ``[blocks, 2**k, 2**k]`` Kronecker products (member 0 most significant)."""
-    nb, k = members.shape[:2]
-    K = members[:, 0]
-    for j in range(1, k):
-        d = 1 << j
-        K = (K[:, :, None, :, None] * members[:, j, None, :, None, :]).reshape(nb, 2 * d, 2 * d)
-    return K
-
-
-def _kron_vjp(members: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """Cotangents ``[blocks, k, 2, 2]`` of the factors from ``g``, that of ``_kron(members)``:
-    ``g_A_j = sum over the other factors' indices of g * conj(kron of the other factors)``, one two-operand
-    contraction per factor (no path search)."""
-    nb, k = members.shape[:2]
-    out = []
-    for j in range(k):
-        left, right = 1 << j, 1 << (k - 1 - j)
-        others = torch.cat([members[:, :j], members[:, j + 1 :]], 1)
-        O = _kron(others).conj().reshape(nb, left, right, left, right)
-        gk = g.reshape(nb, left, 2, right, left, 2, right)
-        out.append(torch.einsum("zlarmbs,zlrms->zab", gk, O))
-    return torch.stack(out, 1)
+        """Cotangents of ``inputs`` from those of the action tensors (``grads``), chained by hand (``bound_vjp``)."""
+        return bound_vjp.input_cotangents(self, record, grads, inputs, needs)

@@ -55,9 +55,8 @@ def build(name: str, columns: Sequence[torch.Tensor], dtype, device, with_deriva
     (shift, factor), fixed = SHIFT_RULES[name]
     k = len(columns)
     stacked = torch.stack(list(columns))  # [k, n, *lead] (the columns of one kind share their shape)
-    angles = stacked.unsqueeze(0).repeat(k + 1, *(1,) * stacked.ndim)  # [1 + k (which shifted), k, n, *lead]
-    eye = torch.arange(1, k + 1, device=stacked.device)
-    angles[eye, eye - 1] += shift
+    shifts = _shifts(k, shift, stacked.dtype, stacked.device)
+    angles = stacked + shifts.reshape(k + 1, k, *(1,) * (stacked.ndim - 1))  # [1 + k (which shifted), k, n, *lead]
     every = fast_matrix(name, list(angles.unbind(1)), dtype, device)  # [1 + k, n, *lead, D, D]
     dm = every[1:]
     if fixed:
@@ -66,6 +65,20 @@ def build(name: str, columns: Sequence[torch.Tensor], dtype, device, with_deriva
     if factor != 1.0:
         dm = dm * factor
     return every[0], dm
+
+
+_SHIFTS: dict = {}
+
+
+def _shifts(k: int, shift: float, dtype, device) -> torch.Tensor:
+    """``[1 + k, k]``: row 0 zeros, row ``j`` the shift on parameter ``j - 1`` (made once per kind of call)."""
+    key = (k, shift, dtype, str(device))
+    hit = _SHIFTS.get(key)
+    if hit is None:
+        hit = torch.zeros(k + 1, k, dtype=dtype, device=device)
+        hit[torch.arange(1, k + 1), torch.arange(k)] = shift
+        _SHIFTS[key] = hit
+    return hit
 
 
 def angle_cotangents(dm: torch.Tensor, g: torch.Tensor) -> list[torch.Tensor]:

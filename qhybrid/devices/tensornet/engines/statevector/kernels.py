@@ -27,6 +27,8 @@ from typing import Sequence
 import torch
 
 from . import diagonal
+from .buffers import StatePool, fresh, into
+from .product import product_state, product_vjp, sum_to  # noqa: F401 - sum_to: the engine's shared helper
 
 
 class Action:
@@ -63,28 +65,21 @@ class Permute(torch.autograd.Function):
 # --- forward ---------------------------------------------------------------------------------
 
 
-def product_state(vectors: Sequence[torch.Tensor], S: int, B: int, dtype, device) -> torch.Tensor:
-    psi = None
-    for v in vectors:
-        if psi is None:
-            psi = v
-            continue
-        lead = (max(psi.shape[1], v.shape[1]), max(psi.shape[2], v.shape[2]))
-        psi = (psi[:, None] * v[None]).reshape(-1, *lead)
-    if psi is None:
-        psi = torch.ones(1, 1, 1, dtype=dtype, device=device)
-    return psi.expand(psi.shape[0], S, B).contiguous() if psi.shape[1:] != (S, B) else psi
-
-
-def apply_plain(psi, m, q, k):
+def apply_plain(psi, m, q, k, out=None):
+    """``m`` on wires q..q+k-1 (``out``: a free state-sized buffer to write into)."""
     view = psi.reshape(1 << q, 1 << k, -1)
     if view.shape[2] == 1:  # the last wires, no lead: one GEMM, not 2**q matrix-vector products
-        return torch.matmul(psi.reshape(1 << q, 1 << k), m.T).reshape(psi.shape)
+        flat = psi.reshape(1 << q, 1 << k)
+        if out is not None:
+            return torch.matmul(flat, m.T, out=out.view(flat.shape)).view(psi.shape)
+        return torch.matmul(flat, m.T).reshape(psi.shape)
+    if out is not None:
+        return torch.matmul(m, view, out=out.view(view.shape)).view(psi.shape)
     return torch.matmul(m, view).reshape(psi.shape)
 
 
-def apply_lead(psi, m, q, k):
-    """Gate with per-variant / per-sample matrices ``m`` of shape [S|1, B|1, D, D]."""
+def apply_lead(psi, m, q, k, out=None):
+    """Gate with per-variant / per-sample matrices ``m`` of shape [S|1, B|1, D, D] (``out`` is not used)."""
     D = 1 << k
     S, B = psi.shape[1], psi.shape[2]
     view = psi.reshape(1 << q, 1, D, -1, S, B)
@@ -121,13 +116,22 @@ def apply_scattered(psi, m, wires, n, lead):
     return torch.einsum(eq, mt, t).reshape(psi.shape)
 
 
-def apply_monomial(psi, perm, phase, differentiable: bool):
+def apply_monomial(psi, perm, phase, differentiable: bool, pool: StatePool | None = None):
     if perm is not None:
         perm_t, inv_t = perm
-        psi = Permute.apply(psi, perm_t, inv_t) if differentiable else psi.index_select(0, perm_t)
+        if differentiable:
+            psi = Permute.apply(psi, perm_t, inv_t)
+        else:
+            psi = into(pool, psi, _gather, psi, perm_t)
+            if phase is not None:
+                return psi.mul_(phase[:, None, None])  # the gather made psi: scale it in place
     if phase is not None:
-        psi = psi * phase[:, None, None]
+        psi = into(pool, psi, torch.mul, psi, phase[:, None, None]) if not differentiable else psi * phase[:, None, None]
     return psi
+
+
+def _gather(psi, index, out=None):
+    return torch.index_select(psi, 0, index, out=out) if out is not None else psi.index_select(0, index)
 
 
 def apply_redo(psi, ts, info, n):
@@ -146,16 +150,17 @@ def apply_redo(psi, ts, info, n):
     return out.index_copy(1, idx, sub)
 
 
-def apply(psi, action: Action, ts: Sequence[torch.Tensor], n: int, differentiable: bool = False):
-    """``action`` applied to ``psi`` (``ts``: its tensors)."""
+def apply(psi, action: Action, ts: Sequence[torch.Tensor], n: int, differentiable: bool = False,
+          pool: StatePool | None = None):
+    """``action`` applied to ``psi`` (``ts``: its tensors; ``pool``: free buffers to write the result into)."""
     kind, info = action.kind, action.info
     if kind == "plain":
-        return apply_plain(psi, ts[0], *info)
+        return into(pool, psi, apply_plain, psi, ts[0], *info)
     if kind == "lead":
         return apply_lead(psi, ts[0], *info)
     if kind == "monomial":
         perm, phase = info
-        return apply_monomial(psi, perm, phase, differentiable)
+        return apply_monomial(psi, perm, phase, differentiable, pool)
     if kind == "phase":
         return psi * ts[0][None]
     if kind == "diagonal":
@@ -172,27 +177,30 @@ def run(actions: Sequence[Action], tensors: Sequence[torch.Tensor], n: int, S: i
         differentiable: bool = False, keep: list | None = None, keep_count: int = 0) -> torch.Tensor:
     """The final state of ``actions`` (the first one is the product state). ``keep`` collects the state
     before each action (None where not kept) for the first ``keep_count`` gate actions, the ones whose
-    walk back costs a matmul (a permutation or phase is as cheap to un-apply as to keep)."""
+    walk back costs a matmul (a permutation or phase is as cheap to un-apply as to keep).
+
+    Without a recorded graph each action writes into a state the run made and no longer needs (``buffers``)."""
     first = actions[0]
-    psi = product_state(tensors[first.start : first.stop], S, B, dtype, device)
+    vectors = tensors[first.start : first.stop]
+    psi = product_state(vectors, S, B, dtype, device)
+    pool = None if differentiable else StatePool()
+    owned = pool is not None and fresh(psi, vectors)
     if keep is not None:
         keep.append(None)
     for a in actions[1:]:
+        kept = False
         if keep is not None:
             kept = keep_count > 0 and a.kind in ("plain", "lead", "scattered")
             keep.append(psi if kept else None)
             keep_count -= kept
-        psi = apply(psi, a, tensors[a.start : a.stop], n, differentiable)
+        new = apply(psi, a, tensors[a.start : a.stop], n, differentiable, pool)
+        if owned and not kept:
+            pool.give(psi)
+        psi, owned = new, pool is not None
     return psi
 
 
 # --- backward (adjoint walk) -------------------------------------------------------------------
-
-
-def sum_to(t: torch.Tensor, shape) -> torch.Tensor:
-    """``t`` summed over the axes where ``shape`` (same rank) broadcasts."""
-    dims = [i for i, (a, b) in enumerate(zip(t.shape, shape)) if b == 1 and a != 1]
-    return t.sum(dims, keepdim=True) if dims else t
 
 
 def _local_vjp(fn, psi_before, m, g_after, need_m: bool):
@@ -225,30 +233,63 @@ def _block_cotangent(h, before, m, q, k, lead: bool):
     return (torch.matmul(hv, pv.mT).sum(0) if q else torch.mm(hv[0], pv[0].T)).conj()
 
 
-def unapply(psi, h, action: Action, ts, needs, n, keep_state: bool = True):
+def unapply(psi, h, action: Action, ts, needs, n, keep_state: bool = True, pool: StatePool | None = None,
+            own_psi: bool = False, own_h: bool = False):
     """Walk ``action`` back: (state before, conj cotangent before, cotangents of ``ts``).
 
     The walk carries ``h = conj(g)`` rather than the cotangent g itself: then every product it needs is
     a matmul with a transposed, never a conjugated, state-sized operand (``conj(g_U) = sum h psi^T``),
     which BLAS takes without copying. ``psi`` is the state after the action; with ``keep_state=False``
-    it is already the state before (kept from the forward pass) and is returned as it is."""
+    it is already the state before (kept from the forward pass) and is returned as it is.
+
+    ``pool``: free buffers for the results; ``psi`` (``own_psi``) and ``h`` (``own_h``) go into it once they
+    are used up, so a block's walk holds three states (state, cotangent, one spare), not four."""
     kind, info = action.kind, action.info
     if kind in ("plain", "lead"):
         q, k = info
         m = ts[0]
         fn = apply_plain if kind == "plain" else apply_lead
-        before = fn(psi, _small(m.mH), q, k) if keep_state else psi
+        before = into(pool, psi, fn, psi, _small(m.mH), q, k) if keep_state else psi
         g_m = _block_cotangent(h, before, m, q, k, kind == "lead") if needs[0] else None
-        return before, fn(h, _small(m.mT), q, k), [g_m]
+        if own_psi and keep_state:
+            pool.give(psi)
+        h_new = into(pool, h, fn, h, _small(m.mT), q, k)
+        if own_h:
+            pool.give(h)
+        return before, h_new, [g_m]
     if kind == "monomial":
         perm, phase = info
         if phase is not None:
             p = phase[:, None, None]
-            psi, h = (psi * p.conj() if keep_state else psi), h * p
+            if keep_state:
+                psi = _step(pool, psi, own_psi, torch.mul, psi, p.conj().resolve_conj())
+                own_psi = True
+            h, own_h = _step(pool, h, own_h, torch.mul, h, p), True
         if perm is not None:
             inv = perm[1]
-            psi, h = (psi.index_select(0, inv) if keep_state else psi), h.index_select(0, inv)
+            if keep_state:
+                psi = _step(pool, psi, own_psi, _gather, psi, inv)
+            h = _step(pool, h, own_h, _gather, h, inv)
         return psi, h, []
+    before, h_new, grads = _unapply_other(psi, h, action, ts, needs, n, keep_state)
+    if pool is not None:
+        if own_psi and before is not psi:
+            pool.give(psi)
+        if own_h:
+            pool.give(h)
+    return before, h_new, grads
+
+
+def _step(pool, old, own_old: bool, fn, *args):
+    """``fn(*args)`` into a pooled buffer, then ``old`` (if the walk owns it) back to the pool."""
+    new = into(pool, old, fn, *args)
+    if own_old and pool is not None:
+        pool.give(old)
+    return new
+
+
+def _unapply_other(psi, h, action: Action, ts, needs, n, keep_state: bool):
+    kind, info = action.kind, action.info
     if kind == "phase":
         p = ts[0]
         before = psi * p.conj()[None] if keep_state else psi
@@ -266,49 +307,20 @@ def unapply(psi, h, action: Action, ts, needs, n, keep_state: bool = True):
     raise AssertionError(kind)  # pragma: no cover - "redo" runs only without gradients
 
 
-def product_vjp(vectors: Sequence[torch.Tensor], h: torch.Tensor, needs) -> list:
-    """Cotangents of the product state's wire vectors from ``h``, the conjugated cotangent of the state.
-
-    For psi = v_0 (x) ... (x) v_{n-1}: g_{v_w} = conj(sum over the other wires of h * prod_{u != w} v_u),
-    from left-contracted cotangents (wires < w) and right products of the vectors (wires > w): O(n) ops
-    and O(2**n) work in all."""
-    n = len(vectors)
-    if n == 0 or not any(needs):
-        return [None] * n
-    S, B = h.shape[1], h.shape[2]
-    last = max(w for w in range(n) if needs[w])
-    right = [None] * n
-    r = torch.ones(1, S, B, dtype=h.dtype, device=h.device)
-    for w in range(n - 1, -1, -1):
-        right[w] = r
-        if w and any(needs[:w]):
-            v = vectors[w]
-            r = (v[:, None] * r[None]).reshape(-1, max(v.shape[1], r.shape[1]), max(v.shape[2], r.shape[2]))
-    out = []
-    left = h
-    for w in range(n):
-        a = left.reshape(2, -1, S, B)
-        out.append(sum_to((a * right[w][None]).sum(1), vectors[w].shape).conj() if needs[w] else None)
-        if w == last:
-            out.extend([None] * (n - w - 1))
-            break
-        v = vectors[w][:, None]
-        left = torch.addcmul(a[0] * v[0], a[1], v[1])  # sum over the wire's two values, without a reduction
-    return out
-
-
 _NEEDS_STATE = ("plain", "lead", "scattered", "phase", "diagonal")
 """Actions whose walk back needs the state before them (for their own cotangent)."""
 
 
 def adjoint(actions: Sequence[Action], tensors: Sequence[torch.Tensor], psi: torch.Tensor, h: torch.Tensor,
-            needs: Sequence[bool], n: int, states: Sequence[torch.Tensor] | None = None) -> list:
+            needs: Sequence[bool], n: int, states: Sequence[torch.Tensor] | None = None, own_h: bool = False) -> list:
     """Cotangents of every tensor of the program from the final state ``psi`` and ``h``, the conjugate of
     its cotangent.
 
     ``states``: the state before each action where the forward pass kept it (None elsewhere); every other
-    state is recomputed by un-applying the (unitary) actions from ``psi``."""
+    state is recomputed by un-applying the (unitary) actions from ``psi``. ``own_h``: no one else holds ``h``
+    (the walk may overwrite it); ``psi`` and the kept states are never overwritten."""
     grads: list = [None] * len(tensors)
+    pool, own_psi, own_h = StatePool(), False, own_h
     first_needed = next((i for i, a in enumerate(actions) if any(needs[a.start : a.stop])), None)
     if first_needed is None:
         return grads
@@ -319,11 +331,17 @@ def adjoint(actions: Sequence[Action], tensors: Sequence[torch.Tensor], psi: tor
     for i in range(len(actions) - 1, max(first_needed, 1) - 1, -1):
         a = actions[i]
         kept = None if states is None else states[i]
+        if kept is not None and own_psi:
+            pool.give(psi)
+            own_psi = False
         state = psi if kept is None else kept
         walk_state = kept is None and i >= lowest
-        psi, h, gs = unapply(state, h, a, tensors[a.start : a.stop], needs[a.start : a.stop], n, walk_state)
+        psi, h, gs = unapply(state, h, a, tensors[a.start : a.stop], needs[a.start : a.stop], n, walk_state, pool,
+                             own_psi, own_h)
+        own_psi, own_h = own_psi or walk_state, True
         grads[a.start : a.stop] = gs
     if first_needed == 0:
         a = actions[0]
+        pool = psi = None  # the product-state VJP needs neither: their memory is free for its temporaries
         grads[a.start : a.stop] = product_vjp(tensors[a.start : a.stop], h, needs[a.start : a.stop])
     return grads

@@ -1,0 +1,120 @@
+"""The bound program's backward: the action tensors' cotangents chained by hand to the inputs (see ``bound``):
+Kronecker blocks to their factors, fused per-wire products to their gates, gates to angles by their shift
+rules, diagonal runs' angle columns and gate angles to the inputs by ``index_add``."""
+
+from __future__ import annotations
+
+import torch
+
+from . import gate_grads, kernels
+from .blocks import kron_vjp as _kron_vjp
+
+
+def input_cotangents(bp, record, grads, inputs, needs) -> list:
+    """Cotangents of ``inputs`` from those of the action tensors (``grads``), chained by hand."""
+    derivs, mats, fused, origins, members = record
+    parts: dict = {}  # (chain, kind) -> ([entries], [cotangents])
+    g_krons: dict = {}
+    g_mats: list = [None] * len(mats)
+    g_runs: list = []
+    for origin, g in zip(origins, grads):
+        if origin is None or g is None:
+            continue
+        kind = origin[0]
+        if kind == "run":
+            g_runs.append((origin[1], g))
+        elif kind in ("vec", "mat", "lead"):
+            entries, values = parts.setdefault((origin[1], kind), ([], []))
+            entries.append(origin[2])
+            values.append(g)
+        elif kind == "kron":
+            g_krons.setdefault(origin[1], {})[origin[2]] = g
+        else:  # "gate": undo the wire order and lead axis of the slot's matrix
+            _, gid, pos, inverse, lead = origin
+            if inverse is not None:
+                g = g.reshape(*g.shape[:-2], *(2,) * (len(inverse) - (g.ndim - 2))).permute(inverse).reshape(g.shape)
+            if lead:
+                g = g[0]
+            _accumulate(g_mats, mats, gid, bp.index((pos,), g.device), g.unsqueeze(0))
+    g_fused: dict = {}
+
+    def into(ci, index, values):
+        F = fused[ci][1][-1]
+        if ci not in g_fused:
+            g_fused[ci] = torch.zeros_like(F)
+        g_fused[ci].index_add_(0, index, values.expand(len(index), *F.shape[1:]))
+
+    for size, got in g_krons.items():
+        refs = bp.krons[size]
+        zero = torch.zeros_like(next(iter(got.values())))
+        G = torch.stack([got.get(b, zero) for b in range(len(refs) // size)])
+        factors = _kron_vjp(members[size], G).reshape(-1, 1, 2, 2)
+        for ci, entries, pick in _kron_scatter(bp, size):
+            device = factors.device
+            into(ci, bp._on(entries, device), factors if pick is None else factors[bp._on(pick, device)])
+    for (ci, kind), (entries, values) in parts.items():
+        g = torch.stack(values)
+        if kind == "vec":  # [m, 2, 1, Bx] -> column 0 of [m, Bx, 2, 2]
+            col = g[:, :, 0, :].transpose(1, 2)
+            g = torch.zeros(*col.shape, 2, dtype=col.dtype, device=col.device)
+            g[..., 0] = col
+        elif kind == "mat":
+            g = g.unsqueeze(1)
+        else:
+            g = g[:, 0]
+        into(ci, bp.index(tuple(entries), g.device), g)
+    for ci, gF in g_fused.items():
+        _chain_vjp(bp, bp.chains[ci], *fused[ci], gF, g_mats, mats)
+    out: list = [None] * len(inputs)
+
+    def scatter(src, index, values):
+        if out[src] is None:
+            out[src] = torch.zeros(inputs[src].numel(), dtype=values.dtype, device=values.device)
+        out[src].index_add_(0, bp._on(index, values.device).reshape(-1), values.reshape(-1))
+
+    for ri, g in g_runs:  # [gates, 1, B|1] angle cotangents from the run's own reduction
+        for src, rows, index in bp.runs[ri]:
+            if needs[src]:
+                scatter(src, index, g[:, 0] if len(rows) == g.shape[0] else g[bp._on(rows, g.device), 0])
+    for gid, gm in enumerate(g_mats):
+        name, _, spec = bp.groups[gid]
+        if gm is None or not any(needs[src] for src, _ in spec):
+            continue
+        for (src, index), gcol in zip(spec, gate_grads.angle_cotangents(derivs[gid], gm)):
+            if needs[src]:
+                scatter(src, index, gcol)
+    return [None if g is None else g.reshape(x.shape).to(x.dtype) for g, x in zip(out, inputs)]
+
+def _kron_scatter(bp, size) -> list:
+    """Per chain among the blocks of ``size``: (chain, its entries, their rows among the factors or None
+    for all of them), built once."""
+    key = ("scatter", size)
+    if key not in bp._consts:
+        refs = bp.krons[size]
+        out = []
+        for ci in sorted({c for c, _ in refs}):
+            pick = [i for i, (c, _) in enumerate(refs) if c == ci]
+            entries = torch.tensor([refs[i][1] for i in pick])
+            out.append((ci, entries, None if len(pick) == len(refs) else torch.tensor(pick)))
+        bp._consts[key] = out
+    return bp._consts[key]
+
+def _chain_vjp(bp, chain, elems, partial, gF, g_mats, mats) -> None:
+    device = gF.device
+    g = gF
+    for j in range(len(elems) - 1, -1, -1):
+        gm = g if j == 0 else torch.matmul(g, partial[j - 1].mH)
+        e = chain.elems[j]
+        if e[0] == "g":
+            gm = kernels.sum_to(gm, elems[j].shape)
+            if not bp.groups[e[1]][1]:
+                gm = gm.squeeze(1)
+            _accumulate(g_mats, mats, e[1], bp._on(e[2], device), gm)
+        if j:
+            g = kernels.sum_to(torch.matmul(elems[j].mH, g), partial[j - 1].shape)
+
+
+def _accumulate(g_mats, mats, gid, positions, g) -> None:
+    if g_mats[gid] is None:
+        g_mats[gid] = torch.zeros_like(mats[gid])
+    g_mats[gid].index_add_(0, positions, g.to(g_mats[gid].dtype))

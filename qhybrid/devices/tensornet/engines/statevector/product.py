@@ -1,0 +1,68 @@
+"""The product state a program starts from (one column vector per wire) and its VJP."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+PRODUCT_VJP_SPLIT_BYTES = 16 << 20
+"""The product-state VJP reduces over one wire value at a time above this cotangent size (memory), in one
+product below it (fewer ops)."""
+
+
+def product_state(vectors: Sequence[torch.Tensor], S: int, B: int, dtype, device) -> torch.Tensor:
+    psi = None
+    for v in vectors:
+        if psi is None:
+            psi = v
+            continue
+        lead = (max(psi.shape[1], v.shape[1]), max(psi.shape[2], v.shape[2]))
+        psi = (psi[:, None] * v[None]).reshape(-1, *lead)
+    if psi is None:
+        psi = torch.ones(1, 1, 1, dtype=dtype, device=device)
+    return psi.expand(psi.shape[0], S, B).contiguous() if psi.shape[1:] != (S, B) else psi
+
+
+def product_vjp(vectors: Sequence[torch.Tensor], h: torch.Tensor, needs) -> list:
+    """Cotangents of the product state's wire vectors from ``h``, the conjugated cotangent of the state.
+
+    For psi = v_0 (x) ... (x) v_{n-1}: g_{v_w} = conj(sum over the other wires of h * prod_{u != w} v_u),
+    from left-contracted cotangents (wires < w) and right products of the vectors (wires > w): O(n) ops
+    and O(2**n) work in all."""
+    n = len(vectors)
+    if n == 0 or not any(needs):
+        return [None] * n
+    S, B = h.shape[1], h.shape[2]
+    last = max(w for w in range(n) if needs[w])
+    right = [None] * n
+    r = torch.ones(1, S, B, dtype=h.dtype, device=h.device)
+    for w in range(n - 1, -1, -1):
+        right[w] = r
+        if w and any(needs[:w]):
+            v = vectors[w]
+            r = (v[:, None] * r[None]).reshape(-1, max(v.shape[1], r.shape[1]), max(v.shape[2], r.shape[2]))
+    out = []
+    left = h
+    for w in range(n):
+        a = left.reshape(2, -1, S, B)
+        small = a.numel() * a.element_size() <= PRODUCT_VJP_SPLIT_BYTES  # fewest ops; else least memory
+        g = None
+        if needs[w]:  # on large states one wire value at a time: a temporary half the size of ``left``
+            g = (a * right[w]).sum(1) if small else torch.stack([(a[i] * right[w]).sum(0) for i in range(2)])
+        out.append(None if g is None else sum_to(g, vectors[w].shape).conj())
+        if w == last:
+            out.extend([None] * (n - w - 1))
+            break
+        v = vectors[w]
+        if small:
+            left = (a * v.unsqueeze(1)).sum(0)
+        else:
+            left = (a[0] * v[0]).addcmul_(a[1], v[1])  # sum over the wire's two values, no state-sized temporary
+    return out
+
+
+def sum_to(t: torch.Tensor, shape) -> torch.Tensor:
+    """``t`` summed over the axes where ``shape`` (same rank) broadcasts."""
+    dims = [i for i, (a, b) in enumerate(zip(t.shape, shape)) if b == 1 and a != 1]
+    return t.sum(dims, keepdim=True) if dims else t
