@@ -84,7 +84,9 @@ def test_a_second_process_takes_the_paths_from_disk_and_ignores_bad_entries(tmp_
     files[4].write_bytes(b"\x00\xff" * 10)
     third = _run(tmp_path)
     assert third["disk_hits"] == WIRES - 4 and third["disk_writes"] == 4  # the bad four planned and rewritten
-    assert third["values"] == first["values"]
+    # the four re-planned within a time budget may take another (as good) path: equal to rounding, not bits
+    again = torch.tensor([float(v) for v in third["values"]], dtype=torch.float64).reshape(WIRES, 3)
+    torch.testing.assert_close(again, got, atol=1e-12, rtol=0)
 
 
 def test_structure_key_ignores_index_numbering_but_not_extents():
