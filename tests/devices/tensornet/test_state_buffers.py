@@ -28,6 +28,17 @@ def _loss(outs):
     return (out * weights).sum()
 
 
+def _ours_and_reference_gradients(seed):
+    """A random circuit's qhybrid adjoint qnode, its inputs, and default.qubit's gradients for them."""
+    spec, n, observables, x, w = random_case(seed)
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method="adjoint")(_circuit(spec, n, observables))
+    ref = qml.QNode(_circuit(spec, n, observables), qml.device("default.qubit", wires=n), interface="torch",
+                    diff_method="backprop")
+    x, w = x.requires_grad_(True), w.requires_grad_(True)
+    want = torch.autograd.grad(_loss(ref(x, w)), (x, w))
+    return ours, x, w, want
+
+
 @pytest.mark.parametrize("bound", [True, False])
 @pytest.mark.parametrize("keep_states", [True, False])
 @pytest.mark.parametrize("seed", range(6))
@@ -35,12 +46,7 @@ def test_a_second_backward_through_the_same_graph_gives_the_same_gradients(seed,
     monkeypatch.setattr(_bound, "ENABLED", bound)
     if not keep_states:
         monkeypatch.setattr(_sv_adjoint, "KEEP_STATES_MAX_BYTES", 0)
-    spec, n, observables, x, w = random_case(2000 + seed)
-    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method="adjoint")(_circuit(spec, n, observables))
-    ref = qml.QNode(_circuit(spec, n, observables), qml.device("default.qubit", wires=n), interface="torch",
-                    diff_method="backprop")
-    x, w = x.requires_grad_(True), w.requires_grad_(True)
-    want = torch.autograd.grad(_loss(ref(x, w)), (x, w))
+    ours, x, w, want = _ours_and_reference_gradients(2000 + seed)
     ours(x, w)  # first call preprocesses; the next ones run the gathered (bound) path
     loss = _loss(ours(x, w))
     first = torch.autograd.grad(loss, (x, w), retain_graph=True)
@@ -99,12 +105,7 @@ def test_the_product_state_vjp_split_for_large_states_matches(seed, monkeypatch)
 
     monkeypatch.setattr(product, "PRODUCT_VJP_SPLIT_BYTES", 0)
     monkeypatch.setattr(_sv_adjoint, "KEEP_STATES_MAX_BYTES", 0)
-    spec, n, observables, x, w = random_case(3000 + seed)
-    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method="adjoint")(_circuit(spec, n, observables))
-    ref = qml.QNode(_circuit(spec, n, observables), qml.device("default.qubit", wires=n), interface="torch",
-                    diff_method="backprop")
-    x, w = x.requires_grad_(True), w.requires_grad_(True)
-    want = torch.autograd.grad(_loss(ref(x, w)), (x, w))
+    ours, x, w, want = _ours_and_reference_gradients(3000 + seed)
     for _ in range(2):
         got = torch.autograd.grad(_loss(ours(x, w)), (x, w))
         for a, r in zip(got, want):
