@@ -231,17 +231,19 @@ def test_isomorphic_cones_run_as_one_execution_per_class(monkeypatch):
     torch.testing.assert_close(value, ref, atol=ATOL, rtol=0)
 
 
-def test_q100_p1_qnode_and_graph_layer_match_the_light_cone_reference():
-    """Q100 at p=1 written as a plain qnode (one Hamiltonian expval) and through GraphQLayer (which builds
-    the circuit and lets the device cut the cones): both against the independent light-cone reference."""
+@pytest.mark.parametrize("p", [1, 2])
+def test_q100_qnode_and_graph_layer_match_the_light_cone_reference(p):
+    """Q100 at p=1 and p=2 written as a plain qnode (one Hamiltonian expval) and through GraphQLayer (which
+    builds the circuit and lets the device cut the cones): both against the independent light-cone reference
+    (p=2's cones are up to 14 wires wide)."""
     n = 100
     edges = _graph(n)
     H = qml.Hamiltonian([1.0] * len(edges), [qml.Z(u) @ qml.Z(v) for u, v in edges])
-    gamma, beta = _angles(1)
+    gamma, beta = _angles(p)
     circuit = _qaoa_qnode(qhybrid.device("tensornet", wires=n), edges, n, H, "best")
     value = circuit(gamma, beta)
     grads = torch.autograd.grad(value, [gamma, beta])
-    layer = qhybrid.GraphQLayer(edges, n_layers=1, output="cost").double()
+    layer = qhybrid.GraphQLayer(edges, n_layers=p, output="cost").double()
     with torch.no_grad():
         layer.gamma.copy_(gamma)
         layer.beta.copy_(beta)

@@ -141,10 +141,12 @@ class StateVectorProgram:
         # the slots whose matrices the actions use (a diagonal run reads its gates' angles, not matrices)
         self.matrix_slots = [si for si in range(len(structure.slots)) if si not in in_runs]
         self.user_matrices = [si for si, slot in enumerate(structure.slots) if slot.kind == "matrix" and si not in in_runs]
+        # a gate without parameters is one of PennyLane's named gates, unitary by definition: only constant
+        # matrices given as data (QubitUnitary, ...) are checked
         self.unitary = all(
-            np_unitary(np.asarray(qml.matrix(tape.operations[slot.op_index])))
-            for slot in structure.slots
-            if slot.kind == "const"
+            np_unitary(np.asarray(qml.matrix(op)))
+            for op in (tape.operations[slot.op_index] for slot in structure.slots if slot.kind == "const")
+            if op.num_params > 0
         )
         self.measure = z_reader(tape, structure) if n > 0 else None
         self.measure_signs = self.measure
