@@ -10,6 +10,8 @@ break; the reason given here is what torch then shows.
 
 from __future__ import annotations
 
+import functools
+import sys
 from typing import Callable, TypeVar
 
 import torch
@@ -25,5 +27,24 @@ COMPILE_BREAK_REASON = (
 
 
 def quantum_boundary(fn: F) -> F:
-    """``fn`` as a call torch.compile leaves out of its graph (run eagerly; autograd still flows)."""
-    return torch.compiler.disable(fn, reason=COMPILE_BREAK_REASON)
+    """``fn`` as a call torch.compile leaves out of its graph (run eagerly; autograd still flows).
+
+    ``torch.compiler.disable`` imports ``torch._dynamo`` (about 1 s, most of ``import qhybrid``), so it is
+    applied at the first call made once something has imported Dynamo; until then nothing can be compiling
+    and ``fn`` runs as it is. The wrapper carries Dynamo's disable marks, so a compiled caller breaks its graph
+    here rather than tracing in.
+    """
+    disabled = None
+
+    @functools.wraps(fn)
+    def boundary(*args, **kwargs):
+        nonlocal disabled
+        if disabled is None:
+            if "torch._dynamo" not in sys.modules:
+                return fn(*args, **kwargs)
+            disabled = torch.compiler.disable(fn, reason=COMPILE_BREAK_REASON)
+        return disabled(*args, **kwargs)
+
+    boundary._torchdynamo_disable = True  # what Dynamo reads of a disabled callee (not inlined, a graph break)
+    boundary._torchdynamo_disable_msg = COMPILE_BREAK_REASON
+    return boundary
