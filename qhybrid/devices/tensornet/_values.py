@@ -19,6 +19,7 @@ _PAULI = {
     "X": [[0, 1], [1, 0]],
     "Y": [[0, -1j], [1j, 0]],
     "Z": [[1, 0], [0, -1]],
+    "0": [1, 0],  # the zero ket: a network's input, cached like the Pauli letters (one per qubit per call)
 }
 
 
@@ -262,7 +263,7 @@ def network_operand(values, o, matrix=None) -> torch.Tensor:
         if o.select is not None:
             t = t[o.select]
     elif o.kind == "zero":
-        t = torch.tensor([1.0, 0.0], dtype=dtype, device=device)
+        t = _pauli_tensor("0", dtype, device)
     elif o.kind == "pauli":
         t = _pauli_tensor(o.letter, dtype, device)
     elif o.kind == "mpo":
