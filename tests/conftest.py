@@ -6,8 +6,10 @@ shared reference helpers (_circuits, _layer_reference, _graph_reference) live he
 folder."""
 
 import sys
+import warnings
 from pathlib import Path
 
+import pennylane as qml
 import pytest
 import torch
 
@@ -32,3 +34,11 @@ def _seed():
 def _private_path_cache(tmp_path, monkeypatch):
     """Contraction paths kept on disk stay within one test (never read from, or written to, ~/.cache)."""
     monkeypatch.setenv("QHYBRID_CACHE_DIR", str(tmp_path / "qhybrid-cache"))
+
+
+@pytest.fixture
+def quiet_pennylane():
+    """PennyLane's deprecation warnings silenced (tests that drive its old-style device API on purpose)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", qml.exceptions.PennyLaneDeprecationWarning)
+        yield

@@ -6,7 +6,6 @@ differentiable. Every check runs the same function on ``default.qubit`` through 
 from __future__ import annotations
 
 import copy
-import warnings
 
 import numpy as np
 import pennylane as qml
@@ -19,11 +18,7 @@ TOL = 1e-10
 WIRES = 3
 
 
-@pytest.fixture(autouse=True)
-def _quiet_pennylane():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qml.exceptions.PennyLaneDeprecationWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_pennylane")
 
 
 def _circuit(params):

@@ -4,7 +4,6 @@ diff_method (issue 20, item 6: it crashed in the state-vector kernels, "cannot r
 
 from __future__ import annotations
 
-import warnings
 
 import pennylane as qml
 import pytest
@@ -15,11 +14,7 @@ import qhybrid
 N = 3
 
 
-@pytest.fixture(autouse=True)
-def _quiet_pennylane():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qml.exceptions.PennyLaneDeprecationWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_pennylane")
 
 
 def _circuit(x, w):

@@ -9,7 +9,6 @@ parameters, broadcast parameters, complex results (state, density matrix).
 
 from __future__ import annotations
 
-import warnings
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -29,11 +28,7 @@ TOL = 1e-10
 NAME = "qhybrid.tensornet"
 
 
-@pytest.fixture(autouse=True)
-def _quiet_pennylane():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qml.exceptions.PennyLaneDeprecationWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_pennylane")
 
 
 # --- registration and capabilities --------------------------------------------------------------

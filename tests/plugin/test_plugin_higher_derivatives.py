@@ -7,7 +7,6 @@ first derivative it returns has no derivative of its own: ``torch.autograd.funct
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import pennylane as qml
@@ -22,11 +21,7 @@ TOL = 1e-10
 NAME = "qhybrid.tensornet"
 
 
-@pytest.fixture(autouse=True)
-def _quiet_pennylane():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qml.exceptions.PennyLaneDeprecationWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_pennylane")
 
 
 def _issue_circuit(x):

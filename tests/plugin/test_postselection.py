@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import warnings
 
 import pennylane as qml
 import pytest
@@ -17,11 +16,7 @@ TOL = 1e-10
 WIRES = 5  # 3 circuit wires and a spare wire per deferred measurement
 
 
-@pytest.fixture(autouse=True)
-def _quiet_pennylane():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qml.exceptions.PennyLaneDeprecationWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_pennylane")
 
 
 def _gates(x):

@@ -5,7 +5,6 @@ through ``qhybrid.qnode``, forward and with a parameter-shift backward."""
 
 from __future__ import annotations
 
-import warnings
 
 import pennylane as qml
 import pytest
@@ -17,11 +16,7 @@ KEYS = ("batches", "executions", "shots")
 SHOTS = [None, 10, (10, 20), ((5, 2), 7)]
 
 
-@pytest.fixture(autouse=True)
-def _quiet_pennylane():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qml.exceptions.PennyLaneDeprecationWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_pennylane")
 
 
 def _body(x):

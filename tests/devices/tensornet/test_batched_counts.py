@@ -8,7 +8,6 @@ the totals and the outcome keys of a random draw.
 from __future__ import annotations
 
 import math
-import warnings
 
 import pennylane as qml
 import pytest
@@ -19,11 +18,7 @@ import qhybrid
 SHOTS = 40
 
 
-@pytest.fixture(autouse=True)
-def _quiet_pennylane():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qml.exceptions.PennyLaneDeprecationWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_pennylane")
 
 
 def _body(x):

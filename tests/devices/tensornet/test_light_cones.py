@@ -50,6 +50,16 @@ def _reference(edges, n, observable, gamma, beta, kind=expval):
     return value, torch.autograd.grad(value, [g, b])
 
 
+def _assert_matches_reference(circuit, edges, n, observable, gamma, beta):
+    """The circuit's value and its gradients for gamma, beta equal the light-cone reference's."""
+    value = circuit(gamma, beta)
+    grads = torch.autograd.grad(value, [gamma, beta])
+    ref, ref_grads = _reference(edges, n, observable, gamma, beta)
+    torch.testing.assert_close(value, ref, atol=ATOL, rtol=0)
+    for g, h in zip(grads, ref_grads):
+        torch.testing.assert_close(g, h, atol=ATOL, rtol=0)
+
+
 @pytest.mark.parametrize("p", [1, 2])
 def test_hamiltonian_on_30_wires_matches_the_light_cone_reference(p):
     n = 30
@@ -59,12 +69,7 @@ def test_hamiltonian_on_30_wires_matches_the_light_cone_reference(p):
     H = _hamiltonian(edges if p == 1 else edges[::4], n, np.random.default_rng(p))
     gamma, beta = _angles(p)
     circuit = _qaoa_qnode(qhybrid.device("tensornet", wires=n), edges, n, H, "adjoint")
-    value = circuit(gamma, beta)
-    grads = torch.autograd.grad(value, [gamma, beta])
-    ref, ref_grads = _reference(edges, n, H, gamma, beta)
-    torch.testing.assert_close(value, ref, atol=ATOL, rtol=0)
-    for g, h in zip(grads, ref_grads):
-        torch.testing.assert_close(g, h, atol=ATOL, rtol=0)
+    _assert_matches_reference(circuit, edges, n, H, gamma, beta)
 
 
 @pytest.mark.parametrize("diff_method", ["parameter-shift", "backprop"])
@@ -74,12 +79,7 @@ def test_other_gradient_methods_on_a_ring(diff_method):
     H = qml.Hamiltonian([0.5, -1.0, 0.25, 2.0], [qml.Z(0) @ qml.Z(1), qml.Z(7) @ qml.Z(8), qml.X(12), qml.Y(20)])
     gamma, beta = _angles(1)
     circuit = _qaoa_qnode(qhybrid.device("tensornet", wires=n), edges, n, H, diff_method)
-    value = circuit(gamma, beta)
-    grads = torch.autograd.grad(value, [gamma, beta])
-    ref, ref_grads = _reference(edges, n, H, gamma, beta)
-    torch.testing.assert_close(value, ref, atol=ATOL, rtol=0)
-    for g, h in zip(grads, ref_grads):
-        torch.testing.assert_close(g, h, atol=ATOL, rtol=0)
+    _assert_matches_reference(circuit, edges, n, H, gamma, beta)
 
 
 @pytest.mark.parametrize("diff_method", ["adjoint", "parameter-shift", "backprop"])
@@ -89,12 +89,7 @@ def test_through_plain_pennylane(diff_method):
     H = qml.dot([0.7, -0.2, 1.1], [qml.Z(edges[0][0]) @ qml.Z(edges[0][1]), qml.X(5), qml.Z(edges[9][0]) @ qml.Z(edges[9][1])])
     gamma, beta = _angles(1)
     circuit = _qaoa_qnode(qml.device("qhybrid.tensornet", wires=n), edges, n, H, diff_method, make=qml.qnode, interface="torch")
-    value = circuit(gamma, beta)
-    grads = torch.autograd.grad(value, [gamma, beta])
-    ref, ref_grads = _reference(edges, n, H, gamma, beta)
-    torch.testing.assert_close(value, ref, atol=ATOL, rtol=0)
-    for g, h in zip(grads, ref_grads):
-        torch.testing.assert_close(g, h, atol=ATOL, rtol=0)
+    _assert_matches_reference(circuit, edges, n, H, gamma, beta)
 
 
 def test_variance_and_sum_observables():

@@ -7,7 +7,6 @@ so with fixed seeds they are deterministic and, with fresh seeds, fail about onc
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import pennylane as qml
@@ -23,11 +22,7 @@ SIGMAS = 5.0
 X, Y = 0.7, -1.1
 
 
-@pytest.fixture(autouse=True)
-def _quiet_pennylane():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", qml.exceptions.PennyLaneDeprecationWarning)
-        yield
+pytestmark = pytest.mark.usefixtures("quiet_pennylane")
 
 
 def _circuit(x, y):
