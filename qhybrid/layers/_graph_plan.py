@@ -24,10 +24,7 @@ import torch
 from ..devices.tensornet._simulate import STATE_MODE_MAX_WIRES
 from ..devices.tensornet.engines.lightcone.classes import tape_classes
 from .._variant import Gather, Variant, tape_parameters
-from ..gradients._execute import execute_variants
-from ..gradients.jpc import get_jpc
-from ..gradients.launcher import Launcher
-from ..interfaces.torch import execute
+from ..interfaces.torch import execute, run_variants
 from ._graph_circuits import Template, build_tape, xx_order
 
 
@@ -136,13 +133,7 @@ def _execute(items, device, diff_method) -> list:
         tapes = [build_tape(plan.template, angles, summed) for plan, angles, summed in items]
         return list(execute(tapes, device, diff_method))
     variants = [Variant(c.tape, None, c.gather.rebound(_inputs(angles))) for c, (_, angles, _) in zip(circuits, items)]
-    jpc = get_jpc(diff_method, device, None)
-    if jpc is None:
-        with torch.no_grad():
-            raw = Launcher(device).run(variants)
-    else:
-        raw = execute_variants(variants, jpc)
-    return [c.post((r[0] if len(r) == 1 else tuple(r),))[0] for c, r in zip(circuits, raw)]
+    return [c.post((r,))[0] for c, r in zip(circuits, run_variants(variants, device, diff_method))]
 
 
 def _collect(result, batch: int, summed: bool) -> torch.Tensor:

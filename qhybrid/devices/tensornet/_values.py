@@ -251,28 +251,24 @@ class _Values:
         return m
 
     def operand(self, o, matrix=None) -> torch.Tensor:
-        return network_operand(self, o, matrix)
-
-
-def network_operand(values, o, matrix=None) -> torch.Tensor:
-    """Operand ``o`` of a network from ``values`` (anything with ``slot(si)``, ``dtype`` and ``device``):
-    a gate's tensor, the zero ket, a Pauli letter, an MPO block or an observable's own matrix."""
-    dtype, device = values.dtype, values.device
-    if o.kind == "slot":
-        t = values.slot(o.slot)
-        if o.select is not None:
-            t = t[o.select]
-    elif o.kind == "zero":
-        t = _pauli_tensor("0", dtype, device)
-    elif o.kind == "pauli":
-        t = _pauli_tensor(o.letter, dtype, device)
-    elif o.kind == "mpo":
-        t = _mpo_tensor(o.data, dtype, device)
-    else:  # "matrix": the observable's own matrix, bra indices first
-        m = typed_tensor(matrix, dtype, device)
-        k = m.shape[-1].bit_length() - 1
-        t = m.reshape((2,) * (2 * k))
-    return t.conj() if o.conj else t
+        """Operand ``o`` of a network: a gate's tensor, the zero ket, a Pauli letter, an MPO block or an
+        observable's own matrix."""
+        dtype, device = self.dtype, self.device
+        if o.kind == "slot":
+            t = self.slot(o.slot)
+            if o.select is not None:
+                t = t[o.select]
+        elif o.kind == "zero":
+            t = _pauli_tensor("0", dtype, device)
+        elif o.kind == "pauli":
+            t = _pauli_tensor(o.letter, dtype, device)
+        elif o.kind == "mpo":
+            t = _mpo_tensor(o.data, dtype, device)
+        else:  # "matrix": the observable's own matrix, bra indices first
+            m = typed_tensor(matrix, dtype, device)
+            k = m.shape[-1].bit_length() - 1
+            t = m.reshape((2,) * (2 * k))
+        return t.conj() if o.conj else t
 
 
 def _column_index(structure: TapeStructure, maps, members: list[int]):

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from .....errors import ContractionTooLargeError
 from ..network.pathfind import PathSettings
-from ..network.programs import ClosedProgram, _closed_terms
+from ..network.programs import ClosedProgram
 
 WHOLE_NETWORK_MAX_ELEMENTS = 1 << 22
 """A measurement with terms too wide for a state vector is contracted as one closed network of the whole
@@ -50,7 +50,7 @@ def closed_program(plain, per_measurement, widths, state_max_wires, structure, s
         # some united light cones are too wide (a QAOA Hamiltonian): those measurements go by classes
         program = ClosedProgram(structure, stacked, stack_size, opts, tape, only=plain) if plain else None
         candidates = []
-    accepted = [m for m in candidates if _small(program, tape.measurements[m], structure)]
+    accepted = [m for m in candidates if _small(program, tape.measurements[m])]
     if not plain and not accepted:
         return None
     program.only = frozenset(plain + accepted)
@@ -72,14 +72,12 @@ def _promising(candidates: list, structure, stacked, stack_size, opts, tape) -> 
     except ContractionTooLargeError:
         return []
     limit = WHOLE_NETWORK_MAX_ELEMENTS * GREEDY_SLACK
-    return [m for m in candidates if _small(program, tape.measurements[m], structure, limit)]
+    return [m for m in candidates if _small(program, tape.measurements[m], limit)]
 
 
-def _small(program: ClosedProgram, mp, structure, limit: float | None = None) -> bool:
+def _small(program: ClosedProgram, mp, limit: float | None = None) -> bool:
     limit = WHOLE_NETWORK_MAX_ELEMENTS if limit is None else limit
-    specs = set(_closed_terms(mp, structure))
-    largest = max((c.plan.largest_intermediate for spec, c in program._terms.items() if spec in specs), default=0)
-    return largest <= limit
+    return program.largest_intermediate(mp) <= limit
 
 
 

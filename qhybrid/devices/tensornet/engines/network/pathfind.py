@@ -305,7 +305,8 @@ def _budgeted_search(problems, found: list[Found], optimizer: str, plan_time: fl
         if seconds < MIN_SEARCH_S:
             continue
         better = _search(problems[k], optimizer, seconds)
-        found[k] = better if _better(better, found[k], max_elements) else _settled(found[k])
+        if _better(better, found[k], max_elements):  # (_find settles every path afterwards)
+            found[k] = better
 
 
 def _rescue(problem: Problem, found: Found, optimizer: str, max_elements: float) -> Found:

@@ -77,6 +77,11 @@ class ClosedProgram:
         coeffs = spec[3] if len(spec) > 3 else ()
         return closed_network(self.structure, self.stacked, self.stack_size, cap, wires, word, coeffs)
 
+    def largest_intermediate(self, mp) -> int:
+        """The largest intermediate (elements) of the networks that measure ``mp``, split sentences by word."""
+        specs = set(_closed_terms(mp, self.structure, self._split))
+        return max((c.plan.largest_intermediate for spec, c in self._terms.items() if spec in specs), default=0)
+
     def _contraction(self, spec, net: Network | None = None, plan: ContractionPlan | None = None) -> _Contraction:
         c = self._terms.get(spec)
         if c is None:

@@ -55,11 +55,7 @@ def _build_krons(tensors: list) -> None:
             groups.setdefault((len(t.members), m.dtype, m.device), []).append(i)
     for (k, _, _), where in groups.items():
         stacked = torch.stack([m for i in where for m in tensors[i].members]).reshape(len(where), k, 2, 2)
-        K = stacked[:, 0]
-        for j in range(1, k):
-            d = 1 << j
-            K = (K[:, :, None, :, None] * stacked[:, j, None, :, None, :]).reshape(len(where), 2 * d, 2 * d)
-        for i, block in zip(where, K.unbind(0)):
+        for i, block in zip(where, kron(stacked).unbind(0)):
             tensors[i] = block
 
 

@@ -8,6 +8,7 @@ import torch
 
 from . import gate_grads, kernels
 from .blocks import kron_vjp as _kron_vjp
+from .product import sum_to
 
 
 def input_cotangents(bp, record, grads, inputs, needs) -> list:
@@ -106,12 +107,12 @@ def _chain_vjp(bp, chain, elems, partial, gF, g_mats, mats) -> None:
         gm = g if j == 0 else torch.matmul(g, partial[j - 1].mH)
         e = chain.elems[j]
         if e[0] == "g":
-            gm = kernels.sum_to(gm, elems[j].shape)
+            gm = sum_to(gm, elems[j].shape)
             if not bp.groups[e[1]][1]:
                 gm = gm.squeeze(1)
             _accumulate(g_mats, mats, e[1], bp._on(e[2], device), gm)
         if j:
-            g = kernels.sum_to(torch.matmul(elems[j].mH, g), partial[j - 1].shape)
+            g = sum_to(torch.matmul(elems[j].mH, g), partial[j - 1].shape)
 
 
 def _accumulate(g_mats, mats, gid, positions, g) -> None:

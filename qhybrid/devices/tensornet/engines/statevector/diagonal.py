@@ -32,6 +32,8 @@ import numpy as np
 import pennylane as qml
 import torch
 
+from .product import sum_to
+
 DIAGONAL_TABLE_MAX_ELEMENTS = 1 << 22
 """A run's angle table has at most this many entries (rows x 2**n; 32 MiB in float64, kept per dtype and
 device with the plan); a longer run is split. G16's cost layer (24 rows x 2**16) is one run."""
@@ -239,8 +241,6 @@ def unapply(psi, h, call: RunCall, ts, needs):
     call.kept = None
     grads: list = [None] * len(ts)
     if any(needs):
-        from .kernels import sum_to  # kernels imports this module
-
         table, _, idx = run.constants(psi.dtype, psi.device)
         hw = h * psi  # [2**n, S, B]
         k = 0

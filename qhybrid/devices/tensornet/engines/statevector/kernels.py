@@ -28,7 +28,7 @@ import torch
 
 from . import diagonal
 from .buffers import StatePool, fresh, into
-from .product import product_state, product_vjp, sum_to  # noqa: F401 - sum_to: the engine's shared helper
+from .product import product_state, product_vjp, sum_to
 
 
 class Action:
