@@ -30,7 +30,7 @@ from collections import OrderedDict
 
 import torch
 
-from ._call_args import CallArgs
+from ._call_args import CallArgs, shaped_like
 from ._compile import quantum_boundary
 from ._variant import Gather, Variant, tape_parameters
 from .interfaces._placement import call_device, place
@@ -110,13 +110,13 @@ class StaticCache:
         """``qnode(*args, **kwargs)``, from the trace of the call's signature where one is kept."""
         key = None if qnode.compile_pipeline else signature(args, kwargs)
         if key is None:  # transforms rewrite the recorded tapes: a qnode carrying any is recorded every call
-            return qnode._call_recorded(args, kwargs)[0]
+            return qnode._call_recorded(args, kwargs)
         trace = self._traces.get(key)
         if trace is None:
             return self._trace(qnode, key, args, kwargs)
         self._traces.move_to_end(key)
         if trace is _UNCACHEABLE:
-            return qnode._call_recorded(args, kwargs)[0]
+            return qnode._call_recorded(args, kwargs)
         trace.reuses += 1
         if self.verify_always or (STATIC_VERIFY_EVERY and trace.reuses % STATIC_VERIFY_EVERY == 0):
             tape, _ = qnode.construct(args, kwargs)
@@ -187,12 +187,7 @@ def _run(qnode, trace: _Trace, inputs, args, kwargs):
     variants = [Variant(trace.template, None, trace.gather.rebound(inputs))]
     shaped = run_variants(variants, qnode.device, qnode.diff_method, qnode.gradient_device)
     (result,) = tuple(trace.post(shaped))
-    result = place(result, call_device(args, kwargs))
-    out = trace.out
-    if isinstance(out, (list, tuple)):
-        result = (result,) if len(out) == 1 else result
-        return type(out)(result)
-    return result
+    return shaped_like(place(result, call_device(args, kwargs)), trace.out)
 
 
 __all__ = ["StaticCache", "StaticStructureWarning", "STATIC_VERIFY_EVERY", "signature", "fingerprint"]

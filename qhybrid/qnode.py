@@ -8,6 +8,7 @@ from typing import Callable
 import pennylane as qml
 from pennylane.measurements import MeasurementProcess
 
+from ._call_args import shaped_like
 from ._capture import Graphs, check_capture, qnode_call
 from ._compile import quantum_boundary
 from ._transforms import PennyLaneQNodeFace, run_pipeline
@@ -94,33 +95,29 @@ class QNode(PennyLaneQNodeFace):
             return qnode_call(self, self._graphs, args, kwargs)
         if self._static is not None:  # the trace of this signature, where one is kept
             return self._static.call(self, args, kwargs)
-        return self._call_recorded(args, kwargs)[0]
+        return self._call_recorded(args, kwargs)
 
     def _call_recorded(self, args, kwargs):
-        """(result, tape, what the function returned): the function recorded and executed."""
+        """The function recorded and executed: its result, shaped like what the function returned."""
         tape, out = self.construct(args, kwargs)
         if self.compile_pipeline:  # PennyLane transforms applied to this qnode
             run = lambda tapes: self._execute(tapes, args, kwargs)  # noqa: E731
-            return run_pipeline(self, tape, out, args, kwargs, run), tape, out
-        return self._shaped(tape, out, args, kwargs), tape, out
+            return run_pipeline(self, tape, out, args, kwargs, run)
+        return self._shaped(tape, out, args, kwargs)
 
     def _shaped(self, tape, out, args, kwargs):
         """The result of a recorded ``tape``, shaped like ``out`` (what the function returned)."""
         (result,) = self._execute([tape], args, kwargs)
-        if isinstance(out, (list, tuple)):
-            result = (result,) if len(out) == 1 else result
-            return type(out)(result)
-        return result
+        return shaped_like(result, out)
 
     def _execute(self, tapes, args, kwargs) -> tuple:
-        params = [p for t in tapes for p in t.get_parameters(trainable_only=False)]
         return execute(
             tapes,
             self.device,
             self.diff_method,
             max_diff=self.max_diff,
             gradient_device=self.gradient_device,
-            result_device=call_device(args, kwargs) or call_device(params),
+            result_device=call_device(args, kwargs),  # else execute places by the tapes' parameters
         )
 
 

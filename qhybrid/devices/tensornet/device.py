@@ -188,7 +188,7 @@ class TensorNetworkDevice(Device):
         max_memory = self.max_memory
         if max_memory is None:
             max_memory = DEFAULT_MEMORY_FRACTION * _available_memory()
-        itemsize = torch.empty((), dtype=self.dtype).element_size()
+        itemsize = self.dtype.itemsize
         paths = PathSettings(self.optimizer, float(max_memory) / itemsize, self.path_cache)
         spread = self.spread_classes
         return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time, spread)
