@@ -35,7 +35,7 @@ def _bind(device, variant: Variant, opts):
         return _UNBOUND  # observables with data, or a circuit measured by light-cone networks
     if any(slot.kind == "prep" for slot in structure.slots):
         return _UNBOUND
-    key = (structure.key, frozenset(), 0, False, opts.dtype, str(opts.device), opts.backend)
+    key = _simulate.plan_key(structure, frozenset(), 0, False, opts)
     program = device._cache.get(key, lambda: VectorProgram(structure, frozenset(), 0, opts, tape))
     bound = BoundProgram.bind(program.program, structure, gather.maps, tape)
     if bound is None:

@@ -136,13 +136,18 @@ def _bound(structure: TapeStructure, group: Sequence[Variant]) -> list[Variant]:
     return [group[0].with_observables_bound(structure.n_op_params)]
 
 
+def plan_key(structure: TapeStructure, stacked: frozenset, stack_size: int, wide: bool, opts: SimOptions) -> tuple:
+    """The plan cache's key of a structure's compiled program (shared with the bound path's lookup)."""
+    return (structure.key, stacked, stack_size, wide, opts.dtype, str(opts.device), opts.backend)
+
+
 def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOptions, cache: PlanCache):
     stacked = _stacked_slots(structure, group)
     stack_size = len(group) if stacked else 0
     # wide circuits measure by light-cone networks, unless a measurement needs the whole state: then the
     # state program's memory guard, not a wire count, decides whether it can be simulated
     wide = len(structure.sim_wires) > STATE_MODE_MAX_WIRES and all(_closed_measurable(mp) for mp in group[0].tape.measurements)
-    key = (structure.key, stacked, stack_size, wide, opts.dtype, str(opts.device), opts.backend)
+    key = plan_key(structure, stacked, stack_size, wide, opts)
     tape = group[0].tape
     if wide:  # which wide program is decided once per structure, by the cache's factory
         narrow = min(CONE_STATE_MAX_WIRES, STATE_MODE_MAX_WIRES)  # cones of at most this many wires: state vectors

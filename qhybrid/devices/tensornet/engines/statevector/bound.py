@@ -62,7 +62,7 @@ class BoundProgram:
     def bind(cls, program, structure, maps, tape) -> "BoundProgram | None":
         if program.stack_size or program.phases or program.user_matrices or not program.unitary:
             return None
-        in_runs = {si for st in program.steps if st.kind == "diagonal" for si in st.data.angles}
+        in_runs = program.in_runs
         by_key: dict[tuple, int] = {}
         groups, slot_group = [], {}
         for si, slot in enumerate(structure.slots):

@@ -137,7 +137,7 @@ class StateVectorProgram:
         self.phases = phases
         # the adjoint walk inverts every action by its conjugate transpose: closed-form gates are unitary,
         # constant ones are checked here once, operators' own matrices (user_matrices) at every run
-        in_runs = {si for st in self.steps if st.kind == "diagonal" for si in st.data.angles}
+        self.in_runs = in_runs = {si for st in self.steps if st.kind == "diagonal" for si in st.data.angles}
         # the slots whose matrices the actions use (a diagonal run reads its gates' angles, not matrices)
         self.matrix_slots = [si for si in range(len(structure.slots)) if si not in in_runs]
         self.user_matrices = [si for si, slot in enumerate(structure.slots) if slot.kind == "matrix" and si not in in_runs]
