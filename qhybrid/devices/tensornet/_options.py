@@ -11,6 +11,7 @@ import torch
 
 from .engines.network.path_cache import PathStore, default_directory
 from .engines.network.pathfind import DEFAULT_PLAN_TIME, PathSettings
+from .engines.mps.settings import MPSSettings
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class SimOptions:
     backend: str = "torch"  # what executes contraction plans (backends.get_backend)
     plan_time: float = DEFAULT_PLAN_TIME  # seconds one structure's path searches may take
     spread_classes: object = False  # cone classes over torch.distributed ranks: True, False or a ProcessGroup
+    mps: MPSSettings | None = None  # method="mps": bond cap, cutoff and truncation log (None: exact methods)
 
 
 @dataclass

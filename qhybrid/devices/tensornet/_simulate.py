@@ -23,6 +23,7 @@ from ._options import CacheInfo, PlanCache, SimOptions
 from ._values import _Values, _stacked_slots
 from .engines.network.programs import ClosedProgram, StateProgram
 from .engines.lightcone.program import CONE_STATE_MAX_WIRES, ConeProgram, cones_apply
+from .engines.mps.run import run_mps
 
 STATE_MODE_MAX_WIRES = 20
 """Circuits on at most this many wires are contracted to their state once and every measurement is read
@@ -96,6 +97,8 @@ def simulate(
 
     Variants of one structure run as one stacked network (a stack index over their differing gates).
     """
+    if opts.mps is not None:  # method="mps": a batched, truncated MPS per variant (engines.mps)
+        return run_mps(variants, device_wires, opts)
     structures: dict[int, TapeStructure] = {}
     groups: dict[tuple, list[int]] = {}
     for i, v in enumerate(variants):

@@ -32,6 +32,8 @@ from .engines.network.pathfind import DEFAULT_PLAN_TIME, PathSettings
 from .engines.lightcone.spread import check_spread_option
 from .readout.readout import ReadoutPlan, plan_readout
 from .readout.sampling import sample_tapes
+from .engines.mps.sample import sample_tapes_mps
+from .engines.mps.settings import TruncationReport, mps_settings
 from ._options import CacheInfo, PlanCache, SimOptions, path_store
 from ._bound import run_bound
 from ._simulate import simulate
@@ -116,6 +118,12 @@ class TensorNetworkDevice(Device):
             a wide circuit's light-cone classes; results are all-gathered, gradients summed (first order), each
             rank gets one process's numbers. Ranks must run the same circuits and parameters (checked); without
             ``torch.distributed`` initialised all runs here (warned once). See ``engines/lightcone/spread.py``.
+        method: ``"auto"`` (default: exact contraction, state vectors, light cones, closed networks) or
+            ``"mps"``: a matrix product state with truncated SVDs (batched, differentiable; "adjoint" and
+            "backprop" are both reverse mode through it), for wide and deep circuits. See docs/MPS.md.
+        max_bond_dim: ``method="mps"`` only: the bond dimension cap (None: no cap, exact).
+        cutoff: ``method="mps"`` only: singular values below ``cutoff`` times the largest of their split are
+            dropped (None: 0, keep all). The last execution's discarded weight is ``dev.last_truncation``.
 
     >>> dev = TensorNetworkDevice(wires=2)
     >>> tape = qml.tape.QuantumScript([qml.Hadamard(0), qml.CNOT([0, 1])], [qml.probs()])
@@ -143,6 +151,9 @@ class TensorNetworkDevice(Device):
         path_cache: bool | str | os.PathLike = True,
         seed=None,
         spread_classes=False,
+        method: str = "auto",
+        max_bond_dim: int | None = None,
+        cutoff: float | None = None,
     ) -> None:
         super().__init__(wires=wires)
         if shots is not None:
@@ -168,6 +179,8 @@ class TensorNetworkDevice(Device):
         self._cache = PlanCache(plan_cache_size)
         self._rng = np.random.default_rng(seed)
         self.spread_classes = check_spread_option(spread_classes)
+        self.method = method
+        self._mps = mps_settings(method, max_bond_dim, cutoff)
 
     @property
     def name(self) -> str:
@@ -181,6 +194,11 @@ class TensorNetworkDevice(Device):
     def clear_plan_cache(self) -> None:
         self._cache.clear()
 
+    @property
+    def last_truncation(self) -> TruncationReport | None:
+        """``method="mps"``: the discarded weight, fidelity estimate and largest bond of the last execution."""
+        return None if self._mps is None else self._mps.log.last
+
     def _options(self, params: Sequence) -> SimOptions:
         device = self.torch_device
         if device is None:
@@ -191,7 +209,7 @@ class TensorNetworkDevice(Device):
         itemsize = self.dtype.itemsize
         paths = PathSettings(self.optimizer, float(max_memory) / itemsize, self.path_cache)
         spread = self.spread_classes
-        return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time, spread)
+        return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time, spread, self._mps)
 
     def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
         """Run each (tape, parameters) variant; variants of one structure share one contraction.
@@ -218,7 +236,7 @@ class TensorNetworkDevice(Device):
 
     def simulate_one_node(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]] | None:
         """``devices._protocol.one_node_results``: one gathered narrow circuit as one autograd node, else None."""
-        return run_bound(self, variants)
+        return None if self._mps is not None else run_bound(self, variants)
 
     def _sample_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
         """Finite-shot results (no gradient through sampling) as torch tensors, one per measurement."""
@@ -230,7 +248,7 @@ class TensorNetworkDevice(Device):
                 )
         tapes = [v.bound_tape(detach=True) for v in variants]
         out = []
-        for tape, res in zip(tapes, sample_tapes(tapes, self.wires, self._run_states, self._rng)):
+        for tape, res in zip(tapes, self._sample_tapes(tapes)):
             items = (res,) if len(tape.measurements) == 1 else tuple(res)
             out.append(tuple(_as_torch_result(r) for r in items))
         return out
@@ -310,7 +328,7 @@ class TensorNetworkDevice(Device):
             for i, r in zip(exact_ids, self._execute_exact([tapes[i] for i in exact_ids])):
                 results[i] = r
         if shot_ids:
-            sampled = sample_tapes([tapes[i] for i in shot_ids], self.wires, self._run_states, self._rng)
+            sampled = self._sample_tapes([tapes[i] for i in shot_ids])
             for i, r in zip(shot_ids, sampled):
                 results[i] = r
         return tuple(results)
@@ -344,6 +362,12 @@ class TensorNetworkDevice(Device):
         ]
         raw = self.simulate_variants(variants)
         return [plan.assemble(r) for plan, r in zip(plans, raw)]
+
+    def _sample_tapes(self, tapes: list[QuantumScript]) -> list:
+        """PennyLane-shaped finite-shot results: sampled from the state, or sequentially from the MPS."""
+        if self._mps is not None:
+            return sample_tapes_mps(tapes, self.wires, self._mps, self._options([]), self._rng)
+        return sample_tapes(tapes, self.wires, self._run_states, self._rng)
 
     def _run_states(self, tapes: list[QuantumScript]) -> list[np.ndarray]:
         with torch.no_grad():

@@ -1,0 +1,90 @@
+"""What ``method="mps"`` runs with, and what its last execution discarded."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+from .....errors import QhybridWarning
+
+DISCARDED_WEIGHT_WARNING = 1e-2
+"""An execution whose summed discarded weight (sum of dropped squared Schmidt coefficients over every
+truncation, the largest over the batch) exceeds this is warned about: its numbers are those of a state
+whose fidelity with the exact one may be below about 99%."""
+
+
+class TruncationWarning(QhybridWarning):
+    """An MPS execution discarded more weight than ``DISCARDED_WEIGHT_WARNING``."""
+
+
+@dataclass(frozen=True)
+class TruncationReport:
+    """Truncation of one device execution (every variant and batch member; worst case over them).
+
+    ``discarded_weight``: summed weight dropped by the truncated SVDs; ``fidelity``: the product over
+    truncations of the kept weight, the usual estimate of |<exact|MPS>|^2; ``max_bond``: the largest bond
+    dimension reached; ``per_variant``: the discarded weight of each variant (a list of floats, one per batch
+    member)."""
+
+    discarded_weight: float
+    fidelity: float
+    max_bond: int
+    per_variant: tuple = ()
+
+
+@dataclass
+class TruncationLog:
+    """Where the engine leaves the report of the last execution (the device reads it)."""
+
+    last: TruncationReport | None = None
+
+
+@dataclass(frozen=True)
+class MPSSettings:
+    """``max_bond_dim`` (None: no cap) and ``cutoff`` (singular values below ``cutoff * s_max`` dropped)."""
+
+    max_bond_dim: int | None = None
+    cutoff: float = 0.0
+    log: TruncationLog = field(default_factory=TruncationLog, compare=False, hash=False)
+
+    def report(self, per_variant: list[tuple[list[float], list[float], int]]) -> TruncationReport:
+        """Keep (and warn about) the truncation of one execution: per variant (discarded, fidelity, bond)."""
+        discarded = max((max(d) for d, _, _ in per_variant), default=0.0)
+        fidelity = min((min(f) for _, f, _ in per_variant), default=1.0)
+        bond = max((b for _, _, b in per_variant), default=1)
+        rep = TruncationReport(discarded, fidelity, bond, tuple(tuple(d) for d, _, _ in per_variant))
+        self.log.last = rep
+        if discarded > DISCARDED_WEIGHT_WARNING:
+            warnings.warn(
+                f"method='mps' discarded a weight of {discarded:.3g} (fidelity estimate {fidelity:.3g}) at "
+                f"max_bond_dim={self.max_bond_dim}, cutoff={self.cutoff}: results are those of the truncated "
+                "state. Raise max_bond_dim for closer numbers (dev.last_truncation has the details).",
+                TruncationWarning,
+                stacklevel=2,
+            )
+        return rep
+
+
+METHODS = ("auto", "mps")
+
+
+def mps_settings(method: str, max_bond_dim, cutoff) -> MPSSettings | None:
+    """The device options ``method``, ``max_bond_dim`` and ``cutoff`` checked, as settings (None: exact).
+
+    >>> mps_settings("mps", 64, None).max_bond_dim
+    64
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
+    if method != "mps":
+        if max_bond_dim is not None or cutoff is not None:
+            raise ValueError(
+                "max_bond_dim and cutoff truncate a matrix product state; they apply to method='mps' only "
+                f"(got method={method!r}). Pass method='mps' with them, or drop them."
+            )
+        return None
+    if max_bond_dim is not None and (isinstance(max_bond_dim, bool) or not isinstance(max_bond_dim, int) or max_bond_dim < 1):
+        raise ValueError(f"max_bond_dim must be a positive int or None (no cap), got {max_bond_dim!r}.")
+    if cutoff is not None and not (0 <= cutoff < 1):
+        raise ValueError(f"cutoff must be a number in [0, 1) or None (keep every singular value), got {cutoff!r}.")
+    return MPSSettings(max_bond_dim, float(cutoff or 0.0))
