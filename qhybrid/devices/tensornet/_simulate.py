@@ -47,7 +47,8 @@ class VectorProgram:
             raise ContractionTooLargeError(
                 f"Simulating the circuit's state needs an intermediate of about {_fmt_bytes(need)} ({elements} "
                 f"elements x {itemsize} bytes), above max_memory={_fmt_bytes(opts.max_memory)}. Use fewer wires "
-                "or a smaller batch, or raise the device's max_memory."
+                "or a smaller batch, raise the device's max_memory, or simulate it approximately as a matrix "
+                "product state: qhybrid.device('tensornet', ..., method=\"mps\", max_bond_dim=64)."
             )
 
     def run(self, values, variant: Variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:

@@ -87,7 +87,8 @@ class ContractionPlan:
         if self._too_wide:
             raise ContractionTooLargeError(
                 "A contraction step touches more than 52 indices; the network is too wide to contract on this "
-                "backend. Measure local observables (their light cones are smaller) or use fewer wires."
+                "backend. Measure local observables (their light cones are smaller), use fewer wires, or simulate it "
+                "approximately as a matrix product state: qhybrid.device('tensornet', ..., method=\"mps\", max_bond_dim=64)."
             )
         for step in self.steps:
             taken = [working.pop(p) for p in step.operands]
@@ -102,7 +103,8 @@ class ContractionPlan:
                 f"Contracting {what} needs an intermediate of about {_fmt_bytes(need)} "
                 f"({self.largest_intermediate} elements x {itemsize} bytes), above max_memory="
                 f"{_fmt_bytes(max_memory)}. Use fewer wires or a smaller batch, measure local observables "
-                "(their light cones are smaller), or raise the device's max_memory."
+                "(their light cones are smaller), raise the device's max_memory, or simulate it approximately as a "
+                "matrix product state: qhybrid.device('tensornet', ..., method=\"mps\", max_bond_dim=64)."
             )
 
 
