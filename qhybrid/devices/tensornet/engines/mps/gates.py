@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from .state import MPS
-from .svd import truncated_split
+from .svd import split
 
 
 def apply_one_site(mps: MPS, mat: torch.Tensor, site: int) -> None:
@@ -87,12 +87,11 @@ def _split_rightwards(mps: MPS, theta: torch.Tensor, start: int, k: int) -> None
     b, l, _, r = theta.shape
     rest = theta.reshape(b, l * 2, -1)
     for j in range(k - 1):
-        u, s, vh, disc = truncated_split(rest, mps.max_bond, mps.cutoff)
-        chi = s.shape[-1]
+        left, right, disc, chi = split(rest, mps.max_bond, mps.cutoff, "right")
         mps.record(disc, chi)
-        mps.sites[start + j] = u.reshape(b, l, 2, chi)
+        mps.sites[start + j] = left.reshape(b, l, 2, chi)
         l = chi
-        rest = (s.to(vh.dtype).unsqueeze(-1) * vh).reshape(b, l * 2, -1)
+        rest = right.reshape(b, l * 2, -1)
     mps.sites[start + k - 1] = rest.reshape(b, l, 2, r)
     mps.centre = start + k - 1
 
@@ -101,11 +100,10 @@ def _split_leftwards(mps: MPS, theta: torch.Tensor, start: int, k: int) -> None:
     b, l, _, r = theta.shape
     rest = theta.reshape(b, -1, 2 * r)
     for j in range(k - 1, 0, -1):
-        u, s, vh, disc = truncated_split(rest, mps.max_bond, mps.cutoff)
-        chi = s.shape[-1]
+        left, right, disc, chi = split(rest, mps.max_bond, mps.cutoff, "left")
         mps.record(disc, chi)
-        mps.sites[start + j] = vh.reshape(b, chi, 2, r)
+        mps.sites[start + j] = right.reshape(b, chi, 2, r)
         r = chi
-        rest = (u * s.to(u.dtype).unsqueeze(-2)).reshape(b, -1, 2 * r)
+        rest = left.reshape(b, -1, 2 * r)
     mps.sites[start] = rest.reshape(b, l, 2, r)
     mps.centre = start

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .svd import stable_svd
+from .svd import split
 
 
 @dataclass
@@ -48,21 +48,17 @@ class MPS:
             i = self.centre
             a = self.sites[i]
             b, l, d, r = a.shape
-            u, s, vh = stable_svd(a.reshape(b, l * d, r))
-            k = s.shape[-1]
-            self.sites[i] = u.reshape(b, l, d, k)
-            sv = s.to(vh.dtype).unsqueeze(-1) * vh
-            self.sites[i + 1] = torch.einsum("bkr,brsq->bksq", sv, self.sites[i + 1])
+            left, right, _, k = split(a.reshape(b, l * d, r), None, 0.0, "right")
+            self.sites[i] = left.reshape(b, l, d, k)
+            self.sites[i + 1] = torch.einsum("bkr,brsq->bksq", right, self.sites[i + 1])
             self.centre = i + 1
         while self.centre > to:
             i = self.centre
             a = self.sites[i]
             b, l, d, r = a.shape
-            u, s, vh = stable_svd(a.reshape(b, l, d * r))
-            k = s.shape[-1]
-            self.sites[i] = vh.reshape(b, k, d, r)
-            us = u * s.to(u.dtype).unsqueeze(-2)
-            self.sites[i - 1] = torch.einsum("blsr,brk->blsk", self.sites[i - 1], us)
+            left, right, _, k = split(a.reshape(b, l, d * r), None, 0.0, "left")
+            self.sites[i] = right.reshape(b, k, d, r)
+            self.sites[i - 1] = torch.einsum("blsr,brk->blsk", self.sites[i - 1], left)
             self.centre = i - 1
 
 

@@ -1,105 +1,58 @@
-"""A batched SVD whose backward stays finite on degenerate and vanishing singular values, and the truncated
-split of a two-sided block that every MPS update is made of.
+"""The truncated split every MPS update is made of, with a backward that stays exact on degenerate spectra
+and finite on vanishing singular values.
 
-The textbook SVD gradient (Wan & Zhang 2019, arXiv:1909.02659; torch's ``svd_backward``) divides by
-``s_j^2 - s_i^2`` and by ``s_i``. MPS of symmetric circuits have exactly degenerate Schmidt spectra (an
-``IsingZZ`` layer on |+...+>) and zero singular values in padded bonds, where torch's own backward returns
-NaN/Inf. Following the tensor-network AD literature (Liao, Liu, Wang & Xiang, PRX 9, 031041 (2019)), both
-reciprocals are broadened to Lorentzians, ``1/x -> x / (x^2 + eps)``: away from degeneracies the gradient is
-the exact one to O(eps); at a degeneracy the broken term, whose numerator vanishes for a gauge-invariant loss
-(every MPS expectation value is one), contributes nothing instead of NaN.
+A split writes a block ``theta`` as ``U_k @ (U_k^H theta)``: ``U_k``, the ``k`` leading left singular vectors,
+is the new isometric site, and ``U_k^H theta`` (renormalised when singular values were dropped) carries the
+norm. Differentiating through ``torch.linalg.svd`` divides by ``s_j^2 - s_i^2`` for every pair and by
+``s_i``: MPS of symmetric circuits have exactly degenerate Schmidt spectra (an ``IsingZZ`` layer on |+...+>)
+and padded bonds have zero singular values, where torch's backward gives NaN/Inf or refuses. Here
+:class:`_KeptBasis` differentiates only ``U_k``, and because ``U_k^H theta`` is recomputed from ``U_k`` the
+product is unchanged by any rotation ``U_k -> U_k W`` of the kept basis: the kept-kept block of the SVD
+gradient is pure gauge and is dropped exactly (no ``1/(s_i - s_j)`` between kept values). What remains are
+the pairs of a kept and a dropped value (the rotation of the kept subspace, Wan & Zhang 2019,
+arXiv:1909.02659, eq. for dU) and, for tall blocks, ``1/s_i`` of kept values; both reciprocals are broadened
+to Lorentzians ``1/x -> x / (x^2 + eps)`` (Liao, Liu, Wang & Xiang, PRX 9, 031041 (2019)), which changes
+nothing unless a kept and a dropped value tie or a kept value is zero (where no gradient exists).
+
+With nothing dropped and ``m <= n`` the gradient is exactly ``U g_right``: the one of the exact state.
 """
 
 from __future__ import annotations
 
 import torch
+from torch.autograd.function import once_differentiable
 
-BROADENING = {torch.float64: 1e-24, torch.float32: 1e-12}
-"""eps of the Lorentzian 1/x -> x/(x^2+eps) per real dtype: x is s_i^2 - s_j^2 (or s_i) of a normalised state,
-so eps ~ (1e-12)^2 in double precision only touches pairs closer than about 1e-12."""
+PAIR_BROADENING = {torch.float64: 1e-12, torch.float32: 1e-8}
+"""eps of the Lorentzian for a kept and a dropped value, x = s_i^2 - s_j^2 of a normalised state: pairs closer
+than about sqrt(eps) (a near-tie at the cut, where the truncated state jumps) get a capped, finite term."""
+
+ZERO_BROADENING = {torch.float64: 1e-24, torch.float32: 1e-14}
+"""eps of the Lorentzian for 1/s_i of a kept value: only values below about sqrt(eps) are touched."""
 
 
-def _inverse(x: torch.Tensor) -> torch.Tensor:
-    eps = BROADENING.get(x.dtype, 1e-12)
+def _inverse(x: torch.Tensor, eps_by_dtype: dict) -> torch.Tensor:
+    eps = eps_by_dtype.get(x.dtype, 1e-12)
     return x / (x * x + eps)
 
 
-class StableSVD(torch.autograd.Function):
-    """``torch.linalg.svd(a, full_matrices=False)`` with a Lorentzian-broadened backward (batched, real or
-    complex). The loss must not depend on the singular vectors' phases (true of every quantity an MPS reads).
-
-    >>> a = torch.randn(3, 4, 4, dtype=torch.float64, requires_grad=True)
-    >>> u, s, vh = StableSVD.apply(a)
-    >>> torch.allclose(u @ torch.diag_embed(s).to(u.dtype) @ vh, a)
-    True
-    """
-
-    @staticmethod
-    def forward(a: torch.Tensor):
-        try:
-            return torch.linalg.svd(a, full_matrices=False)
-        except torch.linalg.LinAlgError:  # gesdd can fail on ill-conditioned input; gesvd is slower but robust
-            if a.device.type == "cuda":
-                return torch.linalg.svd(a, full_matrices=False, driver="gesvd")
-            u, s, vh = torch.linalg.svd(a.cpu().to(torch.complex128 if a.is_complex() else torch.float64), full_matrices=False)
-            return u.to(a), s.to(a.real.dtype if a.is_complex() else a.dtype).to(a.device), vh.to(a)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        u, s, vh = output
-        ctx.save_for_backward(u, s, vh)
-
-    @staticmethod
-    def backward(ctx, gu, gs, gvh):
-        u, s, vh = ctx.saved_tensors
-        return svd_backward(gu, gs, gvh, u, s, vh)
-
-
-def svd_backward(gu, gs, gvh, u, s, vh) -> torch.Tensor:
-    """The gradient of ``a`` from those of its reduced SVD, with broadened reciprocals (see the module)."""
-    m, n = u.shape[-2], vh.shape[-1]
-    cdtype = u.dtype
-    if gu is None and gvh is None:
-        return u @ (gs.to(cdtype).unsqueeze(-1) * vh)
-    s_c = s.to(cdtype)
-    diff = s.unsqueeze(-2) ** 2 - s.unsqueeze(-1) ** 2  # [j, k] = s_k^2 - s_j^2
-    f = _inverse(diff)
-    f.diagonal(0, -2, -1).zero_()
-    f = f.to(cdtype)
-    inv_s = _inverse(s).to(cdtype)
-    g = torch.zeros(u.shape[:-2] + (s.shape[-1], s.shape[-1]), dtype=cdtype, device=u.device)
-    uhgu = None
-    if gu is not None:
-        uhgu = u.mH @ gu
-        g = g + (f * (uhgu - uhgu.mH)) * s_c.unsqueeze(-2)
-    if gvh is not None:
-        gv = gvh.mH
-        vhgv = vh @ gv
-        g = g + s_c.unsqueeze(-1) * (f * (vhgv - vhgv.mH))
-    if gs is not None:
-        g = g + torch.diag_embed(gs.to(cdtype))
-    if u.is_complex() and uhgu is not None:
-        d = uhgu.diagonal(0, -2, -1)
-        g = g + torch.diag_embed(1j * d.imag.to(cdtype) * inv_s)
-    if m > n and gu is not None:
-        gus = gu * inv_s.unsqueeze(-2)
-        return (u @ g + gus - u @ (u.mH @ gus)) @ vh
-    if m < n and gvh is not None:
-        sgvh = inv_s.unsqueeze(-1) * gvh
-        return u @ (g @ vh + sgvh - (sgvh @ vh.mH) @ vh)
-    return u @ g @ vh
-
-
-def stable_svd(a: torch.Tensor):
-    """``(u, s, vh)`` of a batch of matrices; through :class:`StableSVD` only where a gradient is recorded."""
-    if torch.is_grad_enabled() and a.requires_grad:
-        return StableSVD.apply(a)
-    return StableSVD.forward(a)
+def _svd(a: torch.Tensor):
+    try:
+        return torch.linalg.svd(a, full_matrices=False)
+    except torch.linalg.LinAlgError:  # gesdd can fail on ill-conditioned input; gesvd is slower but robust
+        driver = "gesvd" if a.device.type == "cuda" else None
+        if driver is not None:
+            return torch.linalg.svd(a, full_matrices=False, driver=driver)
+        u, s, vh = torch.linalg.svd(a + torch.finfo(a.real.dtype).eps * torch.randn_like(a), full_matrices=False)
+        return u, s, vh
 
 
 def kept_rank(s: torch.Tensor, max_bond: int | None, cutoff: float) -> int:
     """How many singular values a batch keeps: those above ``cutoff * s_max`` in any member, at most
-    ``max_bond`` (one rank for the whole batch, so every member's tensors keep one shape)."""
+    ``max_bond`` (one rank for the whole batch, so every member's tensors keep one shape).
+
+    >>> kept_rank(torch.tensor([[1.0, 0.5, 1e-9]]), None, 1e-6)
+    2
+    """
     k = s.shape[-1]
     if cutoff > 0:
         keep = s > cutoff * s[..., :1]
@@ -109,17 +62,75 @@ def kept_rank(s: torch.Tensor, max_bond: int | None, cutoff: float) -> int:
     return k
 
 
-def truncated_split(theta: torch.Tensor, max_bond: int | None, cutoff: float):
-    """``theta`` ``[B, m, n]`` as ``u [B, m, k]``, ``s [B, k]`` (renormalised to the kept weight) and
-    ``vh [B, k, n]``, and the discarded weight ``[B]`` (sum of the dropped s^2 over the total)."""
-    u, s, vh = stable_svd(theta)
-    k = kept_rank(s, max_bond, cutoff)
+class _KeptBasis(torch.autograd.Function):
+    """``theta [B, m, n] -> (U_k [B, m, k], s [B, r])``: the kept left singular vectors (differentiable, see
+    the module) and every singular value (not differentiable; read for the discarded weight)."""
+
+    @staticmethod
+    def forward(theta, max_bond, cutoff):
+        u, s, vh = _svd(theta)
+        k = kept_rank(s, max_bond, cutoff)
+        return u[..., :k], s, u, vh
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        uk, s, u, vh = output
+        ctx.save_for_backward(u, s, vh)
+        ctx.k = uk.shape[-1]
+        ctx.mark_non_differentiable(s, u, vh)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g_uk, _gs, _gu, _gvh):
+        u, s, vh = ctx.saved_tensors
+        return kept_basis_backward(g_uk, u, s, vh, ctx.k), None, None
+
+
+def kept_basis_backward(g_uk: torch.Tensor, u, s, vh, k: int) -> torch.Tensor:
+    """The gradient of ``theta`` from that of ``U_k`` (kept-kept block dropped as gauge; see the module)."""
+    m, r = u.shape[-2], s.shape[-1]
+    cdtype = u.dtype
+    gu = torch.zeros_like(u)
+    gu[..., :k] = g_uk
+    uhgu = u.mH @ gu
+    j = uhgu - uhgu.mH
+    s2 = s * s
+    f = _inverse(s2.unsqueeze(-2) - s2.unsqueeze(-1), PAIR_BROADENING)  # [a, b] = 1/(s_b^2 - s_a^2)
+    f[..., :k, :k] = 0  # rotations among kept vectors are gauge: U_k^H theta follows them
+    f[..., k:, k:] = 0  # dropped-dropped: no cotangent
+    g = (f.to(cdtype) * j) * s.to(cdtype).unsqueeze(-2)
+    out = u @ g @ vh
+    if m > r:  # tall: the kept columns also turn out of theta's column space
+        gus = (gu - u @ uhgu) * _inverse(s, ZERO_BROADENING).to(cdtype).unsqueeze(-2)
+        out = out + gus @ vh
+    return out
+
+
+def split(theta: torch.Tensor, max_bond: int | None, cutoff: float, centre: str):
+    """``theta`` ``[B, m, n]`` as ``left [B, m, k] @ right [B, k, n]``, truncated. ``centre="right"``: ``left``
+    is an isometry and ``right`` carries the norm; ``"left"``: the reverse. Returns left, right, the
+    discarded weight ``[B]`` (dropped s^2 over the total, detached) and k. Dropping renormalises the kept
+    part to the whole weight.
+
+    >>> theta = torch.randn(2, 4, 6, dtype=torch.complex128)
+    >>> left, right, discarded, k = split(theta, None, 0.0, "right")
+    >>> torch.allclose(left @ right, theta), k, discarded.tolist()
+    (True, 4, [0.0, 0.0])
+    """
+    if centre == "left":
+        right, left, discarded, k = split(theta.mH, max_bond, cutoff, "right")
+        return left.mH, right.mH, discarded, k
+    uk, s, _, _ = _KeptBasis.apply(theta, max_bond, cutoff)
+    k = uk.shape[-1]
+    right = uk.mH @ theta
+    if k == s.shape[-1]:
+        return uk, right, torch.zeros_like(s[..., 0]), k
     total = (s * s).sum(-1)
-    if k < s.shape[-1]:
-        kept = (s[..., :k] ** 2).sum(-1)
-        discarded = (1 - kept / total.clamp_min(torch.finfo(total.dtype).tiny)).detach()
-        u, s, vh = u[..., :k], s[..., :k], vh[..., :k, :]
-        s = s * torch.rsqrt(kept.clamp_min(torch.finfo(kept.dtype).tiny)).unsqueeze(-1) * total.sqrt().unsqueeze(-1)
-    else:
-        discarded = torch.zeros_like(total)
-    return u, s, vh, discarded
+    tiny = torch.finfo(total.dtype).tiny
+    kept = (s[..., :k] ** 2).sum(-1)
+    discarded = (1 - kept / total.clamp_min(tiny)).detach()
+    # renormalise to the whole weight (the norm of theta), differentiably
+    whole = (theta.abs() ** 2).sum((-2, -1))
+    part = (right.abs() ** 2).sum((-2, -1))
+    right = right * torch.sqrt(whole / part.clamp_min(tiny)).to(right.dtype)[..., None, None]
+    return uk, right, discarded, k
