@@ -6,8 +6,8 @@ is the new isometric site, and ``U_k^H theta`` (renormalised when singular value
 norm. Differentiating through ``torch.linalg.svd`` divides by ``s_j^2 - s_i^2`` for every pair and by
 ``s_i``: MPS of symmetric circuits have exactly degenerate Schmidt spectra (an ``IsingZZ`` layer on |+...+>)
 and padded bonds have zero singular values, where torch's backward gives NaN/Inf or refuses. Here
-:class:`_KeptBasis` differentiates only ``U_k``, and because ``U_k^H theta`` is recomputed from ``U_k`` the
-product is unchanged by any rotation ``U_k -> U_k W`` of the kept basis: the kept-kept block of the SVD
+:class:`_Split` differentiates ``U_k`` and ``U_k^H theta`` together, and because the second follows the
+first the product is unchanged by any rotation ``U_k -> U_k W`` of the kept basis: the kept-kept block of the SVD
 gradient is pure gauge and is dropped exactly (no ``1/(s_i - s_j)`` between kept values). What remains are
 the pairs of a kept and a dropped value (the rotation of the kept subspace, Wan & Zhang 2019,
 arXiv:1909.02659, eq. for dU) and, for tall blocks, ``1/s_i`` of kept values; both reciprocals are broadened
@@ -62,47 +62,69 @@ def kept_rank(s: torch.Tensor, max_bond: int | None, cutoff: float) -> int:
     return k
 
 
-class _KeptBasis(torch.autograd.Function):
-    """``theta [B, m, n] -> (U_k [B, m, k], s [B, r])``: the kept left singular vectors (differentiable, see
-    the module) and every singular value (not differentiable; read for the discarded weight)."""
+class _Split(torch.autograd.Function):
+    """``theta [B, m, n] -> (U_k [B, m, k], S_k Vh_k [B, k, n], s [B, r])``: the kept left singular vectors,
+    ``U_k^H theta`` (both differentiable, see the module) and every singular value (not differentiable)."""
 
     @staticmethod
     def forward(theta, max_bond, cutoff):
         u, s, vh = _svd(theta)
         k = kept_rank(s, max_bond, cutoff)
-        return u[..., :k], s, u, vh
+        right = s[..., :k, None].to(vh.dtype) * vh[..., :k, :]
+        return u[..., :k], right, s, u, vh
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        uk, s, u, vh = output
+        uk, _, s, u, vh = output
         ctx.save_for_backward(u, s, vh)
         ctx.k = uk.shape[-1]
         ctx.mark_non_differentiable(s, u, vh)
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, g_uk, _gs, _gu, _gvh):
+    def backward(ctx, g_left, g_right, _gs, _gu, _gvh):
         u, s, vh = ctx.saved_tensors
-        return kept_basis_backward(g_uk, u, s, vh, ctx.k), None, None
+        return split_backward(g_left, g_right, u, s, vh, ctx.k), None, None
 
 
-def kept_basis_backward(g_uk: torch.Tensor, u, s, vh, k: int) -> torch.Tensor:
-    """The gradient of ``theta`` from that of ``U_k`` (kept-kept block dropped as gauge; see the module)."""
+def split_backward(g_left, g_right, u, s, vh, k: int) -> torch.Tensor:
+    """The gradient of ``theta`` from those of ``U_k`` and ``U_k^H theta`` (see the module).
+
+    With ``theta = U S Vh`` (reduced, r values) and the cotangent of ``U_k`` being ``g_left + theta g_right^H``
+    (``right`` depends on ``U_k``), the in-range part ``U^H theta g_right^H = S Vh g_right^H`` is written from
+    the factors, so the ``1/s`` of tall blocks only meets ``g_left``, which vanishes with ``s`` column by
+    column: no cancellation of large terms divided by small values.
+    """
     m, r = u.shape[-2], s.shape[-1]
     cdtype = u.dtype
-    gu = torch.zeros_like(u)
-    gu[..., :k] = g_uk
-    uhgu = u.mH @ gu
-    j = uhgu - uhgu.mH
+    lead = u.shape[:-2]
+    s_c = s.to(cdtype)
+    out = None
+    if g_right is not None:
+        out = u[..., :k] @ g_right
+    pad = torch.zeros(*lead, r, r, dtype=cdtype, device=u.device)
+    if g_left is not None:
+        gu = torch.zeros_like(u)
+        gu[..., :k] = g_left
+        uhgu = u.mH @ gu
+        pad = pad + uhgu
+    if g_right is not None:
+        pad[..., :k] = pad[..., :k] + (s_c.unsqueeze(-1) * vh) @ g_right.mH
+    j = pad - pad.mH
     s2 = s * s
     f = _inverse(s2.unsqueeze(-2) - s2.unsqueeze(-1), PAIR_BROADENING)  # [a, b] = 1/(s_b^2 - s_a^2)
     f[..., :k, :k] = 0  # rotations among kept vectors are gauge: U_k^H theta follows them
     f[..., k:, k:] = 0  # dropped-dropped: no cotangent
-    g = (f.to(cdtype) * j) * s.to(cdtype).unsqueeze(-2)
-    out = u @ g @ vh
-    if m > r:  # tall: the kept columns also turn out of theta's column space
+    if k < r:
+        g = (f.to(cdtype) * j) * s_c.unsqueeze(-2)
+        term = u @ g @ vh
+        out = term if out is None else out + term
+    if m > r and g_left is not None:  # tall: the kept columns also turn out of theta's column space
         gus = (gu - u @ uhgu) * _inverse(s, ZERO_BROADENING).to(cdtype).unsqueeze(-2)
-        out = out + gus @ vh
+        term = gus @ vh
+        out = term if out is None else out + term
+    if out is None:
+        out = torch.zeros(*lead, m, vh.shape[-1], dtype=cdtype, device=u.device)
     return out
 
 
@@ -120,9 +142,8 @@ def split(theta: torch.Tensor, max_bond: int | None, cutoff: float, centre: str)
     if centre == "left":
         right, left, discarded, k = split(theta.mH, max_bond, cutoff, "right")
         return left.mH, right.mH, discarded, k
-    uk, s, _, _ = _KeptBasis.apply(theta, max_bond, cutoff)
+    uk, right, s, _, _ = _Split.apply(theta, max_bond, cutoff)
     k = uk.shape[-1]
-    right = uk.mH @ theta
     if k == s.shape[-1]:
         return uk, right, torch.zeros_like(s[..., 0]), k
     total = (s * s).sum(-1)
