@@ -118,11 +118,10 @@ def run_default_tensor(circuit, n, chi, args, trainable):
     tape = qml.workflow.construct_tape(qml.QNode(circuit, dev))(*plain)
     local = [m for m in tape.measurements if len(m.wires) == 1]
     others = [m for m in tape.measurements if len(m.wires) != 1]
+    tapes = [qml.tape.QuantumScript(tape.operations, group) for group in (local, others) if group]
     out = []
-    for group in (local, others):
-        if group:
-            res = dev.execute([qml.tape.QuantumScript(tape.operations, group)])[0]
-            out.extend(np.atleast_1d(res) if len(group) == 1 else res)
+    for group, res in zip([g for g in (local, others) if g], qml.execute(tapes, dev, diff_method=None)):
+        out.extend([res] if len(group) == 1 else res)
     return torch.tensor(np.array([np.asarray(o).reshape(-1) for o in out])), None, None
 
 

@@ -44,6 +44,12 @@ def vqe_is_variational(result):
         ),
         ("train_moons_vqc", ["--epochs", "1", "--samples", "60", "--n-layers", "2"], "train_moons_vqc.png", None),
         ("qnode_vqe", ["--epochs", "2", "--n-layers", "1"], "qnode_vqe.png", vqe_is_variational),
+        (
+            "train_mps_classifier",
+            ["--epochs", "1", "--limit", "32", "--batch-size", "16", "--n-qubits", "8", "--n-layers", "1", "--chi", "4"],
+            "train_mps_classifier.png",
+            None,
+        ),
     ],
 )
 def test_example_runs_and_saves_its_plot(name, argv, png, check, tmp_path, capsys):
