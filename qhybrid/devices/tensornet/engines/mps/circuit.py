@@ -10,7 +10,7 @@ import torch
 
 from .....errors import UnsupportedOperationError
 from ..._gates import constant_matrix, fast_matrix, generic_matrix, global_phase, has_fast_builder
-from .gates import apply_gate, apply_one_site
+from .gates import apply_gate, apply_one_site, entry_site
 from .schedule import schedule
 from .state import MPS, product_state
 
@@ -120,7 +120,7 @@ def _apply_fused(mps: MPS, gates: list) -> None:
     order = schedule([sites for sites, _ in multi], mps.n_sites)
     for pos, j in enumerate(order):
         sites, mat = multi[j]
-        towards = min(multi[order[pos + 1]][0]) if pos + 1 < len(order) else None
+        towards = entry_site(multi[order[pos + 1]][0]) if pos + 1 < len(order) else None
         apply_gate(mps, mat, list(sites), towards)
     for s, m in pending.items():
         apply_one_site(mps, m, s)

@@ -36,6 +36,19 @@ def in_site_order(mat: torch.Tensor, sites) -> tuple[torch.Tensor, list[int]]:
     return t.permute(perm).reshape(*lead, 1 << k, 1 << k), [sites[j] for j in order]
 
 
+def entry_site(sites) -> int:
+    """The first site :func:`apply_gate` touches for a gate on ``sites`` (where the centre should wait):
+    the first SWAP's left site when the wires are apart, else the leftmost wire.
+
+    >>> entry_site((7, 2)), entry_site((3, 4))
+    (6, 3)
+    """
+    ordered = sorted(sites)
+    if len(ordered) > 1 and ordered[1] > ordered[0] + 1:
+        return ordered[1] - 1
+    return ordered[0]
+
+
 def apply_gate(mps: MPS, mat: torch.Tensor, sites, towards: int | None = None) -> None:
     """``mat`` (``[2**k, 2**k]`` or batched ``[B, ...]``, first wire most significant) on ``sites``.
 
