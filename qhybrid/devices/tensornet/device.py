@@ -31,9 +31,8 @@ from ._autograd import execute_traced, is_traced
 from .engines.network.pathfind import DEFAULT_PLAN_TIME, PathSettings
 from .engines.lightcone.spread import check_spread_option
 from .readout.readout import ReadoutPlan, plan_readout
-from .readout.sampling import sample_tapes
-from .engines.mps.sample import sample_tapes_mps
-from .engines.mps.settings import TruncationReport, mps_settings
+from .engines.mps.settings import mps_settings
+from ._mps_method import MPSMethod
 from ._options import CacheInfo, PlanCache, SimOptions, path_store
 from ._bound import run_bound
 from ._simulate import simulate
@@ -78,7 +77,7 @@ def _available_memory() -> float:
 
 @simulator_tracking
 @single_tape_support
-class TensorNetworkDevice(Device):
+class TensorNetworkDevice(MPSMethod, Device):
     """Tensor-network simulator whose results and gradients are torch tensors on the parameters' device.
 
     It is also the PennyLane device ``"qhybrid.tensornet"`` (``qml.device("qhybrid.tensornet", wires=4)``):
@@ -118,12 +117,8 @@ class TensorNetworkDevice(Device):
             a wide circuit's light-cone classes; results are all-gathered, gradients summed (first order), each
             rank gets one process's numbers. Ranks must run the same circuits and parameters (checked); without
             ``torch.distributed`` initialised all runs here (warned once). See ``engines/lightcone/spread.py``.
-        method: ``"auto"`` (default: exact contraction, state vectors, light cones, closed networks) or
-            ``"mps"``: a matrix product state with truncated SVDs (batched, differentiable; "adjoint" and
-            "backprop" are both reverse mode through it), for wide and deep circuits. See docs/MPS.md.
-        max_bond_dim: ``method="mps"`` only: the bond dimension cap (None: no cap, exact).
-        cutoff: ``method="mps"`` only: singular values below ``cutoff`` times the largest of their split are
-            dropped (None: 0, keep all). The last execution's discarded weight is ``dev.last_truncation``.
+        method: ``"auto"`` (exact methods) or ``"mps"``, a truncated matrix product state with ``max_bond_dim``
+            (None: no cap) and ``cutoff`` (None: keep all); ``dev.last_truncation``. See docs/MPS.md.
 
     >>> dev = TensorNetworkDevice(wires=2)
     >>> tape = qml.tape.QuantumScript([qml.Hadamard(0), qml.CNOT([0, 1])], [qml.probs()])
@@ -151,9 +146,7 @@ class TensorNetworkDevice(Device):
         path_cache: bool | str | os.PathLike = True,
         seed=None,
         spread_classes=False,
-        method: str = "auto",
-        max_bond_dim: int | None = None,
-        cutoff: float | None = None,
+        method: str = "auto", max_bond_dim: int | None = None, cutoff: float | None = None,
     ) -> None:
         super().__init__(wires=wires)
         if shots is not None:
@@ -179,8 +172,7 @@ class TensorNetworkDevice(Device):
         self._cache = PlanCache(plan_cache_size)
         self._rng = np.random.default_rng(seed)
         self.spread_classes = check_spread_option(spread_classes)
-        self.method = method
-        self._mps = mps_settings(method, max_bond_dim, cutoff)
+        self.method, self._mps = method, mps_settings(method, max_bond_dim, cutoff)
 
     @property
     def name(self) -> str:
@@ -193,11 +185,6 @@ class TensorNetworkDevice(Device):
 
     def clear_plan_cache(self) -> None:
         self._cache.clear()
-
-    @property
-    def last_truncation(self) -> TruncationReport | None:
-        """``method="mps"``: the discarded weight, fidelity estimate and largest bond of the last execution."""
-        return None if self._mps is None else self._mps.log.last
 
     def _options(self, params: Sequence) -> SimOptions:
         device = self.torch_device
@@ -362,12 +349,6 @@ class TensorNetworkDevice(Device):
         ]
         raw = self.simulate_variants(variants)
         return [plan.assemble(r) for plan, r in zip(plans, raw)]
-
-    def _sample_tapes(self, tapes: list[QuantumScript]) -> list:
-        """PennyLane-shaped finite-shot results: sampled from the state, or sequentially from the MPS."""
-        if self._mps is not None:
-            return sample_tapes_mps(tapes, self.wires, self._mps, self._options([]), self._rng)
-        return sample_tapes(tapes, self.wires, self._run_states, self._rng)
 
     def _run_states(self, tapes: list[QuantumScript]) -> list[np.ndarray]:
         with torch.no_grad():
