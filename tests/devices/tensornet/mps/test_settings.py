@@ -1,5 +1,8 @@
 """The device options of method="mps", and the truncation they cause: reported, bounded, warned about."""
 
+import contextlib
+import warnings
+
 import numpy as np
 import pennylane as qml
 import pytest
@@ -58,7 +61,7 @@ def test_errors_shrink_with_bond_dimension_and_vanish_with_the_discarded_weight(
     errors, discarded = [], []
     for chi in (2, 8, 32):
         dev = qhybrid.device("tensornet", wires=n, method="mps", max_bond_dim=chi)
-        with pytest.warns() if chi < 32 else _no_warning():
+        with pytest.warns(TruncationWarning) if chi < 32 else _truncation_warnings("error"):
             out = torch.stack(qhybrid.qnode(dev)(circuit)(w))
         errors.append(float((out - exact).abs().max()))
         discarded.append(dev.last_truncation.discarded_weight)
@@ -66,16 +69,12 @@ def test_errors_shrink_with_bond_dimension_and_vanish_with_the_discarded_weight(
     assert errors[0] > errors[1] and errors[2] < 1e-10
 
 
-class _no_warning:
-    def __enter__(self):
-        import warnings
-
-        self._ctx = warnings.catch_warnings()
-        self._ctx.__enter__()
-        warnings.simplefilter("error", TruncationWarning)
-
-    def __exit__(self, *exc):
-        self._ctx.__exit__(*exc)
+@contextlib.contextmanager
+def _truncation_warnings(action: str):
+    """Truncation warnings turned into errors ("error") or silenced ("ignore") inside the block."""
+    with warnings.catch_warnings():
+        warnings.simplefilter(action, TruncationWarning)
+        yield
 
 
 def test_cutoff_drops_small_schmidt_values():
@@ -105,7 +104,7 @@ def test_degenerate_spectra_give_finite_gradients():
 
     for chi in (None, 2):
         dev = qhybrid.device("tensornet", wires=n, method="mps", max_bond_dim=chi)
-        with _warnings_ignored():
+        with _truncation_warnings("ignore"):
             value = qhybrid.qnode(dev, diff_method="backprop")(circuit)(gamma, beta)
         grads = torch.autograd.grad(value, [gamma, beta])
         assert all(torch.isfinite(g).all() for g in grads)
@@ -113,15 +112,3 @@ def test_degenerate_spectra_give_finite_gradients():
             ref = qml.QNode(circuit, qml.device("default.qubit", wires=n), interface="torch")(gamma, beta)
             for a, b in zip(grads, torch.autograd.grad(ref, [gamma, beta])):
                 assert torch.allclose(a, b, atol=1e-9)
-
-
-class _warnings_ignored:
-    def __enter__(self):
-        import warnings
-
-        self._ctx = warnings.catch_warnings()
-        self._ctx.__enter__()
-        warnings.simplefilter("ignore", TruncationWarning)
-
-    def __exit__(self, *exc):
-        self._ctx.__exit__(*exc)
