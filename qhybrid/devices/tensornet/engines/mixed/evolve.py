@@ -1,0 +1,70 @@
+"""Density-matrix steps on a ``[4**n, S, B]`` tensor: the vectorised ``rho`` as a state of ``2 n`` wires, ket
+wires ``0 .. n-1`` then bra wires ``n .. 2n-1`` (``rho[k, b]`` at row ``k * 2**n + b``), stack and batch last.
+
+A unitary ``U`` on wires ``W`` is ``U`` on the ket wires and ``conj(U)`` on the bra wires: the pure engine's
+kernels (``engines.statevector.kernels``) applied twice, never the ``4**k`` superoperator of a unitary. A channel
+is its superoperator (``channels``) on the ket and bra wires together. The initial state is a product of one
+``2 x 2`` density matrix per wire (the single-wire operators that come before a wire's first multi-wire operator
+act there), or of a prepared state's block.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Sequence
+
+import torch
+
+from ..statevector import kernels
+
+_LETTERS = string.ascii_letters
+
+
+def apply_matrix(rho: torch.Tensor, m: torch.Tensor, wires: Sequence[int], n: int, lead: bool) -> torch.Tensor:
+    """``m`` (``[D, D]``, or ``[S|1, B|1, D, D]`` with ``lead``) on ``wires`` of the ``n``-wire state ``rho``:
+    one matmul where the wires are adjacent and ascending, else an einsum."""
+    k = len(wires)
+    q = wires[0]
+    if tuple(wires) == tuple(range(q, q + k)):
+        if lead:
+            return kernels.apply_lead(rho, m, q, k)
+        return kernels.apply_plain(rho, m, q, k)
+    return kernels.apply_scattered(rho, m, list(wires), n, lead)
+
+
+def apply_unitary(rho: torch.Tensor, u: torch.Tensor, wires: Sequence[int], n: int, lead: bool) -> torch.Tensor:
+    """``U rho U^dagger`` on the density matrix of ``n`` wires (``U`` on ket wires, ``conj(U)`` on bra wires)."""
+    rho = apply_matrix(rho, u, wires, 2 * n, lead)
+    return apply_matrix(rho, u.conj(), [n + w for w in wires], 2 * n, lead)
+
+
+def apply_superoperator(rho: torch.Tensor, s: torch.Tensor, wires: Sequence[int], n: int, lead: bool) -> torch.Tensor:
+    """A channel's superoperator ``s`` (``[4**k, 4**k]``, ket bits then bra bits) on ``wires`` of ``rho``."""
+    return kernels.apply_scattered(rho, s, list(wires) + [n + w for w in wires], 2 * n, lead)
+
+
+def local_unitary(rho: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """``U rho U^dagger`` on small density matrices ``[..., D, D]`` (lead axes broadcast)."""
+    return u @ rho @ u.mH
+
+
+def local_superoperator(rho: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """A superoperator ``[..., D*D, D*D]`` on small density matrices ``[..., D, D]``."""
+    d = rho.shape[-1]
+    lead = torch.broadcast_shapes(rho.shape[:-2], s.shape[:-2])
+    vec = rho.reshape(*rho.shape[:-2], d * d, 1)
+    return (s @ vec).reshape(*lead, d, d)
+
+
+def product_density(blocks: Sequence[tuple[tuple[int, ...], torch.Tensor]], n: int, S: int, B: int) -> torch.Tensor:
+    """``[4**n, S, B]`` density matrix of a product of blocks ``(wires, rho_block)`` covering every wire once,
+    each block ``[S|1, B|1, D, D]``: one einsum of the outer product, ket letters before bra letters."""
+    ket, bra = _LETTERS[:n], _LETTERS[n : 2 * n]
+    s, b = _LETTERS[2 * n], _LETTERS[2 * n + 1]
+    terms, operands = [], []
+    for wires, block in blocks:
+        k = len(wires)
+        operands.append(block.expand(S, B, *block.shape[2:]).reshape(S, B, *(2,) * (2 * k)))
+        terms.append(s + b + "".join(ket[w] for w in wires) + "".join(bra[w] for w in wires))
+    eq = ",".join(terms) + "->" + ket + bra + s + b
+    return torch.einsum(eq, *operands).reshape(1 << (2 * n), S, B)
