@@ -43,6 +43,17 @@ def apply_superoperator(rho: torch.Tensor, s: torch.Tensor, wires: Sequence[int]
     return kernels.apply_scattered(rho, s, list(wires) + [n + w for w in wires], 2 * n, lead)
 
 
+def apply_monomial(rho: torch.Tensor, src: torch.Tensor, phases: torch.Tensor | None, n: int) -> torch.Tensor:
+    """A basis permutation with phases (``psi'[x] = phases[x] psi[src[x]]``) on both sides of ``rho``: rows
+    gathered by ``src`` (scaled by the phases), then columns (scaled by their conjugates)."""
+    d = 1 << n
+    lead = rho.shape[1:]
+    out = rho.reshape(d, -1).index_select(0, src).reshape(d, d, -1).index_select(1, src)
+    if phases is not None:
+        out = out * phases[:, None, None] * phases.conj()[None, :, None]
+    return out.reshape(d * d, *lead)
+
+
 def local_unitary(rho: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """``U rho U^dagger`` on small density matrices ``[..., D, D]`` (lead axes broadcast)."""
     return u @ rho @ u.mH

@@ -6,6 +6,9 @@ list of steps on the full density matrix, then run on one group's operand values
   the full state); state preparations give their wires' block. The blocks' outer product is the first full state.
 * **Fusion.** Later single-wire operators wait on their wire and are composed (unitaries as one ``2 x 2`` matrix,
   a run with a channel in it as one ``4 x 4`` superoperator) until a multi-wire operator touches the wire.
+* **Monomials.** Parameter-free gates with one non-zero per row (CNOT, CZ, SWAP, Toffoli) are basis
+  permutations with phases found at plan time; consecutive ones compose, and each run costs two gathers
+  (rows, then columns of ``rho``) instead of two matmuls per gate.
 * **Steps.** A unitary is applied to the ket and bra wires (``evolve.apply_unitary``), a channel as its
   superoperator. Everything is torch ops: backprop (and the device's VJP, torch reverse mode through this
   program) differentiates gates and channel parameters alike, to any order.
@@ -16,13 +19,15 @@ the device's ``max_memory``. Reverse mode keeps the state before each step (``st
 
 from __future__ import annotations
 
+import numpy as np
 import pennylane as qml
 import torch
 
 from .....errors import ContractionTooLargeError
 from ..network.plan import _fmt_bytes
 from .channels import superoperator
-from .evolve import apply_superoperator, apply_unitary, local_superoperator, local_unitary, product_density
+from ..statevector.blocks import _full_monomial, _monomial
+from .evolve import apply_monomial, apply_superoperator, apply_unitary, local_superoperator, local_unitary, product_density
 from .measure import DensityReader
 
 
@@ -75,8 +80,18 @@ class MixedProgram:
                 continue
             flush(slot.wires)
             started.update(slot.wires)
+            mono = _monomial(np.asarray(qml.matrix(tape.operations[slot.op_index]))) if slot.kind == "const" else None
+            if mono is not None:  # a permutation with phases: two gathers, composed with the one before
+                src, vals = _full_monomial(n, slot.wires, *mono)
+                if self.steps and self.steps[-1][0] == "monomial":
+                    src0, vals0 = self.steps[-1][1]
+                    src, vals = src0[src], vals * vals0[src]
+                    self.steps.pop()
+                self.steps.append(("monomial", (src, vals), ()))
+                continue
             self.steps.append(("channel" if slot.kind == "channel" else "unitary", (si,), slot.wires))
         flush(sorted(pending))
+        self._monomials: dict = {}
         self.matrix_slots = [si for si, s in enumerate(structure.slots) if s.kind in ("fast", "const", "matrix")]
 
     # --- run ----------------------------------------------------------------------------------------
@@ -92,15 +107,37 @@ class MixedProgram:
         S = lead_shape[0] if self.stacked else 1
         B = self.structure.batch_size or 1
         rho = product_density(self._blocks(values), self.n, S, B)
-        for kind, slots, wires in self.steps:
-            if kind == "fused":
-                kind, m = self._fused(values, slots)
-            else:
-                m = self._operator(values, slots[0])
-            apply = apply_unitary if kind == "unitary" else apply_superoperator
-            lead = m.shape[0] != 1 or m.shape[1] != 1
-            rho = apply(rho, m if lead else m[0, 0], wires, self.n, lead)
+        for step in self.steps:
+            rho = self.apply_step(rho, values, step, transpose=False)
         return rho
+
+    def apply_step(self, rho: torch.Tensor, values, step, transpose: bool) -> torch.Tensor:
+        """One step on ``rho``; ``transpose``: its transpose instead (the Heisenberg picture's step back on an
+        observable ``vec(O^T)``: ``Tr(O S(rho)) = vec(O^T) . S vec(rho)``)."""
+        kind, slots, wires = step
+        if kind == "monomial":
+            return apply_monomial(rho, *self._monomial_tensors(step, values, transpose), self.n)
+        if kind == "fused":
+            kind, m = self._fused(values, slots)
+        else:
+            m = self._operator(values, slots[0])
+        if transpose:
+            m = m.mT
+        apply = apply_unitary if kind == "unitary" else apply_superoperator
+        lead = m.shape[0] != 1 or m.shape[1] != 1
+        return apply(rho, m if lead else m[0, 0], wires, self.n, lead)
+
+    def _monomial_tensors(self, step, values, transpose: bool):
+        key = (id(step), transpose, values.dtype, str(values.device))
+        hit = self._monomials.get(key)
+        if hit is None:
+            src, vals = step[1]
+            if transpose:  # o'[src[x]] = v[x] o[x]
+                inv = np.argsort(src)
+                src, vals = inv, vals[inv]
+            phases = None if np.allclose(vals, 1) else torch.as_tensor(vals, dtype=values.dtype, device=values.device)
+            hit = self._monomials[key] = (torch.as_tensor(src, device=values.device), phases)
+        return hit
 
     def _operator(self, values, si: int) -> torch.Tensor:
         """A slot's matrix (gate) or superoperator (channel) with lead axes ``[S|1, B|1]``."""
