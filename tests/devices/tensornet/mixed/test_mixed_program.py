@@ -16,16 +16,6 @@ TOL = 1e-10
 N = 3
 
 
-@pytest.fixture(autouse=True)
-def _double_default():
-    """default.mixed builds the Kraus operators of numeric (non-tensor) channel parameters beside torch ones in
-    torch's default dtype: float32 would round the reference itself to 1e-8."""
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
-
-
 def _measurements(n):
     h = qml.Hamiltonian([0.3, -0.7, 0.5], [qml.Z(0) @ qml.X(1), qml.Y(n - 1), qml.X(0) @ qml.Y(1) @ qml.Z(2)])
     return [

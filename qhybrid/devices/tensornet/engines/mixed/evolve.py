@@ -48,10 +48,44 @@ def apply_monomial(rho: torch.Tensor, src: torch.Tensor, phases: torch.Tensor | 
     gathered by ``src`` (scaled by the phases), then columns (scaled by their conjugates)."""
     d = 1 << n
     lead = rho.shape[1:]
-    out = rho.reshape(d, -1).index_select(0, src).reshape(d, d, -1).index_select(1, src)
+    inv = _inverse(src)
+    out = _Gather.apply(rho.reshape(d, -1), 0, src, inv)
+    out = _Gather.apply(out.reshape(d, d, -1), 1, src, inv)
     if phases is not None:
         out = out * phases[:, None, None] * phases.conj()[None, :, None]
     return out.reshape(d * d, *lead)
+
+
+_INVERSES: dict = {}
+
+
+def _inverse(src: torch.Tensor) -> torch.Tensor:
+    """The inverse permutation of ``src`` (kept beside it: a program reuses its permutations every call)."""
+    key = (src.data_ptr(), src.numel(), str(src.device))
+    hit = _INVERSES.get(key)
+    if hit is None or hit[0] is not src:
+        inv = torch.empty_like(src)
+        inv[src] = torch.arange(src.numel(), device=src.device)
+        if len(_INVERSES) > 256:
+            _INVERSES.clear()
+        hit = _INVERSES[key] = (src, inv)
+    return hit[1]
+
+
+class _Gather(torch.autograd.Function):
+    """``x.index_select(dim, perm)`` for a permutation, whose backward is the inverse gather (not a scatter-add)."""
+
+    @staticmethod
+    def forward(x, dim, perm, inverse):
+        return x.index_select(dim, perm)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.dim, ctx.perm, ctx.inverse = inputs[1], inputs[2], inputs[3]
+
+    @staticmethod
+    def backward(ctx, g):
+        return _Gather.apply(g, ctx.dim, ctx.inverse, ctx.perm), None, None, None
 
 
 def local_unitary(rho: torch.Tensor, u: torch.Tensor) -> torch.Tensor:

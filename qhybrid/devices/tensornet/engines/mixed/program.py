@@ -28,6 +28,7 @@ from ..network.plan import _fmt_bytes
 from .channels import superoperator
 from ..statevector.blocks import _full_monomial, _monomial
 from .evolve import apply_monomial, apply_superoperator, apply_unitary, local_superoperator, local_unitary, product_density
+from .heisenberg import heisenberg_applies, heisenberg_expvals
 from .measure import DensityReader
 
 
@@ -98,6 +99,9 @@ class MixedProgram:
 
     def run(self, values, variant, structure, lead_shape) -> list[torch.Tensor]:
         values.prefetch(self.matrix_slots)
+        measurements = variant.tape.measurements
+        if heisenberg_applies(self, measurements, int(np.prod(lead_shape, dtype=int))):
+            return heisenberg_expvals(self, values, measurements, lead_shape)
         rho = self.final_state(values, lead_shape)
         reader = DensityReader(rho, self.n, lead_shape, structure.sim_wires, values.dtype)
         return [reader.measure(mp) for mp in variant.tape.measurements]
