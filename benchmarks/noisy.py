@@ -5,7 +5,7 @@ A step is one forward + backward (gradients for the weights and the inputs x). d
 child process with a wall-clock cap, so a step that does not finish is reported as "did not finish in X s"
 instead of stalling the run. Figures go to benchmarks/results/noise.md with the load average beside them.
 
-    python -m benchmarks.noisy            # NW1 at batch 8 and 128, noisy SEL 10 qubits x 2 layers, batch 16
+    python -m benchmarks.noisy            # NW1 at batch 8 and 128, noisy SEL 10 qubits x 2 layers, batch 4
     python -m benchmarks.noisy --quick    # one repeat each, default.mixed capped at 60 s
 """
 
@@ -39,7 +39,7 @@ class NoisyWorkload:
 WORKLOADS = {
     "NW1-b8": NoisyWorkload("NW1-b8", 8, 8, 4),
     "NW1-b128": NoisyWorkload("NW1-b128", 8, 128, 4),
-    "NSEL10-b16": NoisyWorkload("NSEL10-b16", 10, 16, 2),
+    "NSEL10-b4": NoisyWorkload("NSEL10-b4", 10, 4, 2),
 }
 
 
