@@ -1,9 +1,11 @@
-"""Density-matrix steps on a ``[4**n, S, B]`` tensor: the vectorised ``rho`` as a state of ``2 n`` wires, ket
-wires ``0 .. n-1`` then bra wires ``n .. 2n-1`` (``rho[k, b]`` at row ``k * 2**n + b``), stack and batch last.
+"""Density-matrix steps on a ``[4**n, S, B]`` tensor: the vectorised ``rho`` as a state of ``2 n`` wires, wire ``w``'s
+ket bit at position ``2 w`` and its bra bit at ``2 w + 1`` (interleaved: ``rho[k, b]`` at row ``interleave(k, b)``),
+stack and batch last.
 
 A unitary ``U`` on wires ``W`` is ``U`` on the ket wires and ``conj(U)`` on the bra wires: the pure engine's
 kernels (``engines.statevector.kernels``) applied twice, never the ``4**k`` superoperator of a unitary. A channel
-is its superoperator (``channels``) on the ket and bra wires together. The initial state is a product of one
+is its superoperator (``channels``) on the ket and bra wires together; for one wire those are adjacent, so it is
+one matmul of a ``4 x 4`` matrix with no transposed copy of the state. The initial state is a product of one
 ``2 x 2`` density matrix per wire (the single-wire operators that come before a wire's first multi-wire operator
 act there), or of a prepared state's block.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import string
 from typing import Sequence
 
+import numpy as np
 import torch
 
 from ..statevector import kernels
@@ -34,26 +37,47 @@ def apply_matrix(rho: torch.Tensor, m: torch.Tensor, wires: Sequence[int], n: in
 
 def apply_unitary(rho: torch.Tensor, u: torch.Tensor, wires: Sequence[int], n: int, lead: bool) -> torch.Tensor:
     """``U rho U^dagger`` on the density matrix of ``n`` wires (``U`` on ket wires, ``conj(U)`` on bra wires)."""
-    rho = apply_matrix(rho, u, wires, 2 * n, lead)
-    return apply_matrix(rho, u.conj(), [n + w for w in wires], 2 * n, lead)
+    rho = apply_matrix(rho, u, [2 * w for w in wires], 2 * n, lead)
+    return apply_matrix(rho, u.conj(), [2 * w + 1 for w in wires], 2 * n, lead)
 
 
 def apply_superoperator(rho: torch.Tensor, s: torch.Tensor, wires: Sequence[int], n: int, lead: bool) -> torch.Tensor:
     """A channel's superoperator ``s`` (``[4**k, 4**k]``, ket bits then bra bits) on ``wires`` of ``rho``."""
-    return kernels.apply_scattered(rho, s, list(wires) + [n + w for w in wires], 2 * n, lead)
+    return apply_matrix(rho, s, [2 * w for w in wires] + [2 * w + 1 for w in wires], 2 * n, lead)
 
 
 def apply_monomial(rho: torch.Tensor, src: torch.Tensor, phases: torch.Tensor | None, n: int) -> torch.Tensor:
-    """A basis permutation with phases (``psi'[x] = phases[x] psi[src[x]]``) on both sides of ``rho``: rows
-    gathered by ``src`` (scaled by the phases), then columns (scaled by their conjugates)."""
-    d = 1 << n
-    lead = rho.shape[1:]
-    inv = _inverse(src)
-    out = _Gather.apply(rho.reshape(d, -1), 0, src, inv)
-    out = _Gather.apply(out.reshape(d, d, -1), 1, src, inv)
+    """A basis permutation with phases on both sides of ``rho``: ``src`` / ``phases`` are its action on the
+    ``4**n`` rows (``monomial_rows``), one gather (and one multiply where some phase is not 1)."""
+    out = _Gather.apply(rho, 0, src, _inverse(src))
     if phases is not None:
-        out = out * phases[:, None, None] * phases.conj()[None, :, None]
-    return out.reshape(d * d, *lead)
+        out = out * phases.reshape(-1, *(1,) * (rho.ndim - 1))
+    return out
+
+
+def spread(x: np.ndarray, n: int) -> np.ndarray:
+    """Bit ``j`` of ``x`` (``n`` bits) moved to bit ``2 j``."""
+    out = np.zeros_like(x)
+    for j in range(n):
+        out |= ((x >> j) & 1) << (2 * j)
+    return out
+
+
+def interleave(k: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """Rows of the entries ``rho[k, b]`` in the interleaved layout."""
+    return (spread(k, n) << 1) | spread(b, n)
+
+
+def monomial_rows(src: np.ndarray, vals: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A basis permutation ``psi'[x] = vals[x] psi[src[x]]`` of ``n`` wires as its action on the density
+    matrix's ``4**n`` rows: ``rho'[k, b] = vals[k] conj(vals[b]) rho[src[k], src[b]]``."""
+    d = 1 << n
+    k, b = np.divmod(np.arange(d * d), d)
+    rows = np.empty(d * d, dtype=np.int64)
+    rows[interleave(k, b, n)] = interleave(src[k], src[b], n)
+    phases = np.empty(d * d, dtype=complex)
+    phases[interleave(k, b, n)] = vals[k] * np.conj(vals[b])
+    return rows, phases
 
 
 _INVERSES: dict = {}
@@ -106,10 +130,11 @@ def product_density(blocks: Sequence[tuple[tuple[int, ...], torch.Tensor]], n: i
     each block ``[S|1, B|1, D, D]``: one einsum of the outer product, ket letters before bra letters."""
     ket, bra = _LETTERS[:n], _LETTERS[n : 2 * n]
     s, b = _LETTERS[2 * n], _LETTERS[2 * n + 1]
+    out = "".join(k + r for k, r in zip(ket, bra))
     terms, operands = [], []
     for wires, block in blocks:
         k = len(wires)
         operands.append(block.expand(S, B, *block.shape[2:]).reshape(S, B, *(2,) * (2 * k)))
         terms.append(s + b + "".join(ket[w] for w in wires) + "".join(bra[w] for w in wires))
-    eq = ",".join(terms) + "->" + ket + bra + s + b
+    eq = ",".join(terms) + "->" + out + s + b
     return torch.einsum(eq, *operands).reshape(1 << (2 * n), S, B)

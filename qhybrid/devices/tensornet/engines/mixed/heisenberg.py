@@ -65,7 +65,8 @@ def heisenberg_expvals(program, values, measurements, lead_shape) -> list[torch.
     B = program.structure.batch_size or 1
     ket, bra = _LETTERS[:n], _LETTERS[n : 2 * n]
     m, s, b = _LETTERS[2 * n : 2 * n + 3]
-    terms, operands = [ket + bra + m], [o.reshape(*(2,) * (2 * n), -1)]
+    layout = "".join(k + r for k, r in zip(ket, bra))  # evolve's interleaved order
+    terms, operands = [layout + m], [o.reshape(*(2,) * (2 * n), -1)]
     for (w,), block in program._blocks(values):
         terms.append(s + b + ket[w] + bra[w])
         operands.append(block.expand(S, B, 2, 2))

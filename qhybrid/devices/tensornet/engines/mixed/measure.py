@@ -17,6 +17,7 @@ from pennylane.measurements import DensityMatrixMP, ExpectationMP, ProbabilityMP
 
 from .....errors import UnsupportedOperationError
 from ..._gates import typed_tensor
+from .evolve import interleave
 
 _LETTERS = string.ascii_letters
 
@@ -25,7 +26,7 @@ PAULI_GATHER_MAX_ELEMENTS = 1 << 24
 
 
 def _word_reader(word: dict, position: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Flat entries ``(k ^ x) * 2**n + k`` and coefficients ``c_k`` with ``Tr(P rho) = sum_k c_k rho[k ^ x, k]``."""
+    """Rows of the entries ``rho[k ^ x, k]`` and coefficients ``c_k`` with ``Tr(P rho) = sum_k c_k rho[k ^ x, k]``."""
     x = y = z = 0
     for w, letter in word.items():
         bit = 1 << (n - 1 - position[w])
@@ -43,7 +44,7 @@ def _word_reader(word: dict, position: dict, n: int) -> tuple[np.ndarray, np.nda
         parity ^= masked & 1
         masked = masked >> 1
     coef = ((-1j) ** bin(y).count("1")) * (1 - 2 * parity)
-    return (k ^ x) * (1 << n) + k, coef
+    return interleave(k ^ x, k, n), coef
 
 
 class DensityReader:
@@ -77,8 +78,9 @@ class DensityReader:
     def diagonal(self) -> torch.Tensor:
         """Probabilities of every basis state, ``[2**n, L]`` (real)."""
         if self._diag is None:
-            step = (1 << self.n) + 1
-            self._diag = self.flat[::step].real
+            k = np.arange(1 << self.n)
+            index = torch.as_tensor(interleave(k, k, self.n), device=self.flat.device)
+            self._diag = self.flat.index_select(0, index).real
         return self._diag
 
     def reduced(self, wires) -> torch.Tensor:
@@ -92,7 +94,8 @@ class DensityReader:
                 bra[i] = ket[i]  # traced out
         lead = _LETTERS[2 * n]
         out = lead + "".join(ket[i] for i in keep) + "".join(bra[i] for i in keep)
-        red = torch.einsum("".join(ket) + "".join(bra) + lead + "->" + out, t)
+        layout = "".join(k + b for k, b in zip(ket, bra))  # evolve's interleaved order
+        red = torch.einsum(layout + lead + "->" + out, t)
         return red.reshape(-1, 1 << k, 1 << k)
 
     def pauli_expval(self, sentence) -> torch.Tensor:
@@ -153,7 +156,7 @@ class DensityReader:
                 f"{type(mp).__name__} is not an analytic measurement of a density matrix; run the circuit with shots."
             )
         mapped = mp.map_wires(self.position)
-        rho = self.flat.reshape(1 << self.n, 1 << self.n, -1).permute(2, 0, 1)
+        rho = self.reduced(self.wires)  # [L, 2**n, 2**n]
         out = mixed_measure(mapped, rho.reshape(-1, *(2,) * (2 * self.n)), is_state_batched=True)
         out = torch.as_tensor(out)
         return out.reshape(self.lead_shape + tuple(out.shape[1:]))

@@ -8,7 +8,7 @@ list of steps on the full density matrix, then run on one group's operand values
   a run with a channel in it as one ``4 x 4`` superoperator) until a multi-wire operator touches the wire.
 * **Monomials.** Parameter-free gates with one non-zero per row (CNOT, CZ, SWAP, Toffoli) are basis
   permutations with phases found at plan time; consecutive ones compose, and each run costs two gathers
-  (rows, then columns of ``rho``) instead of two matmuls per gate.
+  (one gather of ``rho``'s rows) instead of two matmuls per gate.
 * **Steps.** A unitary is applied to the ket and bra wires (``evolve.apply_unitary``), a channel as its
   superoperator. Everything is torch ops: backprop (and the device's VJP, torch reverse mode through this
   program) differentiates gates and channel parameters alike, to any order.
@@ -27,7 +27,7 @@ from .....errors import ContractionTooLargeError
 from ..network.plan import _fmt_bytes
 from .channels import superoperator
 from ..statevector.blocks import _full_monomial, _monomial
-from .evolve import apply_monomial, apply_superoperator, apply_unitary, local_superoperator, local_unitary, product_density
+from .evolve import apply_monomial, monomial_rows, apply_superoperator, apply_unitary, local_superoperator, local_unitary, product_density
 from .heisenberg import heisenberg_applies, heisenberg_expvals
 from .measure import DensityReader
 
@@ -88,7 +88,7 @@ class MixedProgram:
                     src0, vals0 = self.steps[-1][1]
                     src, vals = src0[src], vals * vals0[src]
                     self.steps.pop()
-                self.steps.append(("monomial", (src, vals), ()))
+                self.steps.append(("monomial", (src, vals), ()))  # rows of rho built at the first run
                 continue
             self.steps.append(("channel" if slot.kind == "channel" else "unitary", (si,), slot.wires))
         flush(sorted(pending))
@@ -135,7 +135,7 @@ class MixedProgram:
         key = (id(step), transpose, values.dtype, str(values.device))
         hit = self._monomials.get(key)
         if hit is None:
-            src, vals = step[1]
+            src, vals = monomial_rows(*step[1], self.n)
             if transpose:  # o'[src[x]] = v[x] o[x]
                 inv = np.argsort(src)
                 src, vals = inv, vals[inv]
