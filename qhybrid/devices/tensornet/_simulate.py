@@ -144,7 +144,7 @@ def plan_key(structure: TapeStructure, stacked: frozenset, stack_size: int, wide
 
 def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOptions, cache: PlanCache):
     if has_channels(structure):  # noisy circuits: the density-matrix engine (engines.mixed)
-        return run_mixed(structure, _bound(structure, group), opts, cache)
+        return run_mixed(structure, _bound(structure, group), opts, cache, simulate)
     stacked = _stacked_slots(structure, group)
     stack_size = len(group) if stacked else 0
     # wide circuits measure by light-cone networks, unless a measurement needs the whole state: then the

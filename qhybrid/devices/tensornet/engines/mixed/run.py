@@ -7,6 +7,7 @@ from typing import Sequence
 
 from ..._values import _Values, _stacked_slots
 from .program import MixedProgram
+from .trajectories import run_trajectories
 
 
 def has_channels(structure) -> bool:
@@ -14,9 +15,12 @@ def has_channels(structure) -> bool:
     return any(slot.kind == "channel" for slot in structure.slots)
 
 
-def run_mixed(structure, group: Sequence, opts, cache) -> list[tuple]:
+def run_mixed(structure, group: Sequence, opts, cache, simulate_pure=None) -> list[tuple]:
     """Results of a group of variants of one noisy structure (observables already bound to the tapes), each a
-    tuple with one tensor per measurement; variants that differ in parameters run as one stacked program."""
+    tuple with one tensor per measurement; variants that differ in parameters run as one stacked program.
+    With ``opts.noise == "trajectories"`` they run as pure-state trajectories through ``simulate_pure``."""
+    if getattr(opts, "noise", "exact") == "trajectories":
+        return run_trajectories(group, opts, simulate_pure, structure.sim_wires, cache)
     stacked = _stacked_slots(structure, group)
     stack_size = len(group) if stacked else 0
     key = ("mixed", structure.key, stacked, stack_size, opts.dtype, str(opts.device))
