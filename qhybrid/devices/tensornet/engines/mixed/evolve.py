@@ -128,6 +128,12 @@ def local_superoperator(rho: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
 def product_density(blocks: Sequence[tuple[tuple[int, ...], torch.Tensor]], n: int, S: int, B: int) -> torch.Tensor:
     """``[4**n, S, B]`` density matrix of a product of blocks ``(wires, rho_block)`` covering every wire once,
     each block ``[S|1, B|1, D, D]``: one einsum of the outer product, ket letters before bra letters."""
+    if all(len(wires) == 1 for wires, _ in blocks):  # one wire each, in wire order: Kronecker products
+        out = None
+        for (w,), block in sorted(blocks, key=lambda item: item[0]):
+            vec = block.expand(S, B, 2, 2).reshape(S, B, 4)
+            out = vec if out is None else (out[..., :, None] * vec[..., None, :]).reshape(S, B, -1)
+        return out.permute(2, 0, 1).contiguous()
     ket, bra = _LETTERS[:n], _LETTERS[n : 2 * n]
     s, b = _LETTERS[2 * n], _LETTERS[2 * n + 1]
     out = "".join(k + r for k, r in zip(ket, bra))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import string
 
 import numpy as np
+import opt_einsum
 import torch
 from pennylane.measurements import ExpectationMP
 
@@ -23,6 +24,9 @@ from .measure import _word_reader
 
 HEISENBERG_MIN_RATIO = 2
 """The Heisenberg walk is used when the samples x stacked rows are at least this many times the observables."""
+
+EXPRESSION_CACHE_SIZE = 64
+"""Contraction expressions (one per structure and batch shape) kept before the cache is emptied."""
 
 _LETTERS = string.ascii_letters
 
@@ -70,5 +74,21 @@ def heisenberg_expvals(program, values, measurements, lead_shape) -> list[torch.
     for (w,), block in program._blocks(values):
         terms.append(s + b + ket[w] + bra[w])
         operands.append(block.expand(S, B, 2, 2))
-    out = torch.einsum(",".join(terms) + "->" + m + s + b, *operands).real
+    eq = ",".join(terms) + "->" + m + s + b
+    out = _contraction(eq, tuple(tuple(t.shape) for t in operands))(*operands, backend="torch").real
     return [r.reshape(lead_shape) for r in out.unbind(0)]
+
+
+_EXPRESSIONS: dict = {}
+
+
+def _contraction(eq: str, shapes: tuple):
+    """opt_einsum's contraction of ``eq`` for these shapes, its path found once (``torch.einsum`` searches a
+    many-operand path again on every call)."""
+    key = (eq, shapes)
+    expr = _EXPRESSIONS.get(key)
+    if expr is None:
+        if len(_EXPRESSIONS) > EXPRESSION_CACHE_SIZE:
+            _EXPRESSIONS.clear()
+        expr = _EXPRESSIONS[key] = opt_einsum.contract_expression(eq, *shapes, optimize="greedy")
+    return expr

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..._values import _Values, _stacked_slots
+from .cones import cone_plan, cones_apply, run_cones
 from .program import MixedProgram
 from .trajectories import run_trajectories
 
@@ -21,6 +22,8 @@ def run_mixed(structure, group: Sequence, opts, cache, simulate_pure=None) -> li
     With ``opts.noise == "trajectories"`` they run as pure-state trajectories through ``simulate_pure``."""
     if getattr(opts, "noise", "exact") == "trajectories":
         return run_trajectories(group, opts, simulate_pure, structure.sim_wires, cache)
+    if cones_apply(structure, group[0].tape) and cone_plan(structure, group[0].tape, cache).narrower:
+        return run_cones(structure, group, opts, simulate_pure, cache)
     stacked = _stacked_slots(structure, group)
     stack_size = len(group) if stacked else 0
     key = ("mixed", structure.key, stacked, stack_size, opts.dtype, str(opts.device))
