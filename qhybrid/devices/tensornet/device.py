@@ -38,6 +38,7 @@ from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
 from .readout.postselect import renormalise_postselection
 from ._empty_batch import with_empty_batches
+from .engines.mixed import check_noise_options, trajectory_fields
 from ._conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor
 from ._pl_config import refuse_second_derivative_of_numpy_tapes, refuse_second_derivative_of_vjp, resolve_config
 from ._pl_derivatives import _core_params, device_vjps, jacobian
@@ -50,9 +51,6 @@ from ._pl_preprocess import (
     _observable_sampled,
     _sample_measurement,
 )
-
-NOISE_MODES = ("exact", "trajectories")
-"""How circuits with channels run: density matrices (exact), or Monte-Carlo trajectories of mixtures of unitaries."""
 
 DEFAULT_MEMORY_FRACTION = 0.5
 """Without an explicit ``max_memory``, a contraction may use this fraction of the RAM available now."""
@@ -119,11 +117,8 @@ class TensorNetworkDevice(Device):
             a wide circuit's light-cone classes; results are all-gathered, gradients summed (first order), each
             rank gets one process's numbers. Ranks must run the same circuits and parameters (checked); without
             ``torch.distributed`` initialised all runs here (warned once). See ``engines/lightcone/spread.py``.
-        noise: how circuits with channels run: ``"exact"`` (default: the density-matrix engine, any channel,
-            gradients in noise strengths too) or ``"trajectories"`` (Monte-Carlo trajectories of mixtures of
-            unitaries as the batch of one pure-state execution; means of expval / probs / density_matrix, their
-            standard errors in ``trajectory_standard_errors``; draws seeded by ``seed``). See docs/NOISE.md.
-        trajectories: trajectories per sample with ``noise="trajectories"`` (default 256).
+        noise, trajectories: ``"exact"`` (default: the density-matrix engine) or ``"trajectories"`` (``trajectories``
+            sampled per sample, default 256; standard errors in ``trajectory_standard_errors``). docs/NOISE.md.
 
     >>> dev = TensorNetworkDevice(wires=2)
     >>> tape = qml.tape.QuantumScript([qml.Hadamard(0), qml.CNOT([0, 1])], [qml.probs()])
@@ -151,8 +146,7 @@ class TensorNetworkDevice(Device):
         path_cache: bool | str | os.PathLike = True,
         seed=None,
         spread_classes=False,
-        noise: str = "exact",
-        trajectories: int = 256,
+        noise: str = "exact", trajectories: int = 256,
     ) -> None:
         super().__init__(wires=wires)
         if shots is not None:
@@ -178,15 +172,8 @@ class TensorNetworkDevice(Device):
         self._cache = PlanCache(plan_cache_size)
         self._rng = np.random.default_rng(seed)
         self.spread_classes = check_spread_option(spread_classes)
-        # noise (docs/NOISE.md): how circuits with channels run
-        if noise not in NOISE_MODES:
-            raise ValueError(f"noise must be one of {NOISE_MODES}, got {noise!r}.")
-        if isinstance(trajectories, bool) or not isinstance(trajectories, int) or trajectories < 1:
-            raise ValueError(f"trajectories must be a positive int, got {trajectories!r}.")
-        self.noise, self.trajectories = noise, trajectories
-        self._noise_rng = np.random.default_rng(seed)
-        self.trajectory_standard_errors: list = []
-        """With noise="trajectories": per noisy tape of the last run, one standard error per measurement."""
+        self.noise, self.trajectories = check_noise_options(noise, trajectories)  # docs/NOISE.md
+        self._noise_rng, self.trajectory_standard_errors = np.random.default_rng(seed), []
 
     @property
     def name(self) -> str:
@@ -210,13 +197,8 @@ class TensorNetworkDevice(Device):
         itemsize = self.dtype.itemsize
         paths = PathSettings(self.optimizer, float(max_memory) / itemsize, self.path_cache)
         spread = self.spread_classes
-        if self.noise == "trajectories":
-            self.trajectory_standard_errors = []
-            noise = dict(noise="trajectories", trajectories=self.trajectories, noise_rng=self._noise_rng,
-                         noise_log=self.trajectory_standard_errors)
-        else:
-            noise = {}
-        return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time, spread, **noise)
+        return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time, spread,
+                          **trajectory_fields(self))
 
     def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
         """Run each (tape, parameters) variant; variants of one structure share one contraction.

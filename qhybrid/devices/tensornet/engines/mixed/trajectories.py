@@ -28,6 +28,33 @@ LINEAR_MEASUREMENTS = (ExpectationMP, ProbabilityMP, DensityMatrixMP)
 _EXACT = "qhybrid.device('tensornet', ...) with noise='exact' (the default: the density-matrix engine)"
 
 
+NOISE_MODES = ("exact", "trajectories")
+"""How circuits with channels run: density matrices (exact), or Monte-Carlo trajectories of mixtures of unitaries."""
+
+
+def check_noise_options(noise: str, trajectories: int) -> tuple[str, int]:
+    """The device's ``noise`` and ``trajectories`` options, checked.
+
+    >>> check_noise_options("trajectories", 64)
+    ('trajectories', 64)
+    """
+    if noise not in NOISE_MODES:
+        raise ValueError(f"noise must be one of {NOISE_MODES}, got {noise!r}.")
+    if isinstance(trajectories, bool) or not isinstance(trajectories, int) or trajectories < 1:
+        raise ValueError(f"trajectories must be a positive int, got {trajectories!r}.")
+    return noise, trajectories
+
+
+def trajectory_fields(device) -> dict:
+    """The ``SimOptions`` fields of a device's noise options; with trajectories, a fresh
+    ``device.trajectory_standard_errors`` list that the run fills (per noisy tape, one tensor per measurement)."""
+    if device.noise != "trajectories":
+        return {}
+    device.trajectory_standard_errors = []
+    return dict(noise=device.noise, trajectories=device.trajectories, noise_rng=device._noise_rng,
+                noise_log=device.trajectory_standard_errors)
+
+
 def unitary_mixture(op: qml.operation.Operator) -> tuple[np.ndarray, np.ndarray]:
     """``(weights, unitaries)`` with ``op = sum_r w_r U . U^dagger``; a clear error where ``op`` is not one."""
     kraus = [np.asarray(qml.math.unwrap(k.detach() if hasattr(k, "detach") else k), dtype=complex) for k in op.kraus_matrices()]
