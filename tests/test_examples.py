@@ -32,6 +32,11 @@ def vqe_is_variational(result):
     assert result["energy"] >= result["exact"] - 1e-9
 
 
+def noise_costs_accuracy_or_loss(result):
+    assert 0.0 <= result["noisy_accuracy"] <= 1.0
+    assert result["noisy_loss"] != result["noiseless_loss"]  # the noisy model did run with its channels
+
+
 @pytest.mark.parametrize(
     "name, argv, png, check",
     [
@@ -50,6 +55,7 @@ def vqe_is_variational(result):
             "train_mps_classifier.png",
             None,
         ),
+        ("train_noisy_vqc", ["--epochs", "1", "--n-layers", "1"], "train_noisy_vqc.png", noise_costs_accuracy_or_loss),
     ],
 )
 def test_example_runs_and_saves_its_plot(name, argv, png, check, tmp_path, capsys):

@@ -19,6 +19,7 @@ from ..qnode import QNode
 from ..typing import DiffMethod
 from ._ansatz import AnsatzLike, get_ansatz
 from ._encodings import EncodingName, Rotation, get_encoding
+from ._noise import LayerNoise, layer_noise
 
 WEIGHT_INIT_LOW = 0.0
 WEIGHT_INIT_HIGH = 2 * math.pi
@@ -60,8 +61,10 @@ class VariationalLayer(nn.Module):
         reupload: bool = False,
         check_finite: bool = True,
         capture: str | None = None,
+        noise: LayerNoise = None,
     ) -> None:
         super().__init__()
+        self.noise = layer_noise(noise)
         name = type(self).__name__
         tdev = getattr(device, "torch_device", None)
         capture = check_capture(capture, name, torch_device=tdev, diff_method=diff_method)
@@ -124,8 +127,14 @@ class VariationalLayer(nn.Module):
         for index in range(self.n_layers):
             if index == 0 or self.reupload:
                 self.encoding(inputs, self.wires)
+                self._add_noise()
             self.ansatz.layer(weights[index], self.wires, index)
+            self._add_noise()
         return self._measurements()
+
+    def _add_noise(self) -> None:
+        if self.noise is not None:
+            self.noise(self.wires)
 
     def _measurements(self):
         raise NotImplementedError
@@ -184,6 +193,7 @@ class VariationalLayer(nn.Module):
             id(self.encoding),
             id(self.ansatz),
             None if observables is None else tuple(map(id, observables)),
+            id(self.noise),
         )
 
     def __getstate__(self):

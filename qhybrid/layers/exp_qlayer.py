@@ -11,6 +11,7 @@ from ..typing import DiffMethod
 from ._ansatz import AnsatzLike
 from ._base import VariationalLayer, check_observables
 from ._encodings import EncodingName, Rotation
+from ._noise import LayerNoise
 
 
 class ExpQLayer(VariationalLayer):
@@ -41,6 +42,9 @@ class ExpQLayer(VariationalLayer):
             otherwise give NaN results and NaN weight gradients, silently); one ``isfinite`` pass per call.
         capture: ``"cuda-graph"`` to capture each input shape's forward and backward as CUDA graphs and
             replay them (GPU only; see docs/GPU.md); None (default) runs uncaptured.
+        noise: channels after the encoding and after every ansatz layer: a probability ``p`` (a
+            ``DepolarizingChannel(p)`` on every wire) or a function ``noise(wires)`` queuing channels; the
+            circuit then runs on the device's mixed-state engine (docs/NOISE.md). None: noiseless.
 
     The weights are ``weight``, an ``nn.Parameter`` drawn uniformly from ``[0, 2*pi)``
     (:meth:`reset_parameters`).
@@ -68,6 +72,7 @@ class ExpQLayer(VariationalLayer):
         reupload: bool = False,
         check_finite: bool = True,
         capture: str | None = None,
+        noise: LayerNoise = None,
     ) -> None:
         super().__init__(
             n_qubits,
@@ -82,6 +87,7 @@ class ExpQLayer(VariationalLayer):
             reupload=reupload,
             check_finite=check_finite,
             capture=capture,
+            noise=noise,
         )
         self.observables = check_observables(observables, self.wires)
         self.out_features = len(self.observables)

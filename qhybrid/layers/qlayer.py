@@ -17,7 +17,7 @@ class QLayer(VariationalLayer):
         n_layers: ansatz layers (the first axis of ``weight``).
 
     Keyword Args:
-        encoding, rotation, ansatz, weight_shape, n_features, device, diff_method, reupload:
+        encoding, rotation, ansatz, weight_shape, n_features, device, diff_method, reupload, noise:
             as for :class:`~qhybrid.ExpQLayer`.
 
     The weights are ``weight``, an ``nn.Parameter`` drawn uniformly from ``[0, 2*pi)``.

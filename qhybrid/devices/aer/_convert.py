@@ -22,6 +22,7 @@ from qiskit.circuit import Parameter
 from ...errors import UnsupportedOperationError
 from ._gates import SKIPPED_OPS, Affine, is_matrix_op, qiskit_gate, steps_for, unitary_gate
 from ._measure_analytic import AnalyticPlan
+from ._noise import channel_error, is_channel, kraus_array
 from ._measure_sampled import SamplePlan
 
 
@@ -53,6 +54,8 @@ def op_slots(tape: qml.tape.QuantumScript, basis: frozenset) -> tuple[OpSlot, ..
             kind = "skip"
         elif op.name == "GlobalPhase":
             kind = "phase"
+        elif is_channel(op):  # noise: an Aer QuantumError of its Kraus operators (_noise.py)
+            kind = "channel"
         elif steps is not None and {s.gate for s in steps} <= basis:
             kind = "recipe"
         elif is_matrix_op(op):
@@ -70,7 +73,7 @@ def op_slots(tape: qml.tape.QuantumScript, basis: frozenset) -> tuple[OpSlot, ..
 
 def is_ready(op: qml.operation.Operator, basis: frozenset) -> bool:
     """Whether ``op`` needs no decomposition on a simulator with these basis gates."""
-    if op.name in SKIPPED_OPS or op.name == "GlobalPhase":
+    if op.name in SKIPPED_OPS or op.name == "GlobalPhase" or is_channel(op):
         return True
     steps = steps_for(op)
     if steps is not None and {s.gate for s in steps} <= basis:
@@ -130,6 +133,9 @@ def build_template(
         if slot.kind == "matrix":
             qc.append(unitary_gate(matrices[i]), [qubit(w) for w in reversed(slot.wires)])
             continue
+        if slot.kind == "channel":
+            qc.append(channel_error(matrices[i]), [qubit(w) for w in reversed(slot.wires)])
+            continue
         op_wires = slot.wires if slot.wires else (wires[0],)
         for step in slot.steps:
             params = []
@@ -165,15 +171,21 @@ def build_template(
 
 
 def slot_matrices(slots: Sequence[OpSlot], tape: qml.tape.QuantumScript, params: Sequence, batch: int) -> list[dict]:
-    """For each parameter set of a variant, the matrices of its "matrix" slots (empty dicts if none)."""
+    """For each parameter set of a variant, the matrices of its "matrix" slots and the Kraus operators
+    ``[r, D, D]`` of its "channel" slots (empty dicts if none)."""
     out = [dict() for _ in range(batch)]
     for i, slot in enumerate(slots):
-        if slot.kind != "matrix":
+        if slot.kind not in ("matrix", "channel"):
             continue
         op = tape.operations[i]
         data = list(params[slot.params[0] : slot.params[1]])
         if any(d is not o for d, o in zip(data, op.data)):
             op = qml.ops.functions.bind_new_parameters(op, data)
+        if slot.kind == "channel":
+            kraus = kraus_array(op)
+            for b in range(batch):
+                out[b][i] = kraus[:, b] if kraus.ndim == 4 else kraus
+            continue
         m = qml.math.unwrap(qml.matrix(op, wire_order=op.wires))
         if hasattr(m, "detach"):
             m = m.detach().cpu().numpy()

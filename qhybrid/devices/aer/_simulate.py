@@ -77,6 +77,11 @@ def tape_shots(tape: qml.tape.QuantumScript, default: qml.measurements.Shots) ->
 
 def _structure(tape, wires: Wires, shots: int | None, ctx: RunContext):
     slots = op_slots(tape, ctx.basis)
+    if not shots and not ctx.mixed and any(s.kind == "channel" for s in slots):
+        raise UnsupportedOperationError(
+            "The circuit has noise channels; exact (shots=None) results of it need qhybrid.aer with "
+            "method='density_matrix'. Other methods sample noisy trajectories: set shots."
+        )
     if shots:
         plan = SamplePlan(tape, wires, from_probabilities=ctx.probability_sampling)
     else:
@@ -155,7 +160,7 @@ def _run_group(program: Program, group: Sequence[Variant], shots: int | None, ct
     # every parameter set of every variant, sorted into circuits by the values of their matrix operators
     entries: dict[tuple, dict] = {}
     layout: list[list[tuple[tuple, int]]] = []  # per variant, per set: (circuit key, column)
-    has_matrix = any(s.kind == "matrix" for s in program.slots)
+    has_matrix = any(s.kind in ("matrix", "channel") for s in program.slots)
     for v in group:
         batch = v.tape.batch_size or 1
         flat = {j: value(v.params[j], batch) for j in program.used}

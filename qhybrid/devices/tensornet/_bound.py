@@ -33,7 +33,7 @@ def _bind(device, variant: Variant, opts):
     structure = _cached_structure(tape, device.wires)
     if len(gather.maps) != structure.n_op_params or len(structure.sim_wires) > _simulate.STATE_MODE_MAX_WIRES:
         return _UNBOUND  # observables with data, or a circuit measured by light-cone networks
-    if any(slot.kind == "prep" for slot in structure.slots):
+    if any(slot.kind in ("prep", "channel") for slot in structure.slots):
         return _UNBOUND
     key = _simulate.plan_key(structure, frozenset(), 0, False, opts)
     program = device._cache.get(key, lambda: VectorProgram(structure, frozenset(), 0, opts, tape))

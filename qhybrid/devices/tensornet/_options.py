@@ -24,6 +24,12 @@ class SimOptions:
     plan_time: float = DEFAULT_PLAN_TIME  # seconds one structure's path searches may take
     spread_classes: object = False  # cone classes over torch.distributed ranks: True, False or a ProcessGroup
     mps: MPSSettings | None = None  # method="mps": bond cap, cutoff and truncation log (None: exact methods)
+    # noise (engines/mixed): "exact" density matrices, or "trajectories" drawn with noise_rng, standard errors
+    # appended to noise_log
+    noise: str = "exact"
+    trajectories: int = 0
+    noise_rng: object = None
+    noise_log: list | None = None
 
 
 @dataclass

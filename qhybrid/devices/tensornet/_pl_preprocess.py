@@ -46,6 +46,8 @@ def _contracts_whole(op: qml.operation.Operator, native_gates) -> bool:
         return True  # mid-circuit ones are caught by _decompose_for_tensornet
     if isinstance(op, MeasurementProcess) or op.name == "MidMeasureMP":
         return False
+    if isinstance(op, qml.operation.Channel):  # noise: the mixed-state engine's superoperators
+        return True
     if not op.has_matrix or (len(op.wires) > MATRIX_MAX_WIRES and op.has_decomposition):
         return False
     if op.num_params and op.name not in native_gates and op.has_decomposition:

@@ -24,6 +24,7 @@ from ._values import _Values, _stacked_slots
 from .engines.network.programs import ClosedProgram, StateProgram
 from .engines.lightcone.program import CONE_STATE_MAX_WIRES, ConeProgram, cones_apply
 from .engines.mps.run import run_mps
+from .engines.mixed import has_channels, run_mixed
 
 STATE_MODE_MAX_WIRES = 20
 """Circuits on at most this many wires are contracted to their state once and every measurement is read
@@ -146,6 +147,8 @@ def plan_key(structure: TapeStructure, stacked: frozenset, stack_size: int, wide
 
 
 def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOptions, cache: PlanCache):
+    if has_channels(structure):  # noisy circuits: the density-matrix engine (engines.mixed)
+        return run_mixed(structure, _bound(structure, group), opts, cache, simulate)
     stacked = _stacked_slots(structure, group)
     stack_size = len(group) if stacked else 0
     # wide circuits measure by light-cone networks, unless a measurement needs the whole state: then the

@@ -24,7 +24,7 @@ SKIPPED_OPS = frozenset({"Identity", "Barrier", "Snapshot"})
 class Slot:
     """One operator of a tape as the network sees it."""
 
-    kind: str  # "fast" | "matrix" | "const" | "prep" | "phase"
+    kind: str  # "fast" | "matrix" | "const" | "prep" | "phase" | "channel"
     name: str
     wires: tuple[int, ...]  # positions among the simulated wires
     params: tuple[int, int]  # [start, stop) in the tape's flat parameter list
@@ -85,6 +85,8 @@ def _classify(op: Operator, touched: set) -> str:
         )
     if op.name == "GlobalPhase":
         return "phase"
+    if isinstance(op, qml.operation.Channel):  # noise: runs on the mixed-state engine (engines.mixed)
+        return "channel"
     if not op.has_matrix:
         raise UnsupportedOperationError(
             f"Operation {op.name} has no matrix and was not decomposed; qhybrid.tensornet supports every "

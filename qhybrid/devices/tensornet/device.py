@@ -13,12 +13,7 @@ import psutil
 import torch
 from pennylane.devices import Device, ExecutionConfig
 from pennylane.devices.modifiers import simulator_tracking, single_tape_support
-from pennylane.devices.preprocess import (
-    no_sampling,
-    validate_device_wires,
-    validate_measurements,
-    validate_observables,
-)
+from pennylane.devices.preprocess import no_sampling, validate_device_wires, validate_measurements, validate_observables
 from pennylane.math import Interface
 from pennylane.tape import QuantumScript
 from pennylane.transforms import defer_measurements
@@ -39,6 +34,7 @@ from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
 from .readout.postselect import renormalise_postselection
 from ._empty_batch import with_empty_batches
+from .engines.mixed import check_noise_options, trajectory_fields
 from ._conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor
 from ._pl_config import refuse_second_derivative_of_numpy_tapes, refuse_second_derivative_of_vjp, resolve_config
 from ._pl_derivatives import _core_params, device_vjps, jacobian
@@ -119,6 +115,8 @@ class TensorNetworkDevice(MPSMethod, Device):
             ``torch.distributed`` initialised all runs here (warned once). See ``engines/lightcone/spread.py``.
         method: ``"auto"`` (exact methods) or ``"mps"``, a truncated matrix product state with ``max_bond_dim``
             (None: no cap) and ``cutoff`` (None: keep all); ``dev.last_truncation``. See docs/MPS.md.
+        noise, trajectories: ``"exact"`` (default: the density-matrix engine) or ``"trajectories"`` (``trajectories``
+            sampled per sample, default 256; standard errors in ``trajectory_standard_errors``). docs/NOISE.md.
 
     >>> dev = TensorNetworkDevice(wires=2)
     >>> tape = qml.tape.QuantumScript([qml.Hadamard(0), qml.CNOT([0, 1])], [qml.probs()])
@@ -147,6 +145,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         seed=None,
         spread_classes=False,
         method: str = "auto", max_bond_dim: int | None = None, cutoff: float | None = None,
+        noise: str = "exact", trajectories: int = 256,
     ) -> None:
         super().__init__(wires=wires)
         if shots is not None:
@@ -173,6 +172,8 @@ class TensorNetworkDevice(MPSMethod, Device):
         self._rng = np.random.default_rng(seed)
         self.spread_classes = check_spread_option(spread_classes)
         self.method, self._mps = method, mps_settings(method, max_bond_dim, cutoff)
+        self.noise, self.trajectories = check_noise_options(noise, trajectories)  # docs/NOISE.md
+        self._noise_rng, self.trajectory_standard_errors = np.random.default_rng(seed), []
 
     @property
     def name(self) -> str:
@@ -196,7 +197,8 @@ class TensorNetworkDevice(MPSMethod, Device):
         itemsize = self.dtype.itemsize
         paths = PathSettings(self.optimizer, float(max_memory) / itemsize, self.path_cache)
         spread = self.spread_classes
-        return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time, spread, self._mps)
+        return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time, spread,
+                          self._mps, **trajectory_fields(self))
 
     def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
         """Run each (tape, parameters) variant; variants of one structure share one contraction.

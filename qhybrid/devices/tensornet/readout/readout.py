@@ -29,6 +29,8 @@ from pennylane.measurements import (
 from pennylane.tape import QuantumScript
 from pennylane.wires import Wires
 
+from ..engines.mixed.channels import is_channel
+
 _CORE_MEASUREMENTS = (ExpectationMP, VarianceMP, ProbabilityMP, DensityMatrixMP)
 
 
@@ -95,6 +97,8 @@ def plan_readout(tape: QuantumScript, device_wires: Wires | None) -> ReadoutPlan
     """Split ``tape``'s measurements between the contraction and the state read-out."""
     wires = state_wires(tape, device_wires)
     native = [read_by_core(mp, wires) for mp in tape.measurements]
+    if any(map(is_channel, tape.operations)):  # the mixed-state engine reads every state measurement itself
+        native = [mp.mv is None for mp in tape.measurements]
     n_op_params = sum(len(op.data) for op in tape.operations)
     param_map = _parameter_map(tape, native, n_op_params)
     if all(native):

@@ -14,10 +14,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 from pennylane.devices.qubit.sampling import measure_with_samples
+from pennylane.devices.qubit_mixed.sampling import measure_with_samples as mixed_measure_with_samples
 from pennylane.measurements import StateMP
 from pennylane.tape import QuantumScript
 from pennylane.wires import Wires
 
+from ..engines.mixed.channels import is_channel
 from .readout import state_wires
 
 PROBABILITY_NORM_DTYPE = np.complex128
@@ -50,10 +52,12 @@ def measure_tape(tape: QuantumScript, psi: np.ndarray, wires: Wires, rng: np.ran
     """Sample ``tape``'s measurements from its flat (or ``(batch, 2**n)``) state ``psi`` over ``wires``."""
     batched = tape.batch_size is not None
     n = len(wires)
-    psi = psi.reshape(((psi.shape[0],) if batched else ()) + (2,) * n)
+    noisy = any(map(is_channel, tape.operations))  # then ``psi`` is the density matrix (engines.mixed)
+    psi = psi.reshape(((psi.shape[0],) if batched else ()) + (2,) * (2 * n if noisy else n))
     mapping = {w: i for i, w in enumerate(wires)}
     mps = [mp.map_wires(mapping) for mp in tape.measurements]
-    results = measure_with_samples(mps, psi, tape.shots, is_state_batched=batched, rng=rng)
+    sampler = mixed_measure_with_samples if noisy else measure_with_samples
+    results = sampler(mps, psi, tape.shots, is_state_batched=batched, rng=rng)
     if len(tape.measurements) == 1:
         if tape.shots.has_partitioned_shots:
             return tuple(r[0] for r in results)

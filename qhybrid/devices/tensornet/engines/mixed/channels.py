@@ -1,0 +1,165 @@
+"""Channels as superoperators: every PennyLane channel's ``S = sum_r K_r (x) conj(K_r)`` in torch, differentiable in
+the channel's parameters (the noise strengths) and broadcast over their leading (stack, batch) axes.
+
+``S`` acts on the vectorised density matrix ``vec(rho)[k, b] = rho[k, b]`` (ket bits, then bra bits):
+``S[(k', b'), (k, b)] = sum_r K_r[k', k] conj(K_r[b', b])``. The built-in one-qubit channels are written in
+closed form, linear in their probabilities (so a derivative at p = 0 is finite, where one through ``sqrt(p)``
+Kraus operators is not); ``QubitChannel`` and ``PauliError`` are built from their Kraus operators and Pauli word.
+The closed forms are checked against PennyLane's ``kraus_matrices`` by ``tests/.../mixed/test_channels.py``.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+from typing import Callable, Sequence
+
+import pennylane as qml
+import torch
+
+CHANNEL_NAMES = frozenset(
+    {
+        "AmplitudeDamping",
+        "GeneralizedAmplitudeDamping",
+        "PhaseDamping",
+        "DepolarizingChannel",
+        "BitFlip",
+        "PhaseFlip",
+        "PauliError",
+        "ResetError",
+        "ThermalRelaxationError",
+        "QubitChannel",
+    }
+)
+"""PennyLane's channels, each run natively by the mixed-state engine."""
+
+PAULI_MIXTURES = frozenset({"DepolarizingChannel", "BitFlip", "PhaseFlip", "PauliError"})
+"""Channels that are a mixture of Pauli unitaries with state-independent weights (what trajectories can sample)."""
+
+
+def is_channel(op: qml.operation.Operator) -> bool:
+    """Whether ``op`` is a (non-unitary) channel.
+
+    >>> is_channel(qml.DepolarizingChannel(0.1, wires=0)), is_channel(qml.RX(0.1, 0))
+    (True, False)
+    """
+    return isinstance(op, qml.operation.Channel)
+
+
+def _pauli_mixture(w_i, w_x, w_y, w_z) -> list:
+    """Entries (row-major, 4 x 4) of ``sum_P w_P P (x) conj(P)`` over I, X, Y, Z; index ``2 k + b``."""
+    a, c = w_i + w_z, w_x + w_y  # populations kept / swapped
+    d, e = w_i - w_z, w_x - w_y  # coherences kept / swapped
+    return [a, 0, 0, c, 0, d, e, 0, 0, e, d, 0, c, 0, 0, a]
+
+
+def _affine(a, b, c, d, e) -> list:
+    """``rho00' = a rho00 + b rho11``, ``rho11' = c rho00 + d rho11``, coherences scaled by ``e`` (real)."""
+    return [a, 0, 0, b, 0, e, 0, 0, 0, 0, e, 0, c, 0, 0, d]
+
+
+def _depolarizing(p):
+    return _pauli_mixture(1 - p, p / 3, p / 3, p / 3)
+
+
+def _bit_flip(p):
+    return _pauli_mixture(1 - p, p, 0, 0)
+
+
+def _phase_flip(p):
+    return _pauli_mixture(1 - p, 0, 0, p)
+
+
+def _amplitude_damping(g):
+    return _affine(1, g, 0, 1 - g, torch.sqrt(1 - g))
+
+
+def _generalized_amplitude_damping(g, p):
+    # PennyLane's convention: with probability 1 - p decay towards |0>, with probability p towards |1>
+    return _affine((1 - p) + p * (1 - g), (1 - p) * g, p * g, (1 - p) * (1 - g) + p, torch.sqrt(1 - g))
+
+
+def _phase_damping(g):
+    return _affine(1, 0, 0, 1, torch.sqrt(1 - g))
+
+
+def _reset_error(p0, p1):
+    return _affine(1 - p1, p0, p1, 1 - p0, 1 - p0 - p1)
+
+
+def _thermal_relaxation(pe, t1, t2, tg):
+    e1, e2 = torch.exp(-tg / t1), torch.exp(-tg / t2)
+    reset = 1 - e1
+    return _affine(e1 + reset * (1 - pe), reset * (1 - pe), reset * pe, e1 + reset * pe, e2)
+
+
+_ONE_QUBIT: dict[str, Callable] = {
+    "DepolarizingChannel": _depolarizing,
+    "BitFlip": _bit_flip,
+    "PhaseFlip": _phase_flip,
+    "AmplitudeDamping": _amplitude_damping,
+    "GeneralizedAmplitudeDamping": _generalized_amplitude_damping,
+    "PhaseDamping": _phase_damping,
+    "ResetError": _reset_error,
+    "ThermalRelaxationError": _thermal_relaxation,
+}
+
+
+def _real(p, real_dtype, device) -> torch.Tensor:
+    if isinstance(p, torch.Tensor):
+        return p.to(device=device, dtype=real_dtype)
+    return torch.as_tensor(p, dtype=real_dtype, device=device)
+
+
+def _from_entries(entries: list, params: Sequence[torch.Tensor], dtype, device) -> torch.Tensor:
+    real_dtype = torch.empty((), dtype=dtype).real.dtype
+    lead = torch.broadcast_shapes(*(p.shape for p in params)) if params else ()
+    cols = [e.expand(lead) if isinstance(e, torch.Tensor) else torch.full(lead, float(e), dtype=real_dtype, device=device)
+            for e in entries]
+    return torch.stack(cols, -1).reshape(*lead, 4, 4).to(dtype)
+
+
+def kraus_superoperator(kraus: torch.Tensor) -> torch.Tensor:
+    """``sum_r K_r (x) conj(K_r)`` of Kraus operators ``[..., r, D, D]``, shape ``[..., D*D, D*D]``.
+
+    >>> kraus_superoperator(torch.eye(2, dtype=torch.complex128)[None]).shape
+    torch.Size([4, 4])
+    """
+    d = kraus.shape[-1]
+    s = torch.einsum("...rik,...rjl->...ijkl", kraus, kraus.conj())
+    return s.reshape(*kraus.shape[:-3], d * d, d * d)
+
+
+_PAULI = {"I": [[1, 0], [0, 1]], "X": [[0, 1], [1, 0]], "Y": [[0, -1j], [1j, 0]], "Z": [[1, 0], [0, -1]]}
+
+
+def _pauli_word(letters: str, dtype, device) -> torch.Tensor:
+    mats = [torch.tensor(_PAULI[c], dtype=dtype, device=device) for c in letters]
+    return reduce(torch.kron, mats)
+
+
+def superoperator(op: qml.operation.Operator, params: Sequence, dtype, device) -> torch.Tensor:
+    """The channel ``op``'s superoperator with ``params`` in place of its data: ``lead + (4**k, 4**k)`` for a
+    channel on ``k`` wires, ``lead`` the broadcast shape of the parameters' leading axes.
+
+    >>> superoperator(qml.BitFlip(0.25, wires=0), [torch.tensor(0.25)], torch.complex128, "cpu")[0, 3].real
+    tensor(0.2500, dtype=torch.float64)
+    """
+    real_dtype = torch.empty((), dtype=dtype).real.dtype
+    name = op.name
+    if name in _ONE_QUBIT:
+        ps = [_real(p, real_dtype, device) for p in params]
+        ps = list(torch.broadcast_tensors(*ps)) if len(ps) > 1 else ps
+        return _from_entries(_ONE_QUBIT[name](*ps), ps, dtype, device)
+    if name == "PauliError":
+        p = _real(params[0], real_dtype, device)
+        word = _pauli_word(op.hyperparameters["operators"], dtype, device)
+        eye = torch.eye(word.shape[0], dtype=dtype, device=device)
+        ii, pp = kraus_superoperator(eye[None]), kraus_superoperator(word[None])
+        p = p.to(dtype)[..., None, None]
+        return (1 - p) * ii + p * pp
+    if name == "QubitChannel":
+        kraus = torch.stack([k if isinstance(k, torch.Tensor) else torch.as_tensor(k) for k in params], -3)
+        return kraus_superoperator(kraus.to(device=device, dtype=dtype))
+    raise NotImplementedError(  # pragma: no cover - preprocessing lets only CHANNEL_NAMES through
+        f"Channel {name} has no superoperator in qhybrid.tensornet; use qml.QubitChannel with its Kraus operators."
+    )

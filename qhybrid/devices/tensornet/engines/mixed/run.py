@@ -1,0 +1,36 @@
+"""The simulator's hook into the mixed-state engine: a structure with channels runs here, one compiled
+``MixedProgram`` per structure in the device's plan cache."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..._values import _Values, _stacked_slots
+from .cones import cone_plan, cones_apply, run_cones
+from .program import MixedProgram
+from .trajectories import run_trajectories
+
+
+def has_channels(structure) -> bool:
+    """Whether a tape structure holds a channel (then only the mixed-state engine can run it)."""
+    return any(slot.kind == "channel" for slot in structure.slots)
+
+
+def run_mixed(structure, group: Sequence, opts, cache, simulate_pure=None) -> list[tuple]:
+    """Results of a group of variants of one noisy structure (observables already bound to the tapes), each a
+    tuple with one tensor per measurement; variants that differ in parameters run as one stacked program.
+    With ``opts.noise == "trajectories"`` they run as pure-state trajectories through ``simulate_pure``."""
+    if getattr(opts, "noise", "exact") == "trajectories":
+        return run_trajectories(group, opts, simulate_pure, structure.sim_wires, cache)
+    if cones_apply(structure, group[0].tape) and cone_plan(structure, group[0].tape, cache).narrower:
+        return run_cones(structure, group, opts, simulate_pure, cache)
+    stacked = _stacked_slots(structure, group)
+    stack_size = len(group) if stacked else 0
+    key = ("mixed", structure.key, stacked, stack_size, opts.dtype, str(opts.device))
+    program = cache.get(key, lambda: MixedProgram(structure, stacked, stack_size, opts, group[0].tape))
+    lead_shape = ((stack_size,) if stacked else ()) + ((structure.batch_size,) if structure.batch_size is not None else ())
+    values = _Values(structure, group, stacked, opts)
+    outs = program.run(values, group[0], structure, lead_shape)
+    if not stacked:
+        return [tuple(outs)] * len(group)
+    return list(zip(*(o.unbind(0) for o in outs)))

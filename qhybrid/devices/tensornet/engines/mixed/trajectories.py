@@ -1,0 +1,136 @@
+"""Monte-Carlo trajectories for circuits whose channels are mixtures of unitaries (depolarizing, bit and phase
+flips, Pauli errors, a ``QubitChannel`` of scaled unitaries): every trajectory's unitaries are drawn up front and
+the circuit runs as one pure-state execution with the trajectories as (part of) its batch axis, each channel a
+batched ``QubitUnitary``. Results are the trajectory means, unbiased for ``expval``, ``probs`` and
+``density_matrix`` (linear in the state); their standard errors are kept on the device
+(``trajectory_standard_errors``). Gradients in the gate parameters follow by backprop / adjoint through the pure
+execution; noise strengths are not differentiable here (the draws do not depend on them smoothly).
+
+Opt in with ``qhybrid.device("tensornet", wires=n, noise="trajectories", trajectories=T, seed=...)``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pennylane as qml
+import torch
+from pennylane.measurements import DensityMatrixMP, ExpectationMP, ProbabilityMP
+
+from .....errors import GradientError, UnsupportedOperationError
+from ....._variant import Variant, tape_parameters
+from .channels import is_channel
+
+LINEAR_MEASUREMENTS = (ExpectationMP, ProbabilityMP, DensityMatrixMP)
+"""Measurements whose trajectory mean is the noisy result (linear in the density matrix)."""
+
+_EXACT = "qhybrid.device('tensornet', ...) with noise='exact' (the default: the density-matrix engine)"
+
+
+NOISE_MODES = ("exact", "trajectories")
+"""How circuits with channels run: density matrices (exact), or Monte-Carlo trajectories of mixtures of unitaries."""
+
+
+def check_noise_options(noise: str, trajectories: int) -> tuple[str, int]:
+    """The device's ``noise`` and ``trajectories`` options, checked.
+
+    >>> check_noise_options("trajectories", 64)
+    ('trajectories', 64)
+    """
+    if noise not in NOISE_MODES:
+        raise ValueError(f"noise must be one of {NOISE_MODES}, got {noise!r}.")
+    if isinstance(trajectories, bool) or not isinstance(trajectories, int) or trajectories < 1:
+        raise ValueError(f"trajectories must be a positive int, got {trajectories!r}.")
+    return noise, trajectories
+
+
+def trajectory_fields(device) -> dict:
+    """The ``SimOptions`` fields of a device's noise options; with trajectories, a fresh
+    ``device.trajectory_standard_errors`` list that the run fills (per noisy tape, one tensor per measurement)."""
+    if device.noise != "trajectories":
+        return {}
+    device.trajectory_standard_errors = []
+    return dict(noise=device.noise, trajectories=device.trajectories, noise_rng=device._noise_rng,
+                noise_log=device.trajectory_standard_errors)
+
+
+def unitary_mixture(op: qml.operation.Operator) -> tuple[np.ndarray, np.ndarray]:
+    """``(weights, unitaries)`` with ``op = sum_r w_r U . U^dagger``; a clear error where ``op`` is not one."""
+    kraus = [np.asarray(qml.math.unwrap(k.detach() if hasattr(k, "detach") else k), dtype=complex) for k in op.kraus_matrices()]
+    d = kraus[0].shape[-1]
+    weights, unitaries = [], []
+    for k in kraus:
+        if k.ndim != 2:
+            raise UnsupportedOperationError(
+                f"{op.name} on wires {op.wires.tolist()} has broadcast parameters; trajectories need one value per "
+                f"channel. Use {_EXACT}."
+            )
+        kk = k.conj().T @ k
+        w = float(np.trace(kk).real) / d
+        if not np.allclose(kk, w * np.eye(d), atol=1e-12):
+            raise UnsupportedOperationError(
+                f"{op.name} on wires {op.wires.tolist()} is not a mixture of unitaries (its branch probabilities "
+                f"depend on the state), so trajectories cannot draw it up front. Use {_EXACT}."
+            )
+        if w > 0:
+            weights.append(w)
+            unitaries.append(k / np.sqrt(w))
+    return np.asarray(weights) / sum(weights), np.stack(unitaries)
+
+
+def _check(tape: qml.tape.QuantumScript) -> None:
+    for mp in tape.measurements:
+        if not isinstance(mp, LINEAR_MEASUREMENTS):
+            raise UnsupportedOperationError(
+                f"{type(mp).__name__} is not linear in the state, so a trajectory mean does not estimate it; "
+                f"trajectories serve expval, probs and density_matrix. Use {_EXACT}."
+            )
+    for op in tape.operations:
+        if is_channel(op) and any(getattr(p, "requires_grad", False) for p in op.data):
+            raise GradientError(
+                f"{op.name} on wires {op.wires.tolist()} has a trainable noise strength; trajectories draw the noise "
+                f"up front and give no derivative in it. Use {_EXACT}."
+            )
+
+
+def trajectory_tape(tape: qml.tape.QuantumScript, count: int, rng: np.random.Generator, dtype) -> qml.tape.QuantumScript:
+    """``tape`` with every channel a ``QubitUnitary`` broadcast over ``batch x count`` drawn unitaries and every
+    broadcast parameter repeated ``count`` times (row ``b * count + t`` is trajectory ``t`` of sample ``b``)."""
+    batch = tape.batch_size
+    rows = (batch or 1) * count
+    ops = []
+    for op in tape.operations:
+        if is_channel(op):
+            weights, unitaries = unitary_mixture(op)
+            draws = rng.choice(len(weights), size=rows, p=weights)
+            ops.append(qml.QubitUnitary(torch.as_tensor(unitaries[draws], dtype=dtype), wires=op.wires))
+        elif batch is not None and op.batch_size is not None:
+            data = [p.repeat_interleave(count, 0) if qml.math.ndim(p) > nd else p for p, nd in zip(op.data, op.ndim_params)]
+            ops.append(qml.ops.functions.bind_new_parameters(op, data))
+        else:
+            ops.append(op)
+    return tape.copy(operations=ops)
+
+
+def run_trajectories(group: Sequence[Variant], opts, simulate_pure, device_wires, cache) -> list[tuple]:
+    """Trajectory means of every variant (one pure execution each), standard errors appended to ``opts.noise_log``."""
+    out = []
+    for v in group:
+        tape = v.bound_tape()
+        _check(tape)
+        count = opts.trajectories
+        traj = trajectory_tape(tape, count, opts.noise_rng, opts.dtype)
+        (res,) = simulate_pure([Variant(traj, tape_parameters(traj))], device_wires, opts, cache)
+        means, errors = [], []
+        for r in res:
+            per = r.reshape(tape.batch_size or 1, count, *r.shape[1:])
+            mean = per.mean(1)
+            spread = per.real.std(1) if count > 1 else torch.zeros_like(mean.real)
+            shape = mean.shape if tape.batch_size is not None else mean.shape[1:]
+            means.append(mean.reshape(shape))
+            errors.append((spread / np.sqrt(count)).reshape(shape).detach())
+        if opts.noise_log is not None:
+            opts.noise_log.append(tuple(errors))
+        out.append(tuple(means))
+    return out

@@ -1,0 +1,88 @@
+"""Trajectories (``noise="trajectories"``): means within 4 standard errors of default.mixed, batched inputs, a
+24-wire circuit through the light-cone engine, seeded reproducibility, gate gradients, and the refusals."""
+
+import numpy as np
+import pennylane as qml
+import pytest
+import torch
+
+import qhybrid
+from qhybrid.errors import GradientError, UnsupportedOperationError
+
+SIGMAS = 4.0
+
+
+def _circuit(x, w):
+    qml.RY(x, 0)
+    qml.RX(w, 1)
+    qml.CNOT([0, 1])
+    qml.DepolarizingChannel(0.2, 1)
+    qml.BitFlip(0.1, 0)
+    qml.PauliError("XZ", 0.15, [0, 1])
+    qml.QubitChannel([np.sqrt(0.8) * np.eye(2), np.sqrt(0.2) * qml.matrix(qml.Hadamard(0))], wires=1)
+    qml.RY(w, 1)
+    return qml.expval(qml.Z(0) @ qml.Z(1)), qml.probs(wires=[1])
+
+
+def _device(seed=5, count=400, wires=2):
+    return qhybrid.device("tensornet", wires=wires, noise="trajectories", trajectories=count, seed=seed)
+
+
+def test_means_within_standard_errors_and_reproducible():
+    x = torch.tensor([0.3, 1.1, 2.0], dtype=torch.float64)
+    w = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    exact = qml.QNode(_circuit, qml.device("default.mixed", wires=2), interface="torch")(x, w)
+    dev = _device()
+    est = qhybrid.qnode(dev)(_circuit)(x, w)
+    errors = dev.trajectory_standard_errors[0]
+    for e, ref, se in zip(est, exact, errors):
+        assert e.shape == ref.shape == se.shape
+        assert torch.all((e - ref).abs() <= SIGMAS * se + 1e-12)
+    again = qhybrid.qnode(_device())(_circuit)(x, w)
+    other = qhybrid.qnode(_device(seed=6))(_circuit)(x, w)
+    assert torch.equal(est[0], again[0]) and not torch.equal(est[0], other[0])
+    (g,) = torch.autograd.grad(est[0].sum(), [w])
+    (h,) = torch.autograd.grad(exact[0].sum(), [w])
+    assert torch.isfinite(g) and abs(float(g - h)) < 0.25  # an estimate too: a loose check
+
+
+def test_wide_circuit_through_light_cones():
+    n = 24
+    dev = _device(count=256, wires=n)
+    ops = [qml.RY(0.4 + 0.1 * i, i) for i in range(n)] + [qml.DepolarizingChannel(0.1, i) for i in range(n)]
+    ops += [qml.CNOT([i, i + 1]) for i in range(0, n - 1, 2)]
+    tape = qml.tape.QuantumScript(ops, [qml.expval(qml.Z(0) @ qml.Z(1))])
+    est = float(dev.execute(tape))
+    small = qml.tape.QuantumScript(ops[:1] + ops[1:2] + [ops[n], ops[n + 1], ops[2 * n]], tape.measurements)
+    exact = float(qml.device("default.mixed", wires=2).execute(small))
+    assert abs(est - exact) <= SIGMAS * float(dev.trajectory_standard_errors[0][0]) + 1e-12
+
+
+def test_state_dependent_channels_and_nonlinear_measurements_are_refused():
+    dev = _device()
+    tape = qml.tape.QuantumScript([qml.Hadamard(0), qml.AmplitudeDamping(0.1, 0)], [qml.expval(qml.Z(0))])
+    with pytest.raises(UnsupportedOperationError, match="noise='exact'"):
+        dev.execute(tape)
+    tape = qml.tape.QuantumScript([qml.Hadamard(0), qml.BitFlip(0.1, 0)], [qml.var(qml.Z(0))])
+    with pytest.raises(UnsupportedOperationError, match="not linear"):
+        dev.execute(tape)
+
+
+def test_trainable_noise_strength_is_refused():
+    p = torch.tensor(0.1, dtype=torch.float64, requires_grad=True)
+
+    @qhybrid.qnode(_device())
+    def circuit(p):
+        qml.Hadamard(0)
+        qml.BitFlip(p, 0)
+        return qml.expval(qml.X(0))
+
+    with pytest.raises(GradientError, match="noise='exact'"):
+        circuit(p)
+
+
+def test_options_are_checked():
+    with pytest.raises(ValueError, match="noise must be"):
+        qhybrid.device("tensornet", wires=1, noise="sampled")
+    with pytest.raises(ValueError, match="trajectories must be"):
+        qhybrid.device("tensornet", wires=1, noise="trajectories", trajectories=0)
