@@ -35,7 +35,8 @@ from ._compile import quantum_boundary
 from ._variant import Gather, Variant, tape_parameters
 from .interfaces._placement import call_device, place
 from .interfaces._preprocess import gather_maps, settings_key
-from .interfaces.torch import _refuse_function_transforms, run_variants
+from .errors import refuse_function_transforms
+from .interfaces.torch import run_variants
 
 STATIC_VERIFY_EVERY = 1000
 """A reused trace is compared with a fresh recording of the function every this many reuses (0: never)."""
@@ -183,7 +184,7 @@ def _make_trace(qnode, tape, out, args, kwargs) -> _Trace | None:
 
 
 def _run(qnode, trace: _Trace, inputs, args, kwargs):
-    _refuse_function_transforms()
+    refuse_function_transforms()
     variants = [Variant(trace.template, None, trace.gather.rebound(inputs))]
     shaped = run_variants(variants, qnode.device, qnode.diff_method, qnode.gradient_device)
     (result,) = tuple(trace.post(shaped))

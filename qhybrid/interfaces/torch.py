@@ -17,21 +17,9 @@ from .._compile import quantum_boundary
 from ..gradients._execute import ExecuteTapes, execute_variants
 from ..gradients.jpc import get_jpc
 from ..gradients.launcher import Launcher
-from ..errors import GradientError
+from ..errors import refuse_function_transforms
 from ._placement import call_device, place
 from ._preprocess import preprocess
-
-
-def _refuse_function_transforms() -> None:
-    """torch.func transforms (vmap, grad, jacrev, jacfwd) would wrap the parameters in tensors our device
-    code cannot see through: say so, and what does the same job, instead of torch's own message."""
-    active = getattr(torch._C, "_are_functorch_transforms_active", None)
-    if active is not None and active():
-        raise GradientError(
-            "qhybrid circuits do not run inside torch.func transforms (vmap, grad, jacrev, jacfwd). For a "
-            "batch, give the inputs a leading batch axis: the whole batch runs as one broadcast execution. "
-            "For Jacobians, use torch.autograd.functional.jacobian (or backward with grad_tensors)."
-        )
 
 
 @quantum_boundary
@@ -66,7 +54,7 @@ def execute(
     >>> res.backward(); x.grad
     tensor(-0.2955)
     """
-    _refuse_function_transforms()
+    refuse_function_transforms()
     tapes = list(tapes)
     shots = getattr(device, "shots", None)
     if shots:  # a device's own shots apply to tapes that set none (as PennyLane's QNode does)

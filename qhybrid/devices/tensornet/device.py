@@ -24,7 +24,7 @@ from pennylane.tape import QuantumScript
 from pennylane.transforms import defer_measurements
 from pennylane.transforms.core import CompilePipeline
 
-from ...errors import GradientError, UnsupportedOperationError
+from ...errors import GradientError, UnsupportedOperationError, refuse_function_transforms
 from ...typing import Backend, Optimizer
 from ..._variant import Variant, tape_parameters
 from ._autograd import execute_traced, is_traced
@@ -266,6 +266,7 @@ class TensorNetworkDevice(Device):
         order (torch, autograd), else ``"adjoint"``; answer adjoint with device VJPs (one reverse pass per
         backward call, where a Jacobian costs one per output element), and with backprop for
         ``max_diff > 1``. See ``_pl_config.resolve_config``."""
+        refuse_function_transforms()  # every PennyLane execution asks here first: torch's own message names no fix
         return resolve_config(self, config)
 
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> CompilePipeline:
