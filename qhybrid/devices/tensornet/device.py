@@ -36,6 +36,7 @@ from ._options import CacheInfo, PlanCache, SimOptions, path_store
 from ._bound import run_bound
 from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
+from .readout.measurement_values import measurement_values_as_observables
 from .readout.postselect import renormalise_postselection
 from ._empty_batch import with_empty_batches
 from ._conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor
@@ -273,6 +274,7 @@ class TensorNetworkDevice(Device):
         config = execution_config or ExecutionConfig()
         program = CompilePipeline()
         program.add_transform(defer_measurements, allow_postselect=True)
+        program.add_transform(measurement_values_as_observables)
         method = config.gradient_method
         outside = None if method is None or method in _DEVICE_GRADIENTS else getattr(method, "__name__", method)
         program.add_transform(renormalise_postselection, name=self.name, outside_gradient=outside)
