@@ -1,7 +1,7 @@
-"""The package's layering, read from the source: layers -> qnode -> interfaces -> gradients -> devices.
+"""The package's layering, read from the source: layers -> workflow -> interfaces -> gradients -> devices.
 
-devices/ imports nothing from gradients/, interfaces/ or layers/; gradients/ nothing from interfaces/ or
-layers/; interfaces/ nothing from layers/; and no module imports, through any chain, a module that imports
+devices/ imports nothing from gradients/, interfaces/, workflow/ or layers/; gradients/ nothing from
+interfaces/, workflow/ or layers/; interfaces/ nothing from workflow/ or layers/; workflow/ nothing from layers/; and no module imports, through any chain, a module that imports
 it back (no circle, inside a package or across). Imports inside functions count too (a lazy import is
 still a dependency)."""
 
@@ -13,9 +13,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "qhybrid"
 
 FORBIDDEN = {
-    "devices": ("gradients", "interfaces", "layers", "qnode"),
-    "gradients": ("interfaces", "layers", "qnode"),
-    "interfaces": ("layers",),
+    "devices": ("gradients", "interfaces", "layers", "workflow"),
+    "gradients": ("interfaces", "layers", "workflow"),
+    "interfaces": ("layers", "workflow"),
+    "workflow": ("layers",),
 }
 
 

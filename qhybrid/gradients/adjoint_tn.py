@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from .._tracking import track_run
+from ..devices._tracking import track_run
 from .._variant import Variant
 from ..devices._protocol import register_vjp_calculator, supports_reverse_mode
 from ..errors import GradientError

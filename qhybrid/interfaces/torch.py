@@ -13,7 +13,7 @@ from typing import Sequence
 import pennylane as qml
 import torch
 
-from .._compile import quantum_boundary
+from ._compile import quantum_boundary
 from ..gradients._execute import ExecuteTapes, execute_variants
 from ..gradients.jpc import get_jpc
 from ..gradients.launcher import Launcher

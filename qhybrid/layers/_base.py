@@ -13,9 +13,9 @@ import pennylane as qml
 import torch
 from torch import nn
 
-from .._capture import Graphs, check_capture, module_call
-from .._compile import quantum_boundary
-from ..qnode import QNode
+from ..workflow._capture import Graphs, check_capture, module_call
+from ..interfaces._compile import quantum_boundary
+from ..workflow.qnode import QNode
 from ..typing import DiffMethod
 from ._ansatz import AnsatzLike, get_ansatz
 from ._encodings import EncodingName, Rotation, get_encoding
@@ -114,7 +114,7 @@ class VariationalLayer(nn.Module):
         complex_dtype = _COMPLEX_FOR_REAL.get(dtype or self.weight.dtype, torch.complex64)
         dev = self._auto_devices.get(complex_dtype)
         if dev is None:
-            from .._device_factory import device as make_device
+            from ..workflow._device_factory import device as make_device
 
             dev = make_device("tensornet", wires=self.n_qubits, dtype=complex_dtype)
             self._auto_devices[complex_dtype] = dev

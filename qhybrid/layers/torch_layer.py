@@ -10,8 +10,8 @@ from typing import Callable, Mapping, Sequence, Union
 import torch
 from torch import nn
 
-from .._capture import Graphs, check_capture, module_call
-from ..qnode import QNode, _static_cache
+from ..workflow._capture import Graphs, check_capture, module_call
+from ..workflow.qnode import QNode, _static_cache
 
 InitMethod = Union[Callable[[torch.Tensor], torch.Tensor], Mapping[str, Union[Callable, torch.Tensor]]]
 """A ``torch.nn.init``-style function for every weight, or one function or tensor per weight name."""
@@ -40,7 +40,7 @@ class TorchLayer(nn.Module):
         input_arg: the name of the data argument (``"inputs"``, as PennyLane's).
         static_structure: reuse the qnode's trace for repeat calls of the same input shape (a qhybrid qnode
             only): the new inputs and weights are gathered into the cached circuit without running the
-            qnode's Python again; a changed structure is detected and re-traced (``qhybrid._static``
+            qnode's Python again; a changed structure is detected and re-traced (``qhybrid.workflow._static``
             says what is checked, and when). False records the circuit on every call.
         capture: ``"cuda-graph"`` to capture each input shape's forward and backward as CUDA graphs and
             replay them (GPU only; see docs/GPU.md); None (default) runs uncaptured.

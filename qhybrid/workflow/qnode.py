@@ -10,11 +10,11 @@ from pennylane.measurements import MeasurementProcess
 
 from ._call_args import shaped_like
 from ._capture import Graphs, check_capture, qnode_call
-from ._compile import quantum_boundary
+from ..interfaces._compile import quantum_boundary
 from ._transforms import PennyLaneQNodeFace, run_pipeline
-from .interfaces._placement import call_device
-from .interfaces.torch import execute
-from .typing import DiffMethod
+from ..interfaces._placement import call_device
+from ..interfaces.torch import execute
+from ..typing import DiffMethod
 
 
 class QNode(PennyLaneQNodeFace):
@@ -151,7 +151,7 @@ def qnode(
 
     ``static_structure=True`` traces the function once per argument signature (tensor shapes, dtypes,
     devices, ``requires_grad``; other arguments by value) and reuses the trace with the new values, like
-    ``jax.jit``; a changed structure is detected and re-traced (what is checked, and when: ``qhybrid._static``).
+    ``jax.jit``; a changed structure is detected and re-traced (what is checked, and when: ``qhybrid.workflow._static``).
     ``"verify"`` also re-records and compares on every call (debugging).
 
     >>> @qhybrid.qnode(qhybrid.device("tensornet", wires=2), static_structure=True)

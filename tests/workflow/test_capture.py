@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import qhybrid
-from qhybrid import _capture
+from qhybrid.workflow import _capture
 from qhybrid.errors import CaptureError
 
 N = 3

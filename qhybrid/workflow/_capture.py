@@ -20,7 +20,7 @@ from typing import Callable
 import torch
 
 from ._call_args import CallArgs
-from .errors import CaptureError
+from ..errors import CaptureError
 
 CAPTURE_MODES = ("cuda-graph",)
 """The values ``capture=`` takes besides None."""

@@ -1,4 +1,4 @@
-"""``static_structure=True`` qnodes (``qhybrid/_static.py``): a repeat call of a signature reuses the trace
+"""``static_structure=True`` qnodes (``qhybrid/workflow/_static.py``): a repeat call of a signature reuses the trace
 with new values; every structure change between calls is a new signature or is detected, and re-traced,
 with default.qubit's numbers and gradients each time."""
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import qhybrid
-from qhybrid._static import StaticStructureWarning
+from qhybrid.workflow._static import StaticStructureWarning
 
 N = 4
 TOL = 1e-10

@@ -31,12 +31,12 @@ from collections import OrderedDict
 import torch
 
 from ._call_args import CallArgs, shaped_like
-from ._compile import quantum_boundary
-from ._variant import Gather, Variant, tape_parameters
-from .interfaces._placement import call_device, place
-from .interfaces._preprocess import gather_maps, settings_key
-from .errors import refuse_function_transforms
-from .interfaces.torch import run_variants
+from ..interfaces._compile import quantum_boundary
+from .._variant import Gather, Variant, tape_parameters
+from ..interfaces._placement import call_device, place
+from ..interfaces._preprocess import gather_maps, settings_key
+from ..errors import refuse_function_transforms
+from ..interfaces.torch import run_variants
 
 STATIC_VERIFY_EVERY = 1000
 """A reused trace is compared with a fresh recording of the function every this many reuses (0: never)."""
