@@ -13,7 +13,7 @@ import pennylane as qml
 import torch
 from torch import nn
 
-from ..workflow._capture import Graphs, check_capture, module_call
+from ..workflow._capture import capture_graphs, module_call, replaying
 from ..interfaces._compile import quantum_boundary
 from ..workflow.qnode import QNode
 from ..typing import DiffMethod
@@ -64,8 +64,7 @@ class VariationalLayer(nn.Module):
         super().__init__()
         name = type(self).__name__
         tdev = getattr(device, "torch_device", None)
-        capture = check_capture(capture, name, torch_device=tdev, diff_method=diff_method)
-        self._graphs = Graphs(name) if capture else None
+        self._graphs = capture_graphs(capture, name, torch_device=tdev, diff_method=diff_method)
         self.check_finite = bool(check_finite)
         self.n_qubits = _positive_int(n_qubits, "n_qubits")
         self.n_layers = _positive_int(n_layers, "n_layers")
@@ -134,7 +133,7 @@ class VariationalLayer(nn.Module):
         raise NotImplementedError
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self._graphs is not None and not self._graphs.running:  # capture="cuda-graph": replay
+        if replaying(self._graphs):  # capture="cuda-graph": replay
             return module_call(self, self._graphs, (x,))
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{type(self).__name__} takes a torch.Tensor, got {type(x).__name__}.")
