@@ -146,7 +146,7 @@ def test_imports_point_down_the_layers(layer):
 
 def test_the_checker_sees_relative_and_lazy_imports(tmp_path):
     """The reader resolves relative imports and finds imports inside functions (so the test can fail)."""
-    src = ROOT / "devices" / "tensornet" / "_pl_derivatives.py"
+    src = ROOT / "devices" / "tensornet" / "plugin" / "derivatives.py"
     found = {t for _, t in _imports(src)}
     assert "qhybrid.devices._protocol" in found and "qhybrid.errors" in found
     fake = ROOT / "devices" / "_probe_for_test.py"

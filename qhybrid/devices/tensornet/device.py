@@ -27,7 +27,7 @@ from pennylane.transforms.core import CompilePipeline
 from ...errors import GradientError, UnsupportedOperationError, refuse_function_transforms
 from ...typing import Backend, Optimizer
 from ..._variant import Variant, tape_parameters
-from ._autograd import execute_traced, is_traced
+from .plugin.autograd import execute_traced, is_traced
 from .engines.network.pathfind import DEFAULT_PLAN_TIME, PathSettings
 from .engines.lightcone.spread import check_spread_option
 from .readout.readout import ReadoutPlan, plan_readout
@@ -39,10 +39,10 @@ from .backends import BACKEND_NAMES, get_backend
 from .readout.measurement_values import measurement_values_as_observables
 from .readout.postselect import renormalise_postselection
 from ._empty_batch import with_empty_batches
-from ._conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor
-from ._pl_config import refuse_second_derivative_of_numpy_tapes, refuse_second_derivative_of_vjp, resolve_config
-from ._pl_derivatives import _core_params, device_vjps, jacobian
-from ._pl_preprocess import (
+from .plugin.conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor
+from .plugin.config import refuse_second_derivative_of_numpy_tapes, refuse_second_derivative_of_vjp, resolve_config
+from .plugin.derivatives import _core_params, device_vjps, jacobian
+from .plugin.preprocess import (
     UnsupportedOnDeviceError,
     _analytic_measurement,
     _decompose_for_tensornet,
@@ -266,7 +266,7 @@ class TensorNetworkDevice(Device):
         """Resolve ``"best"``/``"device"`` to ``"backprop"`` where the interface differentiates it to every
         order (torch, autograd), else ``"adjoint"``; answer adjoint with device VJPs (one reverse pass per
         backward call, where a Jacobian costs one per output element), and with backprop for
-        ``max_diff > 1``. See ``_pl_config.resolve_config``."""
+        ``max_diff > 1``. See ``plugin.config.resolve_config``."""
         refuse_function_transforms()  # every PennyLane execution asks here first: torch's own message names no fix
         return resolve_config(self, config)
 

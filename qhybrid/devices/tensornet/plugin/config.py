@@ -13,8 +13,8 @@ from pennylane.devices import ExecutionConfig
 from pennylane.exceptions import DeviceError
 from pennylane.math import Interface
 
-from ...errors import GradientError, QhybridWarning
-from ._autograd import is_traced
+from ....errors import GradientError, QhybridWarning
+from .autograd import is_traced
 
 BACKPROP_INTERFACES = frozenset({Interface.TORCH, Interface.AUTOGRAD, Interface.AUTO})
 """Interfaces where backprop through this device is differentiable to every order, so ``"best"`` picks it
