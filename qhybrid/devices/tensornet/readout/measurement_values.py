@@ -25,6 +25,10 @@ def _as_observable(mp):
     return type(mp)(obs=obs)
 
 
+def _first(results):
+    return results[0]
+
+
 @qml.transform
 def measurement_values_as_observables(tape: QuantumScript):
     """``tape`` with expval / var / probs of measurement values measured as observables of their wires
@@ -33,9 +37,9 @@ def measurement_values_as_observables(tape: QuantumScript):
     >>> m = qml.measure(0)  # doctest: +SKIP
     """
     if tape.shots or not any(mp.mv is not None for mp in tape.measurements):
-        return (tape,), lambda results: results[0]
+        return (tape,), _first  # module-level, so plans holding it pickle
     new = tape.copy(measurements=[_as_observable(mp) for mp in tape.measurements])
-    return (new,), lambda results: results[0]
+    return (new,), _first
 
 
 __all__ = ["measurement_values_as_observables"]
