@@ -21,9 +21,9 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import torch
-from tqdm import tqdm
 
 import qhybrid
+from _training import figure, progress
 
 BRUTE_FORCE_MAX_NODES = 20
 """Exact MaxCut by enumeration up to this many nodes (2**19 cuts of 30 edges: well under a second)."""
@@ -63,20 +63,12 @@ def brute_force_cut(graph: nx.Graph) -> int:
 
 
 def plot(ratios: list[float], path: Path, title: str, exact: bool) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(np.arange(len(ratios)), ratios, label="QAOA expected cut / reference cut")
-    ax.axhline(1.0, color="gray", ls="--", lw=1, label="reference: " + ("maximum cut" if exact else "local search"))
-    ax.set(xlabel="step", ylabel="approximation ratio", title=title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure(path) as (_, ax):
+        ax.plot(np.arange(len(ratios)), ratios, label="QAOA expected cut / reference cut")
+        ax.axhline(1.0, color="gray", ls="--", lw=1, label="reference: " + ("maximum cut" if exact else "local search"))
+        ax.set(xlabel="step", ylabel="approximation ratio", title=title)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right")
 
 
 def main(argv=None) -> dict:
@@ -92,7 +84,7 @@ def main(argv=None) -> dict:
     layer = qhybrid.GraphQLayer(graph, args.layers, kind="qaoa", output="cost").double()
     opt = torch.optim.Adam(layer.parameters(), lr=args.lr)
     ratios = []
-    bar = tqdm(range(args.steps + 1), desc=f"QAOA p={args.layers}", unit="step", disable=args.quiet)
+    bar = progress(args.steps + 1, f"QAOA p={args.layers}", "step", args.quiet)
     for step in bar:
         opt.zero_grad()
         cost = layer()  # sum over edges of <Z_u Z_v>: minimise it to maximise the cut

@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import pennylane as qml
 import torch
-from tqdm import tqdm
 
 import qhybrid
+from _training import figure, progress
 
 INIT_SCALE = 0.1
 """Initial angles are normal with this standard deviation: the circuit starts near the |+>^n product state."""
@@ -88,25 +88,16 @@ def make_energy(H, n: int, ansatz: str, diff_method: str):
 
 
 def plot(energies, exact: float, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     steps = np.arange(len(energies))
-    fig, (ax_e, ax_err) = plt.subplots(1, 2, figsize=(10, 4))
-    ax_e.plot(steps, energies, label="VQE")
-    ax_e.axhline(exact, color="k", linestyle="--", label=f"exact {exact:.4f}")
-    ax_e.set(xlabel="step", ylabel="energy", title="energy")
-    ax_e.legend()
-    ax_err.semilogy(steps, np.maximum(np.asarray(energies) - exact, 1e-16))
-    ax_err.set(xlabel="step", ylabel="E - E_exact", title="error")
-    for ax in (ax_e, ax_err):
-        ax.grid(alpha=0.3)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure(path, title, ncols=2, figsize=(10, 4)) as (_, (ax_e, ax_err)):
+        ax_e.plot(steps, energies, label="VQE")
+        ax_e.axhline(exact, color="k", linestyle="--", label=f"exact {exact:.4f}")
+        ax_e.set(xlabel="step", ylabel="energy", title="energy")
+        ax_e.legend()
+        ax_err.semilogy(steps, np.maximum(np.asarray(energies) - exact, 1e-16))
+        ax_err.set(xlabel="step", ylabel="E - E_exact", title="error")
+        for ax in (ax_e, ax_err):
+            ax.grid(alpha=0.3)
 
 
 def main(argv=None) -> dict:
@@ -121,7 +112,7 @@ def main(argv=None) -> dict:
 
     start = time.perf_counter()
     energies = []
-    bar = tqdm(range(args.epochs), desc="vqe", unit="step", disable=args.quiet)
+    bar = progress(args.epochs, "vqe", "step", args.quiet)
     for _ in bar:
         opt.zero_grad()
         e = energy(weights)

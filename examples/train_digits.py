@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
-from tqdm import tqdm
 
 import qhybrid
+from _training import batches, plot_history, train_classifier
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -69,35 +69,6 @@ def build_model(n_qubits: int, n_layers: int) -> nn.Module:
     )
 
 
-def evaluate(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-    with torch.no_grad():
-        logits = model(X)
-        return nn.functional.cross_entropy(logits, y).item(), (logits.argmax(-1) == y).float().mean().item()
-
-
-def plot(history: dict, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    epochs = np.arange(len(history["train_loss"]))  # 0 is before training
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
-    ax_loss.plot(epochs, history["train_loss"], label="train")
-    ax_loss.plot(epochs, history["test_loss"], label="test")
-    ax_loss.set(xlabel="epoch", ylabel="cross-entropy", title="loss")
-    ax_acc.plot(epochs, history["train_acc"], label="train")
-    ax_acc.plot(epochs, history["test_acc"], label="test")
-    ax_acc.set(xlabel="epoch", ylabel="accuracy", title="accuracy", ylim=(0, 1.02))
-    for ax in (ax_loss, ax_acc):
-        ax.legend()
-        ax.grid(alpha=0.3)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def main(argv=None) -> dict:
     args = parse_args(argv)
     torch.manual_seed(args.seed)
@@ -105,38 +76,14 @@ def main(argv=None) -> dict:
     X_tr, y_tr, X_te, y_te = load_data(args.classes, args.n_qubits, args.test_size, args.seed)
     model = build_model(args.n_qubits, args.n_layers)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(X_tr, y_tr),
-        batch_size=args.batch_size,
-        shuffle=True,
-        generator=torch.Generator().manual_seed(args.seed),
-    )
-
-    history = {"train_loss": [], "test_loss": [], "train_acc": [], "test_acc": []}
-
-    def record() -> None:
-        model.eval()
-        for split, (X, y) in {"train": (X_tr, y_tr), "test": (X_te, y_te)}.items():
-            loss, acc = evaluate(model, X, y)
-            history[f"{split}_loss"].append(loss)
-            history[f"{split}_acc"].append(acc)
-
-    record()  # epoch 0: the untrained model
-    bar = tqdm(range(args.epochs), desc="digits", unit="epoch", disable=args.quiet)
-    for _ in bar:
-        model.train()
-        for xb, yb in loader:
-            opt.zero_grad()
-            nn.functional.cross_entropy(model(xb), yb).backward()
-            opt.step()
-        record()
-        bar.set_postfix(loss=f"{history['train_loss'][-1]:.3f}", test_acc=f"{history['test_acc'][-1]:.3f}")
+    loader = batches(X_tr, y_tr, args.batch_size, args.seed)
+    history, _ = train_classifier(model, loader, opt, args.epochs, (X_te, y_te), desc="digits", quiet=args.quiet)
     elapsed = time.perf_counter() - start
 
     args.out.mkdir(parents=True, exist_ok=True)
     png = args.out / "train_digits.png"
     a, b = args.classes
-    plot(history, png, f"digits {a} vs {b}: {args.n_qubits}-qubit ExpQLayer between nn.Linear layers")
+    plot_history(history, png, f"digits {a} vs {b}: {args.n_qubits}-qubit ExpQLayer between nn.Linear layers")
     result = {
         "test_accuracy": history["test_acc"][-1],
         "train_accuracy": history["train_acc"][-1],

@@ -24,9 +24,9 @@ import numpy as np
 import pennylane as qml
 import torch
 from torch import nn
-from tqdm import tqdm
 
 import qhybrid
+from _training import batches, figure, plot_history, train_classifier
 
 N_CLASSES = 10
 
@@ -83,57 +83,20 @@ def build_model(n_features: int, n_qubits: int, n_layers: int) -> nn.Module:
     )
 
 
-def evaluate(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> tuple[float, float, torch.Tensor]:
-    """Loss, accuracy and predicted labels on one split (one broadcast circuit execution)."""
-    with torch.no_grad():
-        logits = model(X)
-        pred = logits.argmax(-1)
-        return nn.functional.cross_entropy(logits, y).item(), (pred == y).float().mean().item(), pred
-
-
 def confusion_matrix(y: torch.Tensor, pred: torch.Tensor) -> np.ndarray:
     """Counts of (true class, predicted class)."""
     counts = torch.bincount(y * N_CLASSES + pred, minlength=N_CLASSES * N_CLASSES)
     return counts.reshape(N_CLASSES, N_CLASSES).numpy()
 
 
-def plot_curves(history: dict, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    epochs = np.arange(len(history["train_loss"]))  # 0 is before training
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
-    for split in ("train", "test"):
-        ax_loss.plot(epochs, history[f"{split}_loss"], label=split)
-        ax_acc.plot(epochs, history[f"{split}_acc"], label=split)
-    ax_loss.set(xlabel="epoch", ylabel="cross-entropy", title="loss")
-    ax_acc.set(xlabel="epoch", ylabel="accuracy", title="accuracy", ylim=(0, 1.02))
-    for ax in (ax_loss, ax_acc):
-        ax.legend()
-        ax.grid(alpha=0.3)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def plot_confusion(matrix: np.ndarray, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 5))
-    ax.imshow(matrix, cmap="Blues")
-    for (i, j), n in np.ndenumerate(matrix):
-        if n:
-            ax.text(j, i, str(n), ha="center", va="center", fontsize=8, color="white" if n > matrix.max() / 2 else "black")
-    ax.set(xlabel="predicted digit", ylabel="true digit", title=title, xticks=range(N_CLASSES), yticks=range(N_CLASSES))
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure(path, figsize=(5.5, 5)) as (_, ax):
+        ax.imshow(matrix, cmap="Blues")
+        for (i, j), n in np.ndenumerate(matrix):
+            if n:
+                color = "white" if n > matrix.max() / 2 else "black"
+                ax.text(j, i, str(n), ha="center", va="center", fontsize=8, color=color)
+        ax.set(xlabel="predicted digit", ylabel="true digit", title=title, xticks=range(N_CLASSES), yticks=range(N_CLASSES))
 
 
 def main(argv=None) -> dict:
@@ -144,50 +107,16 @@ def main(argv=None) -> dict:
     model = build_model(X_tr.shape[1], args.n_qubits, args.n_layers)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(args.epochs, 1))
-    loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(X_tr, y_tr),
-        batch_size=args.batch_size,
-        shuffle=True,
-        generator=torch.Generator().manual_seed(args.seed),
+    loader = batches(X_tr, y_tr, args.batch_size, args.seed)
+    history, pred = train_classifier(
+        model, loader, opt, args.epochs, (X_te, y_te), desc="digits 0-9", quiet=args.quiet, sched=sched
     )
-
-    history = {"train_loss": [], "test_loss": [], "train_acc": [], "test_acc": []}
-
-    def record(train_loss: float, train_acc: float) -> torch.Tensor:
-        model.eval()
-        loss, acc, pred = evaluate(model, X_te, y_te)
-        history["train_loss"].append(train_loss)
-        history["train_acc"].append(train_acc)
-        history["test_loss"].append(loss)
-        history["test_acc"].append(acc)
-        return pred
-
-    pred = record(*evaluate(model, X_tr, y_tr)[:2])  # epoch 0: the untrained model
-    bar = tqdm(total=args.epochs * len(loader), desc="digits 0-9", unit="batch", disable=args.quiet)
-    for _ in range(args.epochs):
-        model.train()
-        seen = total_loss = correct = 0
-        for xb, yb in loader:
-            opt.zero_grad()
-            logits = model(xb)
-            loss = nn.functional.cross_entropy(logits, yb)
-            loss.backward()
-            opt.step()
-            # the epoch's training figures are running means over its batches (no second pass)
-            seen += len(yb)
-            total_loss += loss.item() * len(yb)
-            correct += (logits.argmax(-1) == yb).sum().item()
-            bar.update()
-            bar.set_postfix(loss=f"{loss.item():.3f}", test_acc=f"{history['test_acc'][-1]:.3f}")
-        sched.step()
-        pred = record(total_loss / seen, correct / seen)
-    bar.close()
     elapsed = time.perf_counter() - start
 
     args.out.mkdir(parents=True, exist_ok=True)
     curves, confusion = args.out / "train_digits10_curves.png", args.out / "train_digits10_confusion.png"
     what = f"{args.n_qubits}-qubit, {args.n_layers}-layer re-uploading ExpQLayer"
-    plot_curves(history, curves, f"digits 0-9: nn.Linear(64, {args.n_qubits}) -> {what} -> nn.Linear")
+    plot_history(history, curves, f"digits 0-9: nn.Linear(64, {args.n_qubits}) -> {what} -> nn.Linear")
     matrix = confusion_matrix(y_te, pred)
     plot_confusion(matrix, confusion, f"test set, accuracy {history['test_acc'][-1]:.3f}")
     result = {

@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pennylane as qml
 import torch
-from tqdm import tqdm
 
 import qhybrid
+from _training import batches, figure, progress
 
 GRID_POINTS = 80
 """Resolution of the decision-boundary plot along each axis (one batched circuit execution)."""
@@ -83,11 +83,6 @@ def accuracy(model, X, y) -> float:
 
 
 def plot(model, X_tr, y_tr, X_te, y_te, losses, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     X_all = torch.cat([X_tr, X_te])
     lo, hi = X_all.min(0).values - 0.5, X_all.max(0).values + 0.5
     gx, gy = torch.meshgrid(
@@ -96,22 +91,17 @@ def plot(model, X_tr, y_tr, X_te, y_te, losses, path: Path, title: str) -> None:
     with torch.no_grad():
         p = model(torch.stack([gx.reshape(-1), gy.reshape(-1)], -1)).reshape(gx.shape)
 
-    fig, (ax_b, ax_l) = plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": [1.3, 1]})
-    cs = ax_b.contourf(gx, gy, p, levels=20, cmap="RdBu_r", alpha=0.7, vmin=0, vmax=1)
-    ax_b.contour(gx, gy, p, levels=[0.5], colors="k", linewidths=1.5)
-    fig.colorbar(cs, ax=ax_b, label="p(class 1)")
-    for X, y, marker, name in [(X_tr, y_tr, "o", "train"), (X_te, y_te, "^", "test")]:
-        ax_b.scatter(X[:, 0], X[:, 1], c=y, cmap="RdBu_r", marker=marker, edgecolors="k", s=25, label=name)
-    ax_b.set(title="decision boundary", xlabel="x1", ylabel="x2")
-    ax_b.legend(loc="lower left")
-    ax_l.plot(np.arange(1, len(losses) + 1), losses)
-    ax_l.set(title="training loss", xlabel="epoch", ylabel="binary cross-entropy")
-    ax_l.grid(alpha=0.3)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
+    with figure(path, title, ncols=2, figsize=(11, 4.5), gridspec_kw={"width_ratios": [1.3, 1]}) as (fig, (ax_b, ax_l)):
+        cs = ax_b.contourf(gx, gy, p, levels=20, cmap="RdBu_r", alpha=0.7, vmin=0, vmax=1)
+        ax_b.contour(gx, gy, p, levels=[0.5], colors="k", linewidths=1.5)
+        fig.colorbar(cs, ax=ax_b, label="p(class 1)")
+        for X, y, marker, name in [(X_tr, y_tr, "o", "train"), (X_te, y_te, "^", "test")]:
+            ax_b.scatter(X[:, 0], X[:, 1], c=y, cmap="RdBu_r", marker=marker, edgecolors="k", s=25, label=name)
+        ax_b.set(title="decision boundary", xlabel="x1", ylabel="x2")
+        ax_b.legend(loc="lower left")
+        ax_l.plot(np.arange(1, len(losses) + 1), losses)
+        ax_l.set(title="training loss", xlabel="epoch", ylabel="binary cross-entropy")
+        ax_l.grid(alpha=0.3)
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
@@ -120,15 +110,10 @@ def main(argv=None) -> dict:
     X_tr, y_tr, X_te, y_te = load_data(args.samples, args.noise, args.seed)
     model = MoonsVQC(args.n_qubits, args.n_layers, X_tr.min(0).values, X_tr.max(0).values)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    loader = torch.utils.data.DataLoader(
-        torch.utils.data.TensorDataset(X_tr, y_tr),
-        batch_size=args.batch_size,
-        shuffle=True,
-        generator=torch.Generator().manual_seed(args.seed),
-    )
+    loader = batches(X_tr, y_tr, args.batch_size, args.seed)
 
     losses = []
-    bar = tqdm(range(args.epochs), desc="moons", unit="epoch", disable=args.quiet)
+    bar = progress(args.epochs, "moons", "epoch", args.quiet)
     for _ in bar:
         total = 0.0
         for xb, yb in loader:

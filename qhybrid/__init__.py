@@ -9,13 +9,11 @@
 ...     return [qml.expval(qml.Z(i)) for i in range(2)]
 """
 
-from ._device_factory import device
+from .workflow import QNode, cuda_graph, device, qnode
 from .devices import TensorNetworkDevice
 from .gradients import AdjointTN, JacobianProductCalculator, Launcher, ParameterShift
 from .interfaces.torch import ExecuteTapes, execute
 from .layers import ArgMax, ArgMaxQLayer, ExpQLayer, GraphQLayer, QLayer, TorchLayer
-from .qnode import QNode, qnode
-from .cuda_graph import cuda_graph
 
 __version__ = "0.1.0"
 

@@ -61,6 +61,9 @@ class Gather:
             found = self.memo[key] = (index, index.to(device))
         return found[1]
 
+    def __getstate__(self):  # the memo is a cache of device objects (held by weak reference): rebuilt after loading
+        return {**self.__dict__, "memo": {}}
+
     def rebound(self, inputs) -> "Gather":
         """The same gather over other inputs (shares the cached groups)."""
         return Gather(tuple(inputs), self.maps, self.groups(), self.memo)

@@ -42,6 +42,23 @@ class QhybridWarning(UserWarning):
     device does not use; each is said once per process."""
 
 
+def refuse_function_transforms() -> None:
+    """torch.func transforms (vmap, grad, jacrev, jacfwd) would wrap the parameters in tensors qhybrid's device
+    code cannot see through: say so, and what does the same job, instead of torch's own message.
+
+    >>> refuse_function_transforms()  # outside any transform: nothing to refuse
+    """
+    import torch
+
+    active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    if active is not None and active():
+        raise GradientError(
+            "qhybrid circuits do not run inside torch.func transforms (vmap, grad, jacrev, jacfwd). For a "
+            "batch, give the inputs a leading batch axis: the whole batch runs as one broadcast execution. "
+            "For Jacobians, use torch.autograd.functional.jacobian (or backward with grad_tensors)."
+        )
+
+
 __all__ = [
     "QhybridError",
     "UnsupportedOperationError",
@@ -51,4 +68,5 @@ __all__ = [
     "GradientError",
     "CaptureError",
     "QhybridWarning",
+    "refuse_function_transforms",
 ]

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parents[1] / "examples"))  # the examples' shared _training.py
 
 
 def pytest_collection_modifyitems(config, items):

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import torch
 
-from .._tracking import track_run
+from ..devices._tracking import track_run
 from .._variant import Variant
 from .jpc import JacobianProductCalculator
 from .launcher import Launcher

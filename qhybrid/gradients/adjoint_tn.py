@@ -14,11 +14,11 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from .._tracking import track_run
+from ..devices._tracking import track_run
 from .._variant import Variant
 from ..devices._protocol import register_vjp_calculator, supports_reverse_mode
 from ..errors import GradientError
-from .jpc import JacobianProductCalculator, Results, refuse_shots
+from .jpc import JacobianProductCalculator, Results, refuse_shots, register_jpc
 
 
 def _check_analytic(device, method: str) -> None:
@@ -30,6 +30,7 @@ def _check_analytic(device, method: str) -> None:
         )
 
 
+@register_jpc
 class AdjointTN(JacobianProductCalculator):
     """Vector-Jacobian products by reverse mode through the contraction of a tensornet device.
 
@@ -126,6 +127,7 @@ class AdjointTN(JacobianProductCalculator):
         return out
 
 
+@register_jpc
 class Backprop(AdjointTN):
     """Plain torch autograd through the simulation: no custom backward, any derivative order."""
 

@@ -1,13 +1,18 @@
-"""The JacobianProductCalculator contract and lookup by name."""
+"""The JacobianProductCalculator contract and lookup by name.
+
+Each calculator registers itself under its ``name`` (:func:`register_jpc`) where it is defined, so this
+module, which they all import for the base class, imports none of them: ``get_jpc`` reads the registry.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeVar
 
 import torch
 
 from .._variant import Variant
+from ..devices._protocol import supports_reverse_mode
 from ..errors import GradientError
 
 Results = list[tuple[torch.Tensor, ...]]
@@ -34,6 +39,12 @@ class JacobianProductCalculator(ABC):
     """
 
     name: str = ""
+
+    @classmethod
+    def for_device(cls, device, gradient_device=None) -> "JacobianProductCalculator":
+        """The calculator ``get_jpc`` builds for ``device`` (``gradient_device``: a second device for the
+        gradient runs, where the method has any)."""
+        return cls(device)
 
     @abstractmethod
     def forward(self, variants: Sequence[Variant], trainable: Sequence[Sequence[int]]) -> tuple[Results, Any]:
@@ -75,6 +86,19 @@ class JacobianProductCalculator(ABC):
         return jacs
 
 
+_J = TypeVar("_J", bound=type)
+
+
+_REGISTRY: dict[str, type] = {}
+"""Calculators by ``diff_method`` name (filled by :func:`register_jpc` as their modules are imported)."""
+
+
+def register_jpc(cls: _J) -> _J:
+    """Class decorator: ``get_jpc(cls.name, ...)`` builds ``cls.for_device(device, gradient_device)``."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
 def refuse_shots(diff_method: str, shots) -> None:
     """adjoint and backprop differentiate exact results: finite ``shots`` are refused, naming the method
     asked for and the one that serves sampled results."""
@@ -89,26 +113,17 @@ def get_jpc(diff_method: str, device, gradient_device=None, *, shots=None) -> Ja
     """The JPC for ``diff_method``: "adjoint", "parameter-shift", "backprop", "best" (adjoint on an analytic
     tensornet device, parameter-shift otherwise) or None (no gradients). ``shots``: the circuits' own finite
     shots, where they set them (the device's count too)."""
-    from .adjoint_tn import AdjointTN, Backprop
-    from .launcher import Launcher
-    from .parameter_shift import ParameterShift
-
     if diff_method is None:
         return None
     shots = shots or getattr(device, "shots", None)
     if diff_method == "best":
-        from ..devices._protocol import supports_reverse_mode
-
         native = supports_reverse_mode(device)
         diff_method = "adjoint" if not shots and native and gradient_device is None else "parameter-shift"
     if diff_method in ("adjoint", "backprop"):
         refuse_shots(diff_method, shots)
-    if diff_method == "adjoint":
-        return AdjointTN(device)
-    if diff_method == "backprop":
-        return Backprop(device)
-    if diff_method == "parameter-shift":
-        return ParameterShift(Launcher(device), Launcher(gradient_device or device))
-    raise ValueError(
-        f"Unknown diff_method {diff_method!r}; choose 'adjoint', 'parameter-shift', 'backprop', 'best' or None."
-    )
+    cls = _REGISTRY.get(diff_method)
+    if cls is None:
+        raise ValueError(
+            f"Unknown diff_method {diff_method!r}; choose 'adjoint', 'parameter-shift', 'backprop', 'best' or None."
+        )
+    return cls.for_device(device, gradient_device)

@@ -18,7 +18,7 @@ from typing import Sequence
 import pennylane as qml
 import torch
 
-from .._tracking import track_run
+from ..devices._tracking import track_run
 from .._variant import Variant
 
 

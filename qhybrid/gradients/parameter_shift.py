@@ -20,7 +20,8 @@ from pennylane.measurements import DensityMatrixMP, StateMP, VarianceMP
 
 from .._variant import Variant, parameter_owners
 from ..errors import GradientError
-from .jpc import JacobianProductCalculator, Results
+from ._execute import execute_variants
+from .jpc import JacobianProductCalculator, Results, register_jpc
 from .launcher import Launcher
 
 
@@ -65,6 +66,7 @@ def _make_rule(op, k: int) -> np.ndarray:
     return np.stack([rows[:, 0], np.ones(len(rows)), rows[:, 1]], axis=1)
 
 
+@register_jpc
 class ParameterShift(JacobianProductCalculator):
     """VJPs from parameter-shift rules; forward and shifted runs each go through a launcher.
 
@@ -82,6 +84,10 @@ class ParameterShift(JacobianProductCalculator):
     def __init__(self, launcher: Launcher, gradient_launcher: Launcher | None = None):
         self.launcher = launcher
         self.gradient_launcher = gradient_launcher or launcher
+
+    @classmethod
+    def for_device(cls, device, gradient_device=None) -> "ParameterShift":
+        return cls(Launcher(device), Launcher(gradient_device or device))
 
     def forward(self, variants: Sequence[Variant], trainable) -> tuple[Results, Any]:
         with torch.no_grad():
@@ -137,8 +143,6 @@ class ParameterShift(JacobianProductCalculator):
     def compute_vjp(self, variants, trainable, dy, saved=None):
         shifted, layout = self._shifted(variants, trainable)
         if torch.is_grad_enabled():
-            from ._execute import execute_variants
-
             # create_graph: the shifted runs are themselves differentiable, by the same rule
             results = execute_variants(shifted, ParameterShift(self.gradient_launcher))
         else:

@@ -13,25 +13,13 @@ from typing import Sequence
 import pennylane as qml
 import torch
 
-from .._compile import quantum_boundary
+from ._compile import quantum_boundary
 from ..gradients._execute import ExecuteTapes, execute_variants
 from ..gradients.jpc import get_jpc
 from ..gradients.launcher import Launcher
-from ..errors import GradientError
+from ..errors import refuse_function_transforms
 from ._placement import call_device, place
 from ._preprocess import preprocess
-
-
-def _refuse_function_transforms() -> None:
-    """torch.func transforms (vmap, grad, jacrev, jacfwd) would wrap the parameters in tensors our device
-    code cannot see through: say so, and what does the same job, instead of torch's own message."""
-    active = getattr(torch._C, "_are_functorch_transforms_active", None)
-    if active is not None and active():
-        raise GradientError(
-            "qhybrid circuits do not run inside torch.func transforms (vmap, grad, jacrev, jacfwd). For a "
-            "batch, give the inputs a leading batch axis: the whole batch runs as one broadcast execution. "
-            "For Jacobians, use torch.autograd.functional.jacobian (or backward with grad_tensors)."
-        )
 
 
 @quantum_boundary
@@ -66,24 +54,33 @@ def execute(
     >>> res.backward(); x.grad
     tensor(-0.2955)
     """
-    _refuse_function_transforms()
     tapes = list(tapes)
     shots = getattr(device, "shots", None)
     if shots:  # a device's own shots apply to tapes that set none (as PennyLane's QNode does)
         tapes = [t if t.shots else t.copy(shots=shots) for t in tapes]
     variants, postprocess = preprocess(device, tapes)  # the device's program, cached per structure
     shots = next((t.shots for t in tapes if t.shots), None)
-    shaped = run_variants(variants, device, diff_method, gradient_device, shots=shots)
     if result_device is None:
         result_device = call_device([t.get_parameters(trainable_only=False) for t in tapes])
         result_device = result_device or getattr(device, "torch_device", None)
-    return place(tuple(postprocess(shaped)), None if result_device is None else torch.device(result_device))
+    result_device = None if result_device is None else torch.device(result_device)
+    return run_prepared(variants, postprocess, device, diff_method, gradient_device, shots=shots, result_device=result_device)
+
+
+def run_prepared(
+    variants, postprocess, device, diff_method, gradient_device=None, *, shots=None, result_device=None
+) -> tuple:
+    """The back half of ``execute``, shared with static-structure traces: device-ready ``variants`` run with
+    autograd support, ``postprocess`` (the device program's) applied, results placed on ``result_device``."""
+    refuse_function_transforms()
+    shaped = run_variants(variants, device, diff_method, gradient_device, shots=shots)
+    return place(tuple(postprocess(shaped)), result_device)
 
 
 def run_variants(variants, device, diff_method, gradient_device=None, *, shots=None) -> tuple:
     """Device-ready ``variants`` run with autograd support (through the JPC ``diff_method`` names), one result
     per variant shaped as a PennyLane torch QNode's (a tensor per measurement, a tuple for several), before
-    the preprocessing's postprocessing. The back half of ``execute``, shared with static-structure traces."""
+    the preprocessing's postprocessing."""
     jpc = get_jpc(diff_method, device, gradient_device, shots=shots)
     if jpc is None:
         with torch.no_grad():
@@ -93,4 +90,4 @@ def run_variants(variants, device, diff_method, gradient_device=None, *, shots=N
     return tuple(r[0] if len(r) == 1 else tuple(r) for r in raw)
 
 
-__all__ = ["ExecuteTapes", "execute", "execute_variants", "run_variants"]
+__all__ = ["ExecuteTapes", "execute", "execute_variants", "run_prepared", "run_variants"]

@@ -13,9 +13,9 @@ import pennylane as qml
 import torch
 from torch import nn
 
-from .._capture import Graphs, check_capture, module_call
-from .._compile import quantum_boundary
-from ..qnode import QNode
+from ..workflow._capture import capture_graphs, module_call, replaying
+from ..interfaces._compile import quantum_boundary
+from ..workflow.qnode import QNode
 from ..typing import DiffMethod
 from ._ansatz import AnsatzLike, get_ansatz
 from ._encodings import EncodingName, Rotation, get_encoding
@@ -67,8 +67,7 @@ class VariationalLayer(nn.Module):
         self.noise = layer_noise(noise)
         name = type(self).__name__
         tdev = getattr(device, "torch_device", None)
-        capture = check_capture(capture, name, torch_device=tdev, diff_method=diff_method)
-        self._graphs = Graphs(name) if capture else None
+        self._graphs = capture_graphs(capture, name, torch_device=tdev, diff_method=diff_method)
         self.check_finite = bool(check_finite)
         self.n_qubits = _positive_int(n_qubits, "n_qubits")
         self.n_layers = _positive_int(n_layers, "n_layers")
@@ -117,7 +116,7 @@ class VariationalLayer(nn.Module):
         complex_dtype = _COMPLEX_FOR_REAL.get(dtype or self.weight.dtype, torch.complex64)
         dev = self._auto_devices.get(complex_dtype)
         if dev is None:
-            from .._device_factory import device as make_device
+            from ..workflow._device_factory import device as make_device
 
             dev = make_device("tensornet", wires=self.n_qubits, dtype=complex_dtype)
             self._auto_devices[complex_dtype] = dev
@@ -143,7 +142,7 @@ class VariationalLayer(nn.Module):
         raise NotImplementedError
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self._graphs is not None and not self._graphs.running:  # capture="cuda-graph": replay
+        if replaying(self._graphs):  # capture="cuda-graph": replay
             return module_call(self, self._graphs, (x,))
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{type(self).__name__} takes a torch.Tensor, got {type(x).__name__}.")

@@ -150,7 +150,7 @@ class GraphQLayer(nn.Module):
         complex_dtype = _COMPLEX_FOR_REAL.get(dtype, torch.complex64)
         dev = self._auto_devices.get(complex_dtype)
         if dev is None:
-            from .._device_factory import device as make_device
+            from ..workflow._device_factory import device as make_device
 
             dev = self._auto_devices[complex_dtype] = make_device("tensornet", dtype=complex_dtype)
         return dev

@@ -10,8 +10,8 @@ from typing import Callable, Mapping, Sequence, Union
 import torch
 from torch import nn
 
-from .._capture import Graphs, check_capture, module_call
-from ..qnode import QNode, _static_cache
+from ..workflow._capture import capture_graphs, module_call, replaying
+from ..workflow.qnode import QNode
 
 InitMethod = Union[Callable[[torch.Tensor], torch.Tensor], Mapping[str, Union[Callable, torch.Tensor]]]
 """A ``torch.nn.init``-style function for every weight, or one function or tensor per weight name."""
@@ -38,9 +38,10 @@ class TorchLayer(nn.Module):
 
     Keyword Args:
         input_arg: the name of the data argument (``"inputs"``, as PennyLane's).
-        static_structure: reuse the qnode's trace for repeat calls of the same input shape (a qhybrid qnode
-            only): the new inputs and weights are gathered into the cached circuit without running the
-            qnode's Python again; a changed structure is detected and re-traced (``qhybrid._static``
+        static_structure: reuse a trace for repeat calls of the same input shape (a qhybrid qnode only: the
+            qnode's own traces where it was built with ``static_structure``, else those of a traced copy,
+            ``qnode.traced()``): the new inputs and weights are gathered into the cached circuit without
+            running the qnode's Python again; a changed structure is detected and re-traced (``qhybrid.workflow._static``
             says what is checked, and when). False records the circuit on every call.
         capture: ``"cuda-graph"`` to capture each input shape's forward and backward as CUDA graphs and
             replay them (GPU only; see docs/GPU.md); None (default) runs uncaptured.
@@ -73,17 +74,16 @@ class TorchLayer(nn.Module):
         super().__init__()
         tdev = getattr(getattr(qnode, "device", None), "torch_device", None)
         diff = getattr(qnode, "diff_method", None)
-        capture = check_capture(capture, "TorchLayer", torch_device=tdev, diff_method=diff)
-        self._graphs = Graphs("TorchLayer") if capture else None
+        self._graphs = capture_graphs(capture, "TorchLayer", torch_device=tdev, diff_method=diff)
         shapes = {name: _normalise_shape(size) for name, size in weight_shapes.items()}
         _check_signature(qnode, shapes, input_arg)
         self.qnode = qnode
         self.input_arg = input_arg
         self.weight_shapes = shapes
         self.static_structure = bool(static_structure)
-        self._static = None
-        if self.static_structure and isinstance(qnode, QNode):
-            self._static = _static_cache(True)
+        self._run = qnode.traced() if self.static_structure and isinstance(qnode, QNode) else qnode
+        """What a call runs: the qnode, or its traced copy (its own static cache; the qnode's transforms and
+        ``capture``, so a qnode's CUDA graphs are kept here too)."""
         for name, shape in shapes.items():
             self.register_parameter(name, nn.Parameter(_initial_weight(name, shape, init_method)))
 
@@ -113,27 +113,18 @@ class TorchLayer(nn.Module):
         >>> layer(torch.rand(10, 2)).shape, layer(torch.rand(2)).shape
         (torch.Size([10, 5]), torch.Size([5]))
         """
-        if self._graphs is not None and not self._graphs.running:  # capture="cuda-graph": replay
+        if replaying(self._graphs):  # capture="cuda-graph": replay
             return module_call(self, self._graphs, (inputs,))
         if not inputs.is_floating_point():
             inputs = inputs.to(torch.get_default_dtype())
         batch_shape = inputs.shape[:-1] if inputs.ndim > 1 else None
         x = inputs.reshape(-1, inputs.shape[-1]) if inputs.ndim > 2 else inputs
         weights = {name: w.to(x) for name, w in self.qnode_weights.items()}
-        if self._static is not None:
-            result = self._static.call(self.qnode, (), {self.input_arg: x, **weights})
-        else:
-            result = self.qnode(**{self.input_arg: x}, **weights)
+        result = self._run(**{self.input_arg: x}, **weights)
         out = _combine(result, batched=x.ndim > 1, batch=x.shape[0] if x.ndim > 1 else 0)
         if inputs.ndim > 2:
             out = out.reshape(*batch_shape, *out.shape[1:])
         return out.to(inputs.dtype)
-
-    def __getstate__(self):
-        state = super().__getstate__()
-        if state.get("_static") is not None:  # traces hold tapes; a copy traces its own
-            state["_static"] = _static_cache(True)
-        return state
 
     def extra_repr(self) -> str:
         name = getattr(self.qnode, "__name__", type(self.qnode).__name__)

@@ -1,4 +1,4 @@
-"""torch.compile on models holding circuits: the circuit call is one opaque step (qhybrid/_compile.py)."""
+"""torch.compile on models holding circuits: the circuit call is one opaque step (qhybrid/interfaces/_compile.py)."""
 
 import pennylane as qml
 import pytest

@@ -237,3 +237,17 @@ def test_bad_arguments_are_refused():
         q(graphs=[[(0, 2)]], x=[torch.ones(3, 1)])
     with pytest.raises(ValueError, match="wires"):
         qhybrid.GraphQLayer([(0, 1), (1, 2)], 1, device=qhybrid.device("tensornet", wires=2))()
+
+
+def test_a_called_layer_pickles_and_saves_and_still_computes(tmp_path):
+    """After its first call a layer holds device plans (by weak reference): pickling and ``torch.save`` drop
+    those caches, and the loaded layer computes the same value."""
+    import pickle
+
+    layer = qhybrid.GraphQLayer([(0, 1), (1, 2), (2, 0)], n_layers=2, output="cost").double()
+    expected = layer()
+    again = pickle.loads(pickle.dumps(layer))
+    torch.testing.assert_close(again(), expected, rtol=0, atol=1e-12)
+    torch.save(layer, tmp_path / "layer.pt")
+    loaded = torch.load(tmp_path / "layer.pt", weights_only=False)
+    torch.testing.assert_close(loaded(), expected, rtol=0, atol=1e-12)

@@ -117,4 +117,4 @@ def test_repeat_steps_match_pennylane_torchlayer(static):
         for opt in opts:
             opt.step()
             opt.zero_grad()
-    assert (ours._static.traces == 1) if static else ours._static is None
+    assert (ours._run._static.traces == 1) if static else ours._run._static is None

@@ -542,3 +542,28 @@ def test_integer_trainable_parameters_get_zero_derivatives():
     np.testing.assert_allclose(jac[0], [0, 0])
     assert np.isclose(jac[1], np.sin(0.3), atol=TOL)
     np.testing.assert_allclose(dev.compute_vjp(tape, 2.0)[1], 2 * np.sin(0.3), atol=TOL)
+
+
+@pytest.mark.parametrize("diff_method", ["best", "adjoint", "parameter-shift"])
+def test_torch_func_through_qml_qnode_is_refused_as_qhybrid_qnode_refuses_it(diff_method):
+    """``torch.func`` transforms through ``qml.qnode`` on qhybrid.tensornet raise qhybrid's message naming
+    the alternatives (not torch's opaque ``setup_context`` error), for every gradient method."""
+    from qhybrid.errors import GradientError
+
+    dev = qml.device("qhybrid.tensornet", wires=2)
+
+    @qml.qnode(dev, interface="torch", diff_method=diff_method)
+    def f(w):
+        qml.RX(w[0], 0)
+        qml.CNOT([0, 1])
+        qml.RY(w[1], 1)
+        return qml.expval(qml.Z(1))
+
+    w = torch.tensor([0.3, -0.4], dtype=torch.float64)
+    for transform in (torch.func.vmap, torch.func.jacrev):
+        arg = w.expand(3, 2) if transform is torch.func.vmap else w
+        with pytest.raises(GradientError, match="leading batch axis.*torch.autograd.functional.jacobian"):
+            transform(f)(arg)
+    ref = qml.QNode(f.func, qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")
+    jac = torch.autograd.functional.jacobian(f, w)  # the alternative named works
+    torch.testing.assert_close(jac, torch.autograd.functional.jacobian(ref, w), atol=1e-10, rtol=0)

@@ -85,10 +85,16 @@ def test_hessians_match_default_qubit(kwargs):
     assert ours.abs().sum() > 0.1
 
 
-@pytest.mark.parametrize("kwargs", [{"diff_method": "adjoint"}, {"diff_method": "parameter-shift"}])
-def test_first_order_methods_refuse_a_second_derivative_naming_the_fix(kwargs):
+def test_device_vjps_refuse_a_second_derivative_naming_the_fix():
     with pytest.raises(GradientError, match=r"max_diff=2.*backprop"):
-        _hessian(NAME, _random_circuit, X3, **kwargs)
+        _hessian(NAME, _random_circuit, X3, diff_method="adjoint")
+
+
+def test_parameter_shift_at_max_diff_1_gives_the_hessian():
+    """Its shifted tapes reach the device with torch parameters (``convert_to_numpy=False``), so the
+    first derivative is differentiable: the Hessian is right (default.qubit's would be zero)."""
+    ours = _hessian(NAME, _random_circuit, X3, diff_method="parameter-shift")
+    torch.testing.assert_close(ours, _hessian("default.qubit", _random_circuit, X3, diff_method="backprop"), atol=TOL, rtol=0)
 
 
 def test_adjoint_first_derivatives_still_work_and_are_not_refused():
@@ -147,3 +153,31 @@ def test_adjoint_for_higher_orders_runs_as_backprop(interface):
 def test_best_without_a_differentiable_interface_stays_adjoint():
     config = qml.device(NAME).setup_execution_config(ExecutionConfig(gradient_method="best", interface="numpy"))
     assert config.gradient_method == "adjoint" and config.use_device_jacobian_product
+
+
+def test_a_first_derivative_with_create_graph_is_answered_and_differentiable():
+    """``qml.qnn.TorchLayer`` + ``autograd.grad(..., create_graph=True)`` with parameter-shift (PennyLane's qnn
+    suite): the first derivative equals default.qubit's, and its own derivative is right too."""
+
+    def circuit(inputs, w0):
+        qml.RY(inputs[0], wires=0)
+        qml.RX(w0, wires=0)
+        qml.CNOT([0, 1])
+        qml.RY(inputs[1] * w0, wires=1)
+        return qml.expval(qml.Z(1))
+
+    def derivatives(device_name, diff_method):
+        qnode = qml.qnode(qml.device(device_name, wires=2), interface="torch", diff_method=diff_method)(circuit)
+        torch.manual_seed(3)
+        layer = qml.qnn.TorchLayer(qnode, {"w0": 1}).double()
+        x = torch.tensor([0.1, 0.7], dtype=torch.float64, requires_grad=True)
+        u = layer(x)
+        (u_x,) = torch.autograd.grad(u, x, grad_outputs=torch.ones_like(u), create_graph=True)
+        (u_xw,) = torch.autograd.grad(u_x.sum(), layer.w0)
+        return u_x.detach(), u_xw
+
+    ours = derivatives(NAME, "parameter-shift")
+    torch.testing.assert_close(ours[0], derivatives("default.qubit", "parameter-shift")[0], atol=TOL, rtol=0)
+    exact = derivatives("default.qubit", "backprop")
+    torch.testing.assert_close(ours[0], exact[0], atol=TOL, rtol=0)
+    torch.testing.assert_close(ours[1], exact[1], atol=TOL, rtol=0)

@@ -10,7 +10,7 @@ import pennylane as qml
 import pytest
 import torch
 
-from qhybrid.devices.tensornet import _pl_config
+from qhybrid.devices.tensornet.plugin import config as _pl_config
 from qhybrid.errors import QhybridWarning
 
 NAME = "qhybrid.tensornet"

@@ -102,7 +102,7 @@ def test_broadcast_batch_matches_default_qubit_sample_by_sample():
 
 def test_plugin_parameter_shift_is_refused_naming_what_works():
     q = _entries()["plugin"](_one_postselection, "parameter-shift")
-    with pytest.raises(UnsupportedOperationError, match="diff_method='adjoint' or 'backprop', or qhybrid.qnode"):
+    with pytest.raises(UnsupportedOperationError, match="diff_method='adjoint', 'backprop' or 'finite-diff', or qhybrid.qnode"):
         q(_params(0))
 
 
@@ -126,3 +126,21 @@ def test_aer_refuses_mid_circuit_measurements_naming_tensornet():
     q = qml.QNode(_one_postselection, qml.device("qhybrid.aer", wires=WIRES), interface="torch")
     with pytest.raises(UnsupportedOperationError, match="qhybrid.tensornet"):
         q(_params(0).detach())
+
+
+@pytest.mark.parametrize("func", [_one_postselection, _two_postselections], ids=["one", "two"])
+def test_plugin_finite_diff_matches_default_qubit(func):
+    """Finite differences of the renormalised results are right (unlike shift rules): the plugin serves them,
+    equal to default.qubit's finite-diff and close to the exact gradient."""
+    for seed in range(2):
+        x = _params(seed)
+        got = _flat(_entries()["plugin"](func, "finite-diff")(x))
+        want = _flat(_reference(func, "finite-diff")(x))
+        exact = _flat(_reference(func)(x))
+        assert torch.allclose(got, want, atol=TOL, rtol=0)
+        cot = torch.linspace(-1.0, 1.0, got.numel(), dtype=torch.float64)
+        (g_got,) = torch.autograd.grad((got * cot).sum(), x)
+        (g_want,) = torch.autograd.grad((want * cot).sum(), x)
+        (g_exact,) = torch.autograd.grad((exact * cot).sum(), x)
+        assert torch.allclose(g_got, g_want, atol=1e-8, rtol=0)
+        assert torch.allclose(g_got, g_exact, atol=1e-5, rtol=0)  # first-order differences, h = 1e-7

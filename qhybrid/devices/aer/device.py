@@ -16,7 +16,7 @@ from pennylane.measurements import MeasurementProcess, Shots
 from pennylane.tape import QuantumScript
 from pennylane.transforms.core import CompilePipeline
 
-from ..._tracking import ShotVectorPart, track_execute
+from .._tracking import ShotVectorPart, track_execute
 from ..._variant import Variant, tape_parameters
 from ...errors import UnsupportedOperationError
 from ..tensornet._options import CacheInfo, PlanCache

@@ -7,6 +7,7 @@ epoch, or shifted copy of a tape) reuses its network and contraction path.
 from __future__ import annotations
 
 from collections import OrderedDict
+from operator import is_
 from typing import Sequence
 
 import torch
@@ -137,8 +138,10 @@ def _bound(structure: TapeStructure, group: Sequence[Variant]) -> list[Variant]:
     if len(group) > 1:
         grp = sharing_observables(list(group), structure.n_op_params)
         grp[0] = grp[0].with_observables_bound(structure.n_op_params)
-        return grp
-    return [group[0].with_observables_bound(structure.n_op_params)]
+    else:
+        grp = [group[0].with_observables_bound(structure.n_op_params)]
+    # the same variants stay the same list: their parameter differences are cached by the list's identity
+    return group if all(map(is_, grp, group)) else grp
 
 
 def plan_key(structure: TapeStructure, stacked: frozenset, stack_size: int, wide: bool, opts: SimOptions) -> tuple:

@@ -62,7 +62,7 @@ class _Values:
         positions = sorted(rows)
         if len(positions) < 2:
             return self._table
-        scalar = lambda p: isinstance(p, torch.Tensor) and p.ndim == 0 and p.is_floating_point()  # noqa: E731
+        scalar = lambda p: isinstance(p, torch.Tensor) and p.ndim == 0 and p.dtype.is_floating_point  # noqa: E731
         entries = [(k, r) for k, j in enumerate(positions) for r in rows[j]]
         values = [self.group[r].params[positions[k]] for k, r in entries]
         base = [first[j] for j in positions]

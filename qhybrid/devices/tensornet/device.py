@@ -19,10 +19,10 @@ from pennylane.tape import QuantumScript
 from pennylane.transforms import defer_measurements
 from pennylane.transforms.core import CompilePipeline
 
-from ...errors import GradientError, UnsupportedOperationError
+from ...errors import GradientError, UnsupportedOperationError, refuse_function_transforms
 from ...typing import Backend, Optimizer
 from ..._variant import Variant, tape_parameters
-from ._autograd import execute_traced, is_traced
+from .plugin.autograd import execute_traced, is_traced
 from .engines.network.pathfind import DEFAULT_PLAN_TIME, PathSettings
 from .engines.lightcone.spread import check_spread_option
 from .readout.readout import ReadoutPlan, plan_readout
@@ -32,21 +32,15 @@ from ._options import CacheInfo, PlanCache, SimOptions, path_store
 from ._bound import run_bound
 from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
+from .readout.measurement_values import measurement_values_as_observables
 from .readout.postselect import renormalise_postselection
 from ._empty_batch import with_empty_batches
 from .engines.mixed import check_noise_options, trajectory_fields
-from ._conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor
-from ._pl_config import refuse_second_derivative_of_numpy_tapes, refuse_second_derivative_of_vjp, resolve_config
-from ._pl_derivatives import _core_params, device_vjps, jacobian
-from ._pl_preprocess import (
-    UnsupportedOnDeviceError,
-    _analytic_measurement,
-    _decompose_for_tensornet,
-    _expand_broadcast_shadows,
-    _observable_analytic,
-    _observable_sampled,
-    _sample_measurement,
-)
+from .plugin.conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor
+from .plugin.config import refuse_second_derivative_of_numpy_tapes, refuse_second_derivative_of_vjp, resolve_config
+from .plugin.derivatives import _core_params, device_vjps, jacobian
+from .plugin.preprocess import UnsupportedOnDeviceError, _analytic_measurement, _decompose_for_tensornet
+from .plugin.preprocess import _expand_broadcast_shadows, _observable_analytic, _observable_sampled, _sample_measurement
 
 DEFAULT_MEMORY_FRACTION = 0.5
 """Without an explicit ``max_memory``, a contraction may use this fraction of the RAM available now."""
@@ -272,13 +266,15 @@ class TensorNetworkDevice(MPSMethod, Device):
         """Resolve ``"best"``/``"device"`` to ``"backprop"`` where the interface differentiates it to every
         order (torch, autograd), else ``"adjoint"``; answer adjoint with device VJPs (one reverse pass per
         backward call, where a Jacobian costs one per output element), and with backprop for
-        ``max_diff > 1``. See ``_pl_config.resolve_config``."""
+        ``max_diff > 1``. See ``plugin.config.resolve_config``."""
+        refuse_function_transforms()  # every PennyLane execution asks here first: torch's own message names no fix
         return resolve_config(self, config)
 
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> CompilePipeline:
         config = execution_config or ExecutionConfig()
         program = CompilePipeline()
         program.add_transform(defer_measurements, allow_postselect=True)
+        program.add_transform(measurement_values_as_observables)
         method = config.gradient_method
         outside = None if method is None or method in _DEVICE_GRADIENTS else getattr(method, "__name__", method)
         program.add_transform(renormalise_postselection, name=self.name, outside_gradient=outside)

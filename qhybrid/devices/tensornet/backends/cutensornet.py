@@ -41,7 +41,7 @@ from typing import Sequence
 
 import torch
 
-from . import Backend
+from ._base import Backend
 from ._layout import _layout
 from ._workspace import autotune_iterations, check_workspace, estimated_workspace, workspace_limit
 from ._cutn_network import _CONVENTIONS, _Contract, _NetworkEntry, _current_stream, _device_ctx, _is_not_supported

@@ -11,7 +11,7 @@ from typing import Sequence
 
 import torch
 
-from . import Backend
+from ._base import Backend
 
 
 class TorchBackend(Backend):

@@ -18,6 +18,11 @@ from pennylane.tape import QuantumScript
 from ....errors import UnsupportedOperationError
 
 _SCALED = (ExpectationMP, ProbabilityMP, StateMP)
+
+DIFFERENCE_METHODS = frozenset({"finite_diff", "spsa_grad"})
+"""Gradient transforms that difference the device's results at nearby points: the renormalised result is a
+smooth function of the parameters like any other, so they differentiate it correctly (shift rules do not:
+a ratio of trigonometric polynomials is not one)."""
 _TRAILING_AXES = {ExpectationMP: 0, ProbabilityMP: 1, StateMP: 1, DensityMatrixMP: 2}
 
 
@@ -31,7 +36,7 @@ def renormalise_postselection(tape: QuantumScript, name: str = "qhybrid.tensorne
 
     ``outside_gradient``: a gradient method PennyLane applies to the device's (renormalised) runs one by one,
     such as "parameter-shift"; its shift rules do not hold for a ratio, so trainable tapes are refused
-    (default.qubit gives wrong numbers there).
+    (default.qubit gives wrong numbers there). Finite differences (``DIFFERENCE_METHODS``) are served.
 
     >>> tape = qml.tape.QuantumScript([qml.Hadamard(0), qml.Projector([1], 0)], [qml.expval(qml.Z(0))])
     >>> (new,), post = renormalise_postselection(tape)
@@ -46,11 +51,11 @@ def renormalise_postselection(tape: QuantumScript, name: str = "qhybrid.tensorne
             f"Postselection with finite shots ({tape.shots}) is not supported by {name}: run it with shots=None "
             "(exact postselected results, renormalised as on default.qubit), or on default.qubit for sampling."
         )
-    if outside_gradient is not None and tape.trainable_params:
+    if outside_gradient is not None and outside_gradient not in DIFFERENCE_METHODS and tape.trainable_params:
         raise UnsupportedOperationError(
             f"Postselection with diff_method={outside_gradient!r} through PennyLane is not supported by {name}: "
             "shift rules differentiate each renormalised run alone, which gives wrong gradients. Use "
-            "diff_method='adjoint' or 'backprop', or qhybrid.qnode (its parameter-shift differentiates the "
+            "diff_method='adjoint', 'backprop' or 'finite-diff', or qhybrid.qnode (its parameter-shift differentiates the "
             "runs before the renormalisation)."
         )
     refused = [mp for mp in tape.measurements if not isinstance(mp, _SCALED)]

@@ -31,11 +31,10 @@ from collections import OrderedDict
 import torch
 
 from ._call_args import CallArgs, shaped_like
-from ._compile import quantum_boundary
-from ._variant import Gather, Variant, tape_parameters
-from .interfaces._placement import call_device, place
-from .interfaces._preprocess import gather_maps, settings_key
-from .interfaces.torch import _refuse_function_transforms, run_variants
+from ..interfaces._compile import quantum_boundary
+from .._variant import Gather, Variant, tape_parameters
+from ..interfaces._preprocess import gather_maps, settings_key
+from ..interfaces.torch import run_prepared
 
 STATIC_VERIFY_EVERY = 1000
 """A reused trace is compared with a fresh recording of the function every this many reuses (0: never)."""
@@ -49,34 +48,6 @@ class StaticStructureWarning(UserWarning):
 
 
 _UNCACHEABLE = object()
-
-
-def _arg_signature(a):
-    if isinstance(a, torch.Tensor):
-        if not a.is_floating_point():
-            return None
-        return ("T", tuple(a.shape), a.dtype, a.device, a.requires_grad)
-    try:
-        hash(a)
-    except TypeError:
-        return None
-    return ("V", type(a), a)
-
-
-def signature(args, kwargs) -> tuple | None:
-    """The lookup key of a call (see the module notes); None if the call cannot be cached."""
-    parts = []
-    for a in args:
-        s = _arg_signature(a)
-        if s is None:
-            return None
-        parts.append(s)
-    for k in sorted(kwargs):
-        s = _arg_signature(kwargs[k])
-        if s is None:
-            return None
-        parts.append((k, s))
-    return tuple(parts)
 
 
 def fingerprint(tape) -> tuple:
@@ -108,12 +79,13 @@ class StaticCache:
     @quantum_boundary
     def call(self, qnode, args, kwargs):
         """``qnode(*args, **kwargs)``, from the trace of the call's signature where one is kept."""
-        key = None if qnode.compile_pipeline else signature(args, kwargs)
+        call = CallArgs(args, kwargs)  # the call's one flattening: its key, tensors and result device
+        key = None if qnode.compile_pipeline else call.signature
         if key is None:  # transforms rewrite the recorded tapes: a qnode carrying any is recorded every call
             return qnode._call_recorded(args, kwargs)
         trace = self._traces.get(key)
         if trace is None:
-            return self._trace(qnode, key, args, kwargs)
+            return self._trace(qnode, key, call)
         self._traces.move_to_end(key)
         if trace is _UNCACHEABLE:
             return qnode._call_recorded(args, kwargs)
@@ -128,14 +100,15 @@ class StaticCache:
                     StaticStructureWarning,
                     stacklevel=3,
                 )
-                return self._trace(qnode, key, args, kwargs)
-        return _run(qnode, trace, _inputs(args, kwargs), args, kwargs)
+                return self._trace(qnode, key, call)
+        return _run(qnode, trace, call)
 
-    def _trace(self, qnode, key, args, kwargs):
+    def _trace(self, qnode, key, call: CallArgs):
+        args, kwargs = call.args, call.kwargs
         tape, out = qnode.construct(args, kwargs)
         self.traces += 1
         try:
-            trace = _make_trace(qnode, tape, out, args, kwargs)
+            trace = _make_trace(qnode, tape, out, call)
         except Exception:  # a function or transform that rejects probe values: never cached
             trace = None
         self._traces[key] = _UNCACHEABLE if trace is None else trace
@@ -143,15 +116,10 @@ class StaticCache:
             self._traces.popitem(last=False)
         if trace is None:
             return qnode._shaped(tape, out, args, kwargs)
-        return _run(qnode, trace, _inputs(args, kwargs), args, kwargs)  # the first call runs as later ones will
+        return _run(qnode, trace, call)  # the first call runs as later ones will
 
 
-def _inputs(args, kwargs) -> list[torch.Tensor]:
-    return CallArgs(args, kwargs).tensors
-
-
-def _make_trace(qnode, tape, out, args, kwargs) -> _Trace | None:
-    call = CallArgs(args, kwargs)
+def _make_trace(qnode, tape, out, call: CallArgs) -> _Trace | None:
     inputs = call.tensors
     if tape.shots or not inputs:
         return None
@@ -182,12 +150,12 @@ def _make_trace(qnode, tape, out, args, kwargs) -> _Trace | None:
     return _Trace(template, post, Gather((), tuple(maps)), out, print_)
 
 
-def _run(qnode, trace: _Trace, inputs, args, kwargs):
-    _refuse_function_transforms()
-    variants = [Variant(trace.template, None, trace.gather.rebound(inputs))]
-    shaped = run_variants(variants, qnode.device, qnode.diff_method, qnode.gradient_device)
-    (result,) = tuple(trace.post(shaped))
-    return shaped_like(place(result, call_device(args, kwargs)), trace.out)
+def _run(qnode, trace: _Trace, call: CallArgs):
+    variants = [Variant(trace.template, None, trace.gather.rebound(call.tensors))]
+    (result,) = run_prepared(
+        variants, trace.post, qnode.device, qnode.diff_method, qnode.gradient_device, result_device=call.device
+    )
+    return shaped_like(result, trace.out)
 
 
-__all__ = ["StaticCache", "StaticStructureWarning", "STATIC_VERIFY_EVERY", "signature", "fingerprint"]
+__all__ = ["StaticCache", "StaticStructureWarning", "STATIC_VERIFY_EVERY", "fingerprint"]

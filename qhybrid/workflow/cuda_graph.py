@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
-from .errors import CaptureError
+from ..errors import CaptureError
 
 
 def cuda_graph(fn: Callable | nn.Module, sample_args: Sequence[torch.Tensor], *, warmup: int = 3):

@@ -12,12 +12,12 @@ def device(name: str, wires=None, **options):
     """
     short = name.removeprefix("qhybrid.")
     if short == "tensornet":
-        from .devices.tensornet import TensorNetworkDevice
+        from ..devices.tensornet import TensorNetworkDevice
 
         return TensorNetworkDevice(wires=wires, **options)
     if short == "aer":
         try:
-            from .devices.aer import AerDevice
+            from ..devices.aer import AerDevice
         except ImportError as exc:
             raise ImportError(
                 "The aer device needs qiskit and qiskit-aer: pip install 'qhybrid[aer]'."

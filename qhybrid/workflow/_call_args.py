@@ -1,9 +1,24 @@
-"""A qnode call's arguments as one flat list (positional, then keywords by name) with its tensors found:
-what a static trace gathers from and probes with, and what a CUDA graph takes as inputs."""
+"""A qnode call's arguments flattened once (positional, then keywords by name), with what every part of the
+call path reads from them: the lookup key of a static trace (``signature``), the tensors a trace gathers
+from and a CUDA graph takes as inputs, and the device the results go to."""
 
 from __future__ import annotations
 
 import torch
+
+from ..interfaces._placement import call_device
+
+
+def _arg_signature(a):
+    if isinstance(a, torch.Tensor):
+        if not a.is_floating_point():
+            return None
+        return ("T", tuple(a.shape), a.dtype, a.device, a.requires_grad)
+    try:
+        hash(a)
+    except TypeError:
+        return None
+    return ("V", type(a), a)
 
 
 class CallArgs:
@@ -17,9 +32,10 @@ class CallArgs:
     (3, tensor([0.]))
     """
 
-    __slots__ = ("flat", "names", "n_args", "slots")
+    __slots__ = ("args", "kwargs", "flat", "names", "n_args", "slots")
 
     def __init__(self, args, kwargs):
+        self.args, self.kwargs = args, kwargs
         self.names = tuple(sorted(kwargs))
         self.n_args = len(args)
         self.flat = list(args) + [kwargs[k] for k in self.names]
@@ -33,6 +49,28 @@ class CallArgs:
     def static(self) -> tuple:
         """(position, value) of every argument that is not a tensor."""
         return tuple((i, a) for i, a in enumerate(self.flat) if not isinstance(a, torch.Tensor))
+
+    @property
+    def signature(self) -> tuple | None:
+        """The lookup key of a static trace: every tensor's shape, dtype, device and ``requires_grad``, every
+        other argument by value; None where the call cannot be cached (an unhashable argument, a
+        non-floating tensor).
+
+        >>> CallArgs((torch.zeros(2),), {"n": 3}).signature == CallArgs((torch.ones(2),), {"n": 3}).signature
+        True
+        """
+        parts = []
+        for a in self.flat:
+            s = _arg_signature(a)
+            if s is None:
+                return None
+            parts.append(s)
+        return self.n_args, self.names, tuple(parts)
+
+    @property
+    def device(self) -> torch.device | None:
+        """Where the call's results go: the device of its tensors (``interfaces._placement.call_device``)."""
+        return call_device(self.flat)
 
     def with_tensors(self, tensors) -> tuple[list, dict]:
         """(args, kwargs) of the same call with ``tensors`` in place of its tensor arguments."""

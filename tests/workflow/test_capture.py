@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import qhybrid
-from qhybrid import _capture
+from qhybrid.workflow import _capture
 from qhybrid.errors import CaptureError
 
 N = 3
@@ -201,3 +201,23 @@ def test_captured_qnode_equals_uncaptured():
         torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
         torch.testing.assert_close(gw, hw, atol=1e-12, rtol=0)
     assert qn._graphs.captures == 2
+
+
+@pytest.mark.parametrize("static_structure", [True, False])
+def test_a_torch_layer_keeps_the_graphs_of_a_captured_qnode(eager_capture, static_structure):
+    """A qnode built with capture="cuda-graph" inside a TorchLayer (whose static traces are the qnode's, or
+    its traced copy's) is still replayed from its graphs: one capture per call shape."""
+    dev = qhybrid.device("tensornet", wires=N)
+    layer = qhybrid.TorchLayer(
+        qhybrid.qnode(dev, capture="cuda-graph")(_circuit), {"w": (2, N, 3)}, static_structure=static_structure
+    ).double()
+    plain = qhybrid.TorchLayer(qhybrid.qnode(dev)(_circuit), {"w": (2, N, 3)}).double()
+    plain.load_state_dict(layer.state_dict())
+    for batch in (5, 5, 3):
+        x = torch.rand(batch, N, dtype=torch.float64)
+        got, want = layer(x), plain(x)
+        torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
+        (g,) = torch.autograd.grad(got.square().sum(), layer.w)
+        (h,) = torch.autograd.grad(want.square().sum(), plain.w)
+        torch.testing.assert_close(g, h, atol=1e-12, rtol=0)
+    assert layer._run._graphs.captures == 2

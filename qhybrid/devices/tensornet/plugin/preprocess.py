@@ -15,8 +15,8 @@ from pennylane.measurements import (
 )
 from pennylane.tape import QuantumScript
 from pennylane.transforms import broadcast_expand
-from ...errors import UnsupportedOperationError
-from ._structure import SKIPPED_OPS
+from ....errors import UnsupportedOperationError
+from .._structure import SKIPPED_OPS
 
 
 MATRIX_MAX_WIRES = 10

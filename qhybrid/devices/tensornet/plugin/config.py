@@ -13,8 +13,8 @@ from pennylane.devices import ExecutionConfig
 from pennylane.exceptions import DeviceError
 from pennylane.math import Interface
 
-from ...errors import GradientError, QhybridWarning
-from ._autograd import is_traced
+from ....errors import GradientError, QhybridWarning
+from .autograd import is_traced
 
 BACKPROP_INTERFACES = frozenset({Interface.TORCH, Interface.AUTOGRAD, Interface.AUTO})
 """Interfaces where backprop through this device is differentiable to every order, so ``"best"`` picks it
@@ -64,8 +64,12 @@ def resolve_config(device, config: ExecutionConfig | None) -> ExecutionConfig:
     elif method == "backprop":
         updates["use_device_jacobian_product"] = False
         updates["convert_to_numpy"] = False
-    elif config.use_device_jacobian_product is None:
-        updates["use_device_jacobian_product"] = False
+    else:  # a gradient transform: its shifted tapes reach the device with torch parameters, so a backward
+        # pass with create_graph=True differentiates them (numpy tapes there have no derivative of their own)
+        if config.interface == Interface.TORCH:
+            updates["convert_to_numpy"] = False
+        if config.use_device_jacobian_product is None:
+            updates["use_device_jacobian_product"] = False
     if config.grad_on_execution is None:
         updates.setdefault("grad_on_execution", False)
     mcm = config.mcm_config

@@ -1,4 +1,4 @@
-"""``static_structure=True`` qnodes (``qhybrid/_static.py``): a repeat call of a signature reuses the trace
+"""``static_structure=True`` qnodes (``qhybrid/workflow/_static.py``): a repeat call of a signature reuses the trace
 with new values; every structure change between calls is a new signature or is detected, and re-traced,
 with default.qubit's numbers and gradients each time."""
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import qhybrid
-from qhybrid._static import StaticStructureWarning
+from qhybrid.workflow._static import StaticStructureWarning
 
 N = 4
 TOL = 1e-10
@@ -218,3 +218,27 @@ def test_python_number_argument_is_part_of_the_signature():
 def test_bad_option():
     with pytest.raises(ValueError, match="static_structure"):
         qhybrid.qnode(qhybrid.device("tensornet", wires=1), static_structure="always")(lambda: None)
+
+
+def test_a_reused_trace_flattens_the_call_once(monkeypatch):
+    """The key, the gathered tensors and the result device of a static call come from one flattening."""
+    from qhybrid.workflow import _call_args
+
+    def body(x, w):
+        qml.AngleEmbedding(x, wires=range(N))
+        qml.BasicEntanglerLayers(w, wires=range(N))
+        return qml.expval(qml.Z(0))
+
+    ours, ref = _pair(body)
+    w = torch.rand(2, N, dtype=torch.float64, requires_grad=True)
+    _check(ours, ref, _x(), w)
+    made = []
+    original = _call_args.CallArgs.__init__
+
+    def counting(self, args, kwargs):
+        made.append(1)
+        original(self, args, kwargs)
+
+    monkeypatch.setattr(_call_args.CallArgs, "__init__", counting)
+    _check(ours, ref, _x(), w)
+    assert len(made) == 1 and ours._static.traces == 1

@@ -1,10 +1,10 @@
-"""``qhybrid._call_args.CallArgs``: the one flattening of a qnode call's arguments (static traces, CUDA graphs)."""
+"""``qhybrid.workflow._call_args.CallArgs``: the one flattening of a qnode call's arguments (static traces, CUDA graphs)."""
 
 from __future__ import annotations
 
 import torch
 
-from qhybrid._call_args import CallArgs
+from qhybrid.workflow._call_args import CallArgs
 
 
 def test_tensors_in_order_positional_then_keywords_by_name_and_substituted_back():

@@ -8,11 +8,11 @@ import numpy as np
 import pennylane as qml
 import torch
 from pennylane.tape import QuantumScript
-from ...errors import GradientError
-from ..._variant import Variant, tape_parameters
-from .._protocol import vjp_calculator
-from .readout.readout import ReadoutPlan, plan_readout
-from ._conversions import _to_numpy, _to_tensor
+from ....errors import GradientError
+from ...._variant import Variant, tape_parameters
+from ..._protocol import vjp_calculator
+from ..readout.readout import ReadoutPlan, plan_readout
+from .conversions import _to_numpy, _to_tensor
 
 
 @dataclass

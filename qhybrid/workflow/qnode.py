@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import Callable
 
@@ -9,12 +10,12 @@ import pennylane as qml
 from pennylane.measurements import MeasurementProcess
 
 from ._call_args import shaped_like
-from ._capture import Graphs, check_capture, qnode_call
-from ._compile import quantum_boundary
+from ._capture import capture_graphs, qnode_call, replaying
+from ..interfaces._compile import quantum_boundary
 from ._transforms import PennyLaneQNodeFace, run_pipeline
-from .interfaces._placement import call_device
-from .interfaces.torch import execute
-from .typing import DiffMethod
+from ..interfaces._placement import call_device
+from ..interfaces.torch import execute
+from ..typing import DiffMethod
 
 
 class QNode(PennyLaneQNodeFace):
@@ -49,7 +50,7 @@ class QNode(PennyLaneQNodeFace):
         capture: str | None = None,
     ):
         tdev = getattr(device, "torch_device", None)
-        capture = check_capture(capture, "qnode", torch_device=tdev, diff_method=diff_method)
+        self._graphs = capture_graphs(capture, "qnode", torch_device=tdev, diff_method=diff_method)
         self.capture = capture
         self.func = func
         self.device = device
@@ -67,7 +68,29 @@ class QNode(PennyLaneQNodeFace):
     def _fresh_caches(self) -> None:
         """Empty static traces and CUDA graphs."""
         self._static = _static_cache(self.static_structure)
-        self._graphs = Graphs("qnode") if self.capture else None
+        self._graphs = None if self._graphs is None else self._graphs.fresh()
+
+    def traced(self) -> "QNode":
+        """This qnode with ``static_structure=True``: itself where it is so already, else a copy (same function,
+        device, transforms and ``capture``) with traces of its own.
+
+        >>> import qhybrid
+        >>> q = qhybrid.qnode(qhybrid.device("tensornet", wires=1))(lambda x: (qml.RX(x, 0), qml.expval(qml.Z(0)))[1])
+        >>> q.traced().static_structure, q.static_structure
+        (True, False)
+        """
+        if self.static_structure:
+            return self
+        new = copy.copy(self)  # keeps the transforms; fresh caches
+        new.static_structure = True
+        new._fresh_caches()
+        return new
+
+    def __getstate__(self):  # traces and graphs hold tapes and GPU memory of this process: a copy makes its own
+        state = dict(self.__dict__)
+        state["_static"] = _static_cache(self.static_structure)
+        state["_graphs"] = None if self._graphs is None else self._graphs.fresh()
+        return state
 
     def construct(self, args, kwargs, record: bool = True) -> tuple[qml.tape.QuantumScript, object]:
         """Record the quantum function into a tape; also returns what the function returned
@@ -91,7 +114,7 @@ class QNode(PennyLaneQNodeFace):
 
     @quantum_boundary
     def __call__(self, *args, **kwargs):
-        if self._graphs is not None and not self._graphs.running:  # capture="cuda-graph": replay
+        if replaying(self._graphs):  # capture="cuda-graph": replay
             return qnode_call(self, self._graphs, args, kwargs)
         if self._static is not None:  # the trace of this signature, where one is kept
             return self._static.call(self, args, kwargs)
@@ -151,7 +174,7 @@ def qnode(
 
     ``static_structure=True`` traces the function once per argument signature (tensor shapes, dtypes,
     devices, ``requires_grad``; other arguments by value) and reuses the trace with the new values, like
-    ``jax.jit``; a changed structure is detected and re-traced (what is checked, and when: ``qhybrid._static``).
+    ``jax.jit``; a changed structure is detected and re-traced (what is checked, and when: ``qhybrid.workflow._static``).
     ``"verify"`` also re-records and compares on every call (debugging).
 
     >>> @qhybrid.qnode(qhybrid.device("tensornet", wires=2), static_structure=True)

@@ -17,7 +17,7 @@ from pennylane.devices.qubit.sampling import get_num_shots_and_executions
 from pennylane.measurements import Shots
 from pennylane.tape import QuantumScript
 
-from ._variant import Variant
+from .._variant import Variant
 
 
 class ShotVectorPart(Shots):

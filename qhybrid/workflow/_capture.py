@@ -20,7 +20,7 @@ from typing import Callable
 import torch
 
 from ._call_args import CallArgs
-from .errors import CaptureError
+from ..errors import CaptureError
 
 CAPTURE_MODES = ("cuda-graph",)
 """The values ``capture=`` takes besides None."""
@@ -61,6 +61,24 @@ def check_capture(capture, owner: str, *, torch_device=None, diff_method=None) -
             f"captured; use diff_method='adjoint' or 'best', or {_HOW_TO_RUN_UNCAPTURED}."
         )
     return capture
+
+
+def capture_graphs(capture, owner: str, *, torch_device=None, diff_method=None) -> "Graphs | None":
+    """The graphs ``capture=`` asks for (validated by :func:`check_capture`), or None to run uncaptured:
+    the set-up every layer and qnode that takes ``capture=`` makes.
+
+    >>> capture_graphs(None, "TorchLayer") is None
+    True
+    """
+    if check_capture(capture, owner, torch_device=torch_device, diff_method=diff_method) is None:
+        return None
+    return Graphs(owner)
+
+
+def replaying(graphs: "Graphs | None") -> bool:
+    """Whether a call should go through ``graphs`` (captured and not already inside one of its captures,
+    where the owner runs its eager code)."""
+    return graphs is not None and not graphs.running
 
 
 def _meta(t: torch.Tensor) -> tuple:
@@ -125,6 +143,10 @@ class Graphs:
     def clear(self) -> None:
         self._graphs.clear()
 
+    def fresh(self) -> "Graphs":
+        """Empty graphs for the same owner (a copy of the owner captures its own)."""
+        return Graphs(self.owner, self.max_graphs)
+
     def __getstate__(self):  # a copied or pickled owner captures afresh (graphs live in one process's GPU)
         return {"owner": self.owner, "max_graphs": self.max_graphs, "running": False, "captures": 0,
                 "_graphs": OrderedDict()}
@@ -155,4 +177,4 @@ def qnode_call(qnode, graphs: Graphs, args: tuple, kwargs: dict):
     return graphs.call(run, tuple(call.tensors), static=(call.static, call.names))
 
 
-__all__ = ["check_capture", "Graphs", "module_call", "qnode_call", "CAPTURE_MODES", "MAX_GRAPHS"]
+__all__ = ["check_capture", "capture_graphs", "replaying", "Graphs", "module_call", "qnode_call", "CAPTURE_MODES", "MAX_GRAPHS"]

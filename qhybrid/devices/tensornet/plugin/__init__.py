@@ -1,0 +1,1 @@
+"""The PennyLane face of qhybrid.tensornet: execution config, preprocessing, derivatives, conversions."""
