@@ -326,6 +326,14 @@ SLICE_RECONF_MIN_SLICES = 4
 """A sliced path gets a subtree reconfiguration of its slices (cotengra's ``slice_and_reconfigure``) when
 it needs at least this many slices: fewer cost little more than the unsliced path."""
 
+SLICE_RECONF_MAX_TENSORS = 160
+"""Networks with more tensors are sliced without reconfiguration (it takes minutes on a 400-tensor cone)."""
+
+MAX_SLICES = 1 << 12
+"""A path that needs more slices than this to fit is refused instead (a sum of more contractions than
+this is no longer a memory-for-time trade worth making; the caller may take another route, as the light
+cones do for a Hamiltonian whose united network is too wide)."""
+
 
 def sliced_path(problem: Problem, path, max_elements: float) -> Found | None:
     """The path with indices sliced until its largest intermediate has at most ``max_elements`` elements (a
@@ -346,7 +354,9 @@ def sliced_path(problem: Problem, path, max_elements: float) -> Found | None:
     target = max(int(max_elements), 1)
     try:
         tree.slice_(target_size=target, allow_outer=False)
-        if tree.nslices >= SLICE_RECONF_MIN_SLICES:
+        if tree.nslices > MAX_SLICES:
+            return None
+        if SLICE_RECONF_MIN_SLICES <= tree.nslices and problem.n <= SLICE_RECONF_MAX_TENSORS:
             tree.slice_and_reconfigure_(target_size=target, allow_outer=False, reconf_opts={"subtree_size": 6})
     except Exception:  # noqa: BLE001 - cotengra could not reach the target: the memory guard refuses
         return None
