@@ -45,7 +45,7 @@ def qhybrid_step(n, edges, p):
         g, b = gamma.clone().requires_grad_(), beta.clone().requires_grad_()
         value = node(g, b)
         value.backward()
-        return float(value), (g.grad.numpy(), b.grad.numpy())
+        return float(value.detach()), (g.grad.numpy(), b.grad.numpy())
 
     step.device = dev
     return step
@@ -65,7 +65,7 @@ def quimb_step(n, edges, p):
         circ = _qaoa(n, edges, g, b)
         value = sum(circ.local_expectation(_ZZ, e, optimize=opt, simplify_sequence=SIMPLIFY).real for e in edges)
         value.backward()
-        return float(value), (g.grad.numpy(), b.grad.numpy())
+        return float(value.detach()), (g.grad.numpy(), b.grad.numpy())
 
     return step
 
