@@ -249,3 +249,21 @@ def make(workload: str, system: str, dtype=torch.complex128, *, batch: int | Non
 
     step.device = dev
     return step
+
+
+# --- deep QAOA rows (WORKLOADS.md, 2026-11-25): a graph and a depth each, run by benchmarks/deep.py ---
+def lattice_edges(side: int) -> list[tuple[int, int]]:
+    """The ``side`` x ``side`` square lattice (``networkx.grid_2d_graph``), nodes numbered row by row."""
+    import networkx as nx
+
+    g = nx.grid_2d_graph(side, side)
+    label = {v: i for i, v in enumerate(g.nodes())}
+    return [(label[u], label[v]) for u, v in g.edges()]
+
+
+def deep_qaoa(workload: str) -> tuple[int, list[tuple[int, int]], int]:
+    """(nodes, edges, p) of Q100p3, Q100p4, Q200p3, L8p3, L8p4 (Q: ``random_regular_graph(3, n, seed=1)``)."""
+    n, p = {"Q100p3": (100, 3), "Q100p4": (100, 4), "Q200p3": (200, 3), "L8p3": (64, 3), "L8p4": (64, 4)}[workload]
+    if workload.startswith("L"):
+        return n, lattice_edges(8), p
+    return n, [(int(u), int(v)) for u, v in qaoa_graph(n, seed=1).edges()], p

@@ -255,7 +255,7 @@ class _Values:
         observable's own matrix."""
         dtype, device = self.dtype, self.device
         if o.kind == "slot":
-            t = self.slot(o.slot)
+            t = self.diagonal(o.slot) if o.diagonal else self.slot(o.slot)
             if o.select is not None:
                 t = t[o.select]
         elif o.kind == "zero":
@@ -268,7 +268,20 @@ class _Values:
             m = typed_tensor(matrix, dtype, device)
             k = m.shape[-1].bit_length() - 1
             t = m.reshape((2,) * (2 * k))
+        if o.diagonal and o.kind != "slot":  # a cap diagonal on its wire: [.., bra, ket] -> [.., ket]
+            t = torch.diagonal(t, dim1=-2, dim2=-1)
         return t.conj() if o.conj else t
+
+    def diagonal(self, si: int) -> torch.Tensor:
+        """A diagonal gate's diagonal, shape ``lead + (2,) * k`` (one axis per wire, a hyperedge tensor)."""
+        key = -1 - si  # kept beside the dense slot tensors
+        t = self._slots.get(key)
+        if t is None:
+            m = self.matrix(si)
+            k = len(self.structure.slots[si].wires)
+            t = torch.diagonal(m, dim1=-2, dim2=-1).reshape(*m.shape[:-2], *(2,) * k)
+            self._slots[key] = t
+        return t
 
 
 def _column_index(structure: TapeStructure, maps, members: list[int]):

@@ -1,7 +1,7 @@
 """The torch backend: the plan's pairwise ``torch.einsum`` steps, on whatever device the operands are.
 
-Autograd records every step, so the backward pass walks the contraction tree in reverse with the
-forward's intermediates (the adjoint JPC relies on this). Nothing leaves the device and nothing
+One autograd node per contraction (``tree_grad``): its backward walks the contraction tree in reverse with
+the forward's intermediates (the adjoint JPC relies on this), one einsum per operand that needs a cotangent. Nothing leaves the device and nothing
 synchronises: on CUDA each step is queued on the current stream.
 """
 
@@ -12,6 +12,7 @@ from typing import Sequence
 import torch
 
 from ._base import Backend
+from ..engines.network.tree_grad import contract_tree
 
 
 class TorchBackend(Backend):
@@ -32,7 +33,7 @@ class TorchBackend(Backend):
                 f"The plan contracts {len(plan.inputs)} tensors but {len(operands)} operands were given; "
                 "pass one operand per network tensor, in the plan's order."
             )
-        return plan.contract(operands)
+        return contract_tree(plan, operands)
 
 
 __all__ = ["TorchBackend"]

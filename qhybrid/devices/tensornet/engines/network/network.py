@@ -13,10 +13,41 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..._structure import Slot, TapeStructure
-from ..lightcone.cones import GENERAL, cone_slots
+from ..lightcone.cones import DIAGONAL_GATES, GENERAL, cone_slots
 
 STACK = 0
 BATCH = 1
+
+DIAGONAL_HYPEREDGES = True
+"""Diagonal gates (and Z / I caps) enter networks as their diagonal on the wire indices they act on, with
+no new index (a hyperedge where several share a wire): a QAOA cost layer adds no index at all. False: every
+gate is its dense ``[out..., in...]`` tensor (kept for tests that compare the two)."""
+
+DIAGONAL_LETTERS = frozenset("IZ")
+"""Observable letters diagonal in the computational basis: their caps tie the bra index to the ket's."""
+
+
+def diagonal_slots(structure: TapeStructure, tape=None) -> frozenset[int]:
+    """Slots whose gate is diagonal in the computational basis for every parameter value (a Z / I
+    ``PauliRot`` too where ``tape`` gives its word).
+
+    >>> import pennylane as qml
+    >>> from qhybrid.devices.tensornet._structure import tape_structure
+    >>> t = qml.tape.QuantumScript([qml.H(0), qml.IsingZZ(0.3, [0, 1])], [qml.expval(qml.Z(0))])
+    >>> sorted(diagonal_slots(tape_structure(t, None)))
+    [1]
+    """
+    out = set()
+    for si, slot in enumerate(structure.slots):
+        if slot.kind not in ("fast", "const", "matrix"):
+            continue
+        if slot.name in DIAGONAL_GATES:
+            out.add(si)
+        elif slot.name == "PauliRot" and tape is not None:
+            word = tape.operations[slot.op_index].hyperparameters.get("pauli_word", "")
+            if word and set(word) <= DIAGONAL_LETTERS:
+                out.add(si)
+    return frozenset(out)
 
 
 @dataclass(frozen=True)
@@ -29,6 +60,7 @@ class Operand:
     select: tuple | None = None  # indexing that fixes fresh input axes to |0>
     letter: str = ""  # Pauli letter for kind "pauli"
     data: tuple = ()  # (shape, ((left, right, letter, coefficient), ...)) for kind "mpo"
+    diagonal: bool = False  # only the diagonal of a gate / cap: one index per wire, shared by ket and bra
 
 
 @dataclass
@@ -47,9 +79,10 @@ class Network:
 
 
 class _Builder:
-    def __init__(self, structure: TapeStructure, stacked: frozenset[int], stack_size: int):
+    def __init__(self, structure: TapeStructure, stacked: frozenset[int], stack_size: int, diagonal=frozenset()):
         self.structure = structure
         self.stacked = stacked
+        self.diagonal = diagonal if DIAGONAL_HYPEREDGES else frozenset()
         self.net = Network(sizes={STACK: stack_size or 1, BATCH: structure.batch_size or 1})
         self._next = 2
 
@@ -71,6 +104,9 @@ class _Builder:
             if slot.kind == "phase":
                 self.net.add(Operand("slot", si, conj), lead, 0)
                 continue
+            if si in self.diagonal:
+                self._diagonal(si, slot, lead, cur, conj)
+                continue
             out = [self.new() for _ in slot.wires]
             if slot.kind == "prep":
                 self.net.add(Operand("slot", si, conj), lead + out, min(slot.wires, default=0))
@@ -89,6 +125,17 @@ class _Builder:
             cur.update(zip(slot.wires, out))
         return cur
 
+    def _diagonal(self, si: int, slot: Slot, lead: list[int], cur: dict[int, int], conj: bool) -> None:
+        """A diagonal gate as its diagonal on the wires' current indices (no new index). A wire still in
+        |0> stays there: the diagonal is read at 0 on it (a phase that the rest of the network carries)."""
+        ins = [cur.get(w) for w in slot.wires]
+        select = None
+        if any(i is None for i in ins):
+            select = (slice(None),) * len(lead) + tuple(0 if i is None else slice(None) for i in ins)
+        self.net.add(
+            Operand("slot", si, conj, select, diagonal=True), lead + [i for i in ins if i is not None], min(slot.wires)
+        )
+
     def zero(self, conj: bool, wire: int = 0) -> int:
         i = self.new()
         self.net.add(Operand("zero", conj=conj), [i], wire)
@@ -101,9 +148,10 @@ class _Builder:
         return self.net
 
 
-def ket_network(structure: TapeStructure, stacked: frozenset[int], stack_size: int) -> Network:
-    """The open network of the final state, output indices ``lead + one per simulated wire``."""
-    b = _Builder(structure, stacked, stack_size)
+def ket_network(structure: TapeStructure, stacked: frozenset[int], stack_size: int, diagonal=frozenset()) -> Network:
+    """The open network of the final state, output indices ``lead + one per simulated wire``; the slots in
+    ``diagonal`` (see :func:`diagonal_slots`) enter as hyperedge tensors."""
+    b = _Builder(structure, stacked, stack_size, diagonal)
     cur = b.pass_(range(len(structure.slots)), conj=False)
     rest = [cur[w] if w in cur else b.zero(False, w) for w in range(len(structure.sim_wires))]
     return b.finish(rest)
@@ -116,6 +164,13 @@ def light_cone(slots: Sequence[Slot], wires: Sequence[int], letters: Sequence[st
     the Pauli letter ``O`` is a function of there (gates diagonal in that basis commute with it), or
     ``GENERAL``; without letters ``O`` acts generally on every wire."""
     return cone_slots(slots, {w: (letters[k] if letters else GENERAL) for k, w in enumerate(wires)})
+
+
+def _diagonal_cap_wires(cap: str, wires: Sequence[int], letters: Sequence[str]) -> set[int]:
+    """Measured wires where a Pauli cap is diagonal (every term's letter Z or I there)."""
+    if cap not in ("pauli", "paulisum"):
+        return set()
+    return {w for w, letter in zip(wires, letters) if letter in DIAGONAL_LETTERS}
 
 
 def _letters(cap: str, word, n: int) -> tuple[str, ...]:
@@ -140,8 +195,13 @@ def closed_network(
     wires: Sequence[int],
     word="",
     coeffs: Sequence[float] = (),
+    diagonal: frozenset[int] = frozenset(),
 ) -> Network:
     """<psi| cap |psi> over the light cone of ``wires``.
+
+    The slots in ``diagonal`` (see :func:`diagonal_slots`) enter as their diagonals on the wire indices
+    (hyperedges), in ket and bra alike; so do caps that are diagonal on a wire (Z / I letters: that wire's
+    bra index is its ket index).
 
     ``cap`` is "pauli" (``word`` gives one letter per wire), "paulisum" (``word`` is a tuple of such
     strings, one per term, with "I" where a term leaves a wire alone, ``coeffs`` their coefficients:
@@ -149,8 +209,9 @@ def closed_network(
     "matrix" (one observable tensor with
     bra indices then ket indices) or "probs" (the measured wires stay open, ket and bra tied).
     """
-    b = _Builder(structure, stacked, stack_size)
-    kept = light_cone(structure.slots, wires, _letters(cap, word, len(wires)))
+    b = _Builder(structure, stacked, stack_size, diagonal)
+    letters = _letters(cap, word, len(wires))
+    kept = light_cone(structure.slots, wires, letters)
     ket = b.pass_(kept, conj=False)
     first_bra = len(b.net.inputs)
     bra = b.pass_(kept, conj=True)
@@ -158,7 +219,8 @@ def closed_network(
         if w not in ket:
             ket[w] = b.zero(False, w)
             bra[w] = b.zero(True, w)
-    tie = {bra[w]: ket[w] for w in ket if w not in wires or cap == "probs"}
+    flat = _diagonal_cap_wires(cap, wires, letters) if DIAGONAL_HYPEREDGES else set()
+    tie = {bra[w]: ket[w] for w in ket if w not in wires or cap == "probs" or w in flat}
     for n in range(first_bra, len(b.net.inputs)):
         b.net.inputs[n] = tuple(tie.get(i, i) for i in b.net.inputs[n])
     if cap == "paulisum":
@@ -171,11 +233,17 @@ def closed_network(
                 prev = b.new()
                 b.net.sizes[prev] = data[0][1]
                 ix.append(prev)
-            b.net.add(Operand("mpo", data=data), ix + [bra[w], ket[w]], w)
+            if w in flat:
+                b.net.add(Operand("mpo", data=data, diagonal=True), ix + [ket[w]], w)
+            else:
+                b.net.add(Operand("mpo", data=data), ix + [bra[w], ket[w]], w)
         return b.finish(())
     if cap == "pauli":
         for w, letter in zip(wires, word):
-            b.net.add(Operand("pauli", letter=letter), [bra[w], ket[w]], w)
+            if w in flat:
+                b.net.add(Operand("pauli", letter=letter, diagonal=True), [ket[w]], w)
+            else:
+                b.net.add(Operand("pauli", letter=letter), [bra[w], ket[w]], w)
         return b.finish(())
     if cap == "matrix":
         b.net.add(Operand("matrix"), [bra[w] for w in wires] + [ket[w] for w in wires], min(wires))

@@ -122,6 +122,7 @@ class Found:
     largest: int
     searched: bool = False  # settled: planned within a budget (or taken from such a plan, via memo or disk)
     widest: int = 0  # most distinct indices one step touches
+    sliced: tuple = ()  # indices summed outside the path, one slice per value (``flops`` counts every slice)
 
     def fits(self, max_elements: float) -> bool:
         return self.largest <= max_elements and self.widest <= MAX_STEP_INDICES
@@ -310,10 +311,62 @@ def _budgeted_search(problems, found: list[Found], optimizer: str, plan_time: fl
 
 
 def _rescue(problem: Problem, found: Found, optimizer: str, max_elements: float) -> Found:
-    """A path that would not fit in memory: search further, for the smallest largest intermediate."""
+    """A path that would not fit in memory: search further, for the smallest largest intermediate; if that
+    still does not fit, slice the best path to ``max_elements`` (cotengra picks the indices)."""
     STATS.rescues += 1
     narrow = _search(problem, optimizer, RESCUE_TIME_S, minimize="size")
-    return narrow if _better(narrow, found, max_elements) else found
+    best = narrow if _better(narrow, found, max_elements) else found
+    if best.fits(max_elements) or not math.isfinite(max_elements):
+        return best
+    sliced = sliced_path(problem, best.path, max_elements)
+    return best if sliced is None else sliced
+
+
+SLICE_RECONF_MIN_SLICES = 4
+"""A sliced path gets a subtree reconfiguration of its slices (cotengra's ``slice_and_reconfigure``) when
+it needs at least this many slices: fewer cost little more than the unsliced path."""
+
+SLICE_RECONF_MAX_TENSORS = 160
+"""Networks with more tensors are sliced without reconfiguration (it takes minutes on a 400-tensor cone)."""
+
+MAX_SLICES = 1 << 12
+"""A path that needs more slices than this to fit is refused instead (a sum of more contractions than
+this is no longer a memory-for-time trade worth making; the caller may take another route, as the light
+cones do for a Hamiltonian whose united network is too wide)."""
+
+
+def sliced_path(problem: Problem, path, max_elements: float) -> Found | None:
+    """The path with indices sliced until its largest intermediate has at most ``max_elements`` elements (a
+    sum of ``prod(extents)`` contractions of the sliced network, each within the memory target); None
+    where slicing cannot reach it (the output alone is larger). Output and lead indices are never sliced.
+
+    >>> p = Problem.of([(0, 1), (1, 2), (2, 3)], (0, 3), {0: 2, 1: 8, 2: 8, 3: 2})
+    >>> f = sliced_path(p, ((0, 1), (0, 1)), 8)
+    >>> len(f.sliced) > 0, f.largest <= 8
+    (True, True)
+    """
+    import cotengra as ctg
+
+    if _numel(problem.output, problem.sizes) > max_elements:
+        return None
+    inputs = [list(ix) for ix in problem.inputs]
+    tree = ctg.ContractionTree.from_path(inputs, list(problem.output), problem.sizes, path=[list(p) for p in path])
+    target = max(int(max_elements), 1)
+    try:
+        tree.slice_(target_size=target, allow_outer=False)
+        if tree.nslices > MAX_SLICES:
+            return None
+        if SLICE_RECONF_MIN_SLICES <= tree.nslices and problem.n <= SLICE_RECONF_MAX_TENSORS:
+            tree.slice_and_reconfigure_(target_size=target, allow_outer=False, reconf_opts={"subtree_size": 6})
+    except Exception:  # noqa: BLE001 - cotengra could not reach the target: the memory guard refuses
+        return None
+    sliced = tuple(sorted(tree.sliced_inds))
+    if not sliced or set(sliced) & set(problem.output):
+        return None
+    rest = Problem.of([tuple(i for i in ix if i not in sliced) for ix in problem.inputs], problem.output, problem.sizes)
+    inner = _evaluate(rest, [tuple(p) for p in tree.get_path()])
+    slices = math.prod(problem.sizes[i] for i in sliced)
+    return Found(inner.path, inner.flops * slices, inner.largest, True, inner.widest, sliced)
 
 
 def find_paths(

@@ -10,21 +10,34 @@ when contracted, after the memory guard has had its say).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+import math
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import torch
+from torch import _VF  # torch.einsum's C++ entry, which takes a contraction path
 
 from .....errors import ContractionTooLargeError
 from .pathfind import DEFAULT_PLAN_TIME, Found, PathSettings, Problem, find_paths
 
 _EINSUM_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+CHUNK_LETTERS = 8
+"""A subtree of the contraction tree runs as one ``torch.einsum`` call (its pairwise steps in C++) while its
+tensors name at most this many indices: C++ einsum aligns every operand to all of a call's indices, so
+wide calls cost more than they save (a Q100 p=3 light cone: 6-10 letters 1.5x faster than pairwise, 52
+letters 4x slower)."""
 
 
 @dataclass(frozen=True)
 class _Step:
+    """One ``torch.einsum`` call: a subtree of the contraction tree whose tensors name at most 52 indices,
+    run by torch's C++ einsum along the subtree's own pairwise order (``pairs``, a flat linear path)."""
+
     operands: tuple[int, ...]  # positions in the working list, popped in descending order
     equation: str  # "" for a step too wide for einsum (refused when contracted)
+    order: tuple[int, ...] | None = None  # the popped tensors in the equation's order (None: as popped)
+    pairs: tuple[int, ...] = ()  # the subtree's pairwise order over its operands (empty: two operands)
 
 
 class ContractionPlan:
@@ -48,41 +61,53 @@ class ContractionPlan:
     ):
         self.inputs = [tuple(ix) for ix in inputs]
         self.output = tuple(output)
+        self._sizes = dict(sizes)
         if found is None:
             found = find_paths([Problem.of(self.inputs, self.output, sizes, positions)], optimizer, plan_time)[0]
         self.flops = found.flops
+        """Total flops of the chosen tree (opt_einsum's count; every slice included): the plan's cost
+        estimate, comparable across engines (a state vector's gate count times 2**wires, say)."""
         self.largest_intermediate = max(
             found.largest, _numel(self.output, sizes), *(_numel(ix, sizes) for ix in self.inputs)
         )
-        self.steps = self._compile(found.path)
+        """Elements of the largest tensor the contraction holds at once (per slice where sliced), inputs and
+        output included: its peak size, checked against ``max_memory`` before anything is allocated."""
+        self.path = found.path
+        self.sliced = tuple(found.sliced)
+        """Indices summed outside the steps, one contraction of the rest per value (``pathfind.sliced_path``):
+        the memory target holds for each slice."""
+        self.slices = 1
+        self._inner = None
+        if self.sliced:
+            self.slices = math.prod(sizes[i] for i in self.sliced)
+            rest = [tuple(i for i in ix if i not in self.sliced) for ix in self.inputs]
+            self._inner = ContractionPlan(rest, self.output, sizes, found=replace(found, sliced=()))
+            self._inner.flops = found.flops // self.slices
+        self.steps = self._compile(found.path) if not self.sliced else self._inner.steps
         self._too_wide = any(not step.equation for step in self.steps)
+        self._tape = None
 
     def _compile(self, path) -> list[_Step]:
-        working = list(self.inputs)
-        # how many working tensors hold each index (the output counts as one more holder), kept up to date
-        # step by step: recounting the working list at each step made compiling quadratic in the size
-        holders: dict[int, int] = dict.fromkeys(self.output, 1)
-        for ix in working:
-            for i in set(ix):
-                holders[i] = holders.get(i, 0) + 1
-        steps = []
-        for n_step, positions in enumerate(path):
-            positions = tuple(sorted(positions, reverse=True))
-            taken = [working.pop(p) for p in positions]
-            for ix in taken:
-                for i in set(ix):
-                    holders[i] -= 1
-            if n_step == len(path) - 1:
-                result = self.output
-            else:
-                result = tuple(i for i in dict.fromkeys(i for ix in taken for i in ix) if holders[i] > 0)
-            for i in result:
-                holders[i] += 1
-            steps.append(_Step(positions, _equation(taken, result)))
-            working.append(result)
-        return steps
+        """The path as a binary tree, cut into einsum calls of at most ``CHUNK_LETTERS`` indices each."""
+        nodes, indices = _binary_tree(self.inputs, self.output, path)
+        return _chunks(len(self.inputs), nodes, indices)
+
+    def binary_tree(self) -> tuple[dict, dict]:
+        """The path as a binary tree: ``nodes[id] = (left, right)`` (right -1 for a one-tensor step), ids of
+        inputs first, and every tensor's indices."""
+        return _binary_tree(self.inputs, self.output, self.path)
+
+    def tree_tape(self):
+        """The pairwise steps with their cotangent equations (``tree_grad``), built once per plan."""
+        if self._tape is None:
+            from .tree_grad import TreeTape
+
+            self._tape = TreeTape(self)
+        return self._tape
 
     def contract(self, operands: Sequence[torch.Tensor]) -> torch.Tensor:
+        if self.sliced:
+            return self.contract_slices(operands, self._inner.contract)
         working = list(operands)
         if self._too_wide:
             raise ContractionTooLargeError(
@@ -92,8 +117,37 @@ class ContractionPlan:
             )
         for step in self.steps:
             taken = [working.pop(p) for p in step.operands]
-            working.append(torch.einsum(step.equation, *taken))
+            if step.order is not None:
+                taken = [taken[k] for k in step.order]
+            if step.pairs:  # torch.einsum's own C++ call, along our path (torch would plan it again)
+                working.append(_VF.einsum(step.equation, taken, path=step.pairs))
+            else:
+                working.append(_VF.einsum(step.equation, taken))
         return working[0]
+
+    def contract_slices(self, operands: Sequence[torch.Tensor], run: Callable) -> torch.Tensor:
+        """The sum over every value of the sliced indices of ``run`` (a contraction of the plan without them)
+        on the operands read at that value (an axis of extent 1, broadcast, is read at 0)."""
+        axes = [[(p, i) for p, i in enumerate(ix) if i in self.sliced] for ix in self.inputs]
+        total = None
+        for values in itertools.product(*(range(self._sizes[i]) for i in self.sliced)):
+            at = dict(zip(self.sliced, values))
+            taken = []
+            for o, ax in zip(operands, axes):
+                if ax:
+                    index = [slice(None)] * o.dim()
+                    for p, i in ax:
+                        index[p] = at[i] if o.shape[p] != 1 else 0
+                    o = o[tuple(index)]
+                taken.append(o)
+            part = run(taken)
+            total = part if total is None else total + part
+        return total
+
+    @property
+    def too_wide(self) -> bool:
+        """Whether some step names more indices than einsum has letters (refused when contracted)."""
+        return self._too_wide
 
     def check_memory(self, itemsize: int, max_memory: float, what: str) -> None:
         """Refuse, before allocating, a contraction whose largest intermediate exceeds ``max_memory``."""
@@ -160,6 +214,127 @@ def cheaper_apart(whole, parts: Callable[[], Sequence], optimizer: "str | PathSe
 
 def _cost(found: Found) -> float:
     return found.flops + STEP_FLOPS * len(found.path)
+
+
+def _binary_tree(inputs, output, path) -> tuple[dict, dict]:
+    """A linear path (steps of two or more working-list positions; a longer step contracts left to right in
+    its order) as a binary tree: ``nodes[id] = (left, right)`` for ids from ``len(inputs)`` on, and every
+    node's indices (a result keeps those the output or a tensor not yet contracted holds)."""
+    indices = {k: tuple(ix) for k, ix in enumerate(inputs)}
+    holders: dict[int, int] = dict.fromkeys(output, 1)
+    for ix in inputs:
+        for i in set(ix):
+            holders[i] = holders.get(i, 0) + 1
+    working = list(range(len(inputs)))
+    nodes: dict[int, tuple[int, int]] = {}
+    last = len(path) - 1
+    for n_step, step in enumerate(path):
+        ids = [working[p] for p in step]
+        for p in sorted(step, reverse=True):
+            working.pop(p)
+        for t in ids:
+            for i in set(indices[t]):
+                holders[i] -= 1
+        acc = ids[0]
+        for k, t in enumerate(ids[1:], 2):
+            later = {i for u in ids[k:] for i in indices[u]}
+            node = len(indices)
+            if n_step == last and k == len(ids):
+                result = tuple(output)
+            else:
+                every = dict.fromkeys((*indices[acc], *indices[t]))
+                result = tuple(i for i in every if holders[i] > 0 or i in later)
+            nodes[node] = (acc, t)
+            indices[node] = result
+            acc = node
+        if len(ids) == 1:  # a one-tensor network: its traces and the output's order
+            node = len(indices)
+            nodes[node] = (acc, -1)
+            indices[node] = tuple(output) if n_step == last else indices[acc]
+            acc = node
+        for i in set(indices[acc]):
+            holders[i] += 1
+        working.append(acc)
+    return nodes, indices
+
+
+def _chunks(n_inputs: int, nodes: dict, indices: dict) -> list[_Step]:
+    """Einsum calls covering the tree bottom-up: a subtree becomes one call while its tensors name at most
+    52 indices (one Python call and C++ steps where there were as many Python steps as tensors)."""
+    if not nodes:
+        return []
+    root = max(nodes)
+    leaves: dict[int, list[int]] = {}  # per node: the tensors its call would take (inputs or earlier calls)
+    letters: dict[int, set] = {}
+    cut: list[int] = []  # nodes that become calls, children before parents
+
+    def leaf(t: int) -> tuple[list[int], set]:
+        if t in nodes and t not in cut:
+            cut.append(t)  # the child's subtree becomes a call of its own; its result a tensor
+        return [t], set(indices[t])
+
+    for node in sorted(nodes):  # ids grow bottom-up: children are numbered before their parents
+        left, right = nodes[node]
+        if right == -1:
+            leaves[node], letters[node] = leaf(left) if left in nodes else ([left], set(indices[left]))
+            continue
+        parts = []
+        for child in (left, right):
+            if child in nodes and nodes[child][1] == -1:
+                parts.append(leaf(child))  # a one-tensor step (a trace) is a call of its own
+            elif child in nodes:
+                parts.append((leaves[child], letters[child]))
+            else:
+                parts.append(([child], set(indices[child])))
+        union = parts[0][1] | parts[1][1] | set(indices[node])
+        if len(union) <= CHUNK_LETTERS:
+            leaves[node], letters[node] = parts[0][0] + parts[1][0], union
+        else:  # too many letters: the children are contracted first, each as a call of its own
+            (l_leaves, l_letters), (r_leaves, r_letters) = (
+                leaf(child) if child in nodes else ([child], set(indices[child])) for child in (left, right)
+            )
+            leaves[node], letters[node] = l_leaves + r_leaves, l_letters | r_letters | set(indices[node])
+    cut.append(root)
+    working = list(range(n_inputs))
+    steps = []
+    for node in cut:
+        taken_ids = leaves[node]
+        positions = [working.index(t) for t in taken_ids]
+        popped = sorted(positions, reverse=True)
+        order = tuple(popped.index(p) for p in positions)
+        for p in popped:
+            working.pop(p)
+        working.append(node)
+        pairs = _inner_path(node, taken_ids, nodes) if len(taken_ids) > 2 else ()
+        equation = _equation([indices[t] for t in taken_ids], indices[node])
+        steps.append(_Step(tuple(popped), equation, order, pairs))
+    return steps
+
+
+def _inner_path(node: int, taken: list[int], nodes: dict) -> tuple[int, ...]:
+    """The subtree under ``node`` over its call's tensors ``taken``, as a flat linear path."""
+    local = list(taken)
+    stop = set(taken)
+    order: list[int] = []
+
+    def walk(t):
+        if t in stop:
+            return
+        left, right = nodes[t]
+        walk(left)
+        walk(right)
+        order.append(t)
+
+    walk(node)
+    flat: list[int] = []
+    for t in order:
+        left, right = nodes[t]
+        i, j = local.index(left), local.index(right)
+        flat += [i, j]
+        for p in sorted((i, j), reverse=True):
+            local.pop(p)
+        local.append(t)
+    return tuple(flat)
 
 
 def _equation(taken, result) -> str:

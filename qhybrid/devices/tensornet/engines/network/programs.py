@@ -13,7 +13,7 @@ from ..._structure import TapeStructure
 from ..._values import _expand_lead
 from ...backends import get_backend
 from ...readout.measure import StateReader, measurement_function
-from .network import BATCH, Network, closed_network, ket_network
+from .network import BATCH, Network, closed_network, diagonal_slots, ket_network
 from .plan import ContractionPlan, cheaper_apart, plan_networks
 
 
@@ -35,8 +35,9 @@ class _Contraction:
 class StateProgram:
     """Small circuits: contract the state once, read every measurement from it."""
 
-    def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions):
-        self.contraction = _Contraction(ket_network(structure, stacked, stack_size), opts, "the circuit's state")
+    def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions, tape=None):
+        network = ket_network(structure, stacked, stack_size, diagonal_slots(structure, tape))
+        self.contraction = _Contraction(network, opts, "the circuit's state")
 
     def run(self, values, variant: Variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:
         values.prefetch(range(len(structure.slots)))
@@ -56,6 +57,7 @@ class ClosedProgram:
     def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions, tape, only=None):
         self.structure, self.stacked, self.stack_size, self.opts = structure, stacked, stack_size, opts
         self.only = None if only is None else frozenset(only)
+        self.diagonal = diagonal_slots(structure, tape)  # gates that enter as hyperedges
         self._terms: dict = {}
         # plan every term now, together (one planning budget), so the memory guard speaks before any work
         measured = [mp for m, mp in enumerate(tape.measurements) if self.only is None or m in self.only]
@@ -75,7 +77,7 @@ class ClosedProgram:
     def _network(self, spec) -> Network:
         cap, wires, word = spec[:3]
         coeffs = spec[3] if len(spec) > 3 else ()
-        return closed_network(self.structure, self.stacked, self.stack_size, cap, wires, word, coeffs)
+        return closed_network(self.structure, self.stacked, self.stack_size, cap, wires, word, coeffs, self.diagonal)
 
     def largest_intermediate(self, mp) -> int:
         """The largest intermediate (elements) of the networks that measure ``mp``, split sentences by word."""
