@@ -32,6 +32,7 @@ to the parameters. Higher derivatives recompute the program with torch ops (exac
 
 from __future__ import annotations
 
+import math
 
 import numpy as np
 import pennylane as qml
@@ -43,6 +44,7 @@ from .allocator import tune_allocator as _tune_allocator
 from .blocks import _Kron, _build_krons, _full_monomial, _monomial
 from .adjoint import AdjointProgram, is_unitary, np_unitary
 from .kernels import Action
+from .cost import check_state_memory
 from .zwords import z_expvals, z_reader
 
 KRON_MAX_WIRES = 4
@@ -75,8 +77,14 @@ class _Step:
 class StateVectorProgram:
     """A narrow structure compiled to steps on a ``[2**n, S, B]`` state (see the module notes)."""
 
-    def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, tape, dtype):
+    def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, tape, dtype,
+                 max_memory: float = math.inf):
         self.n = n = len(structure.sim_wires)
+        # refused before any table or state is made (a forward run; the adjoint's extra is checked when a run
+        # records gradients)
+        self.max_memory = max_memory
+        self._lead = max(stack_size, 1) * (structure.batch_size or 1)
+        check_state_memory(n, self._lead, _itemsize(dtype), max_memory, gradient=False, what="the circuit's state")
         self._signs_cache: dict = {}
         self.structure = structure
         self.stacked = stacked
@@ -221,6 +229,9 @@ class StateVectorProgram:
         B = self.structure.batch_size or 1
         _tune_allocator((1 << self.n) * S * B * torch.empty((), dtype=values.dtype).element_size())
         grad = torch.is_grad_enabled()
+        if grad and self.max_memory < math.inf:
+            check_state_memory(self.n, self._lead, _itemsize(values.dtype), self.max_memory, gradient=True,
+                               what="the circuit's state and its gradient")
         if signs is not None:
             signs = self._signs_on(signs, values.device, values.dtype)
         actions, tensors = self.actions(values, sparse_ok=not grad, measuring=signs is not None)
@@ -393,6 +404,10 @@ def _composed(gates):
         s2, c2 = _full_monomial(k, [w - lo for w in wires], cols, v)
         src, vals = src[s2], c2 * vals[s2]
     return tuple(range(lo, lo + k)), src, vals
+
+
+def _itemsize(dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
 
 
 def monomial_on(step: _Step, device):
