@@ -185,16 +185,22 @@ def _choose_whole(structure: TapeStructure, stack_size: int, opts: SimOptions, t
 
 def _cones_cost(structure, tape, words, opts, itemsize: int, gradient: bool, rows: int, limit: float):
     """(flops, largest bytes) of the circuit's light-cone classes, each as the cheaper of its state vector
-    and its closed network; the pricing stops once the sum passes ``limit`` (the state vector then wins)."""
-    classes = group_cones(tape, structure, [make_cone(structure, w) for w in words])
+    and its closed network. Classes are priced widest first and the pricing stops once the sum passes
+    ``limit`` (the state vector then wins): a deep circuit's first cone is the whole circuit, and building
+    every class's sub-tape would cost seconds more."""
+    members: dict[tuple, list] = {}
+    for w in words:
+        cone = make_cone(structure, w)
+        members.setdefault(cone.key, []).append(cone)
     total, largest = 0.0, 0.0
-    for c in classes:
+    for cones in sorted(members.values(), key=lambda cs: -(len(cs[0].slots) << cs[0].width) * len(cs)):
+        (c,) = group_cones(tape, structure, cones[:1])
         choice = choose_class("", c.structure, c.tape, opts, itemsize, gradient)
         if choice.engine == "closed network":
             cost, size = choice.network_flops, choice.network_bytes
         else:
             cost, size = choice.state_flops, choice.state_bytes
-        total += cost * rows * len(c.terms)
+        total += cost * rows * len(cones)
         largest = max(largest, size or 0.0)
         if total >= limit:
             break

@@ -50,11 +50,13 @@ from .zwords import z_expvals, z_reader
 KRON_MAX_WIRES = 4
 """Pending single-qubit gates on this many adjacent wires are applied as one Kronecker-product matmul."""
 
-MONOMIAL_TABLE_MAX_WIRES = 20
+MONOMIAL_TABLE_MAX_WIRES = 16
 """Monomial gates on circuits up to this wide become basis permutations of all ``2**n`` states (int64
 tables, composed across consecutive gates: one gather each); on wider circuits each is a permutation of its
 own wires' ``2**k`` slices (``kernels.apply_local_permutation``): a table of ``2**n`` int64 per step costs
-128 MiB and about 0.4 s to build at 24 wires, and one per layer of a CNOT brickwork gigabytes."""
+128 MiB and about 0.4 s to build at 24 wires, and one per layer of a CNOT brickwork gigabytes; at 20 wires
+the tables took 4-13 s to build for an 8-layer brickwork, which ran no faster with them (1.6-4.5 s a step
+either way on the loaded 2-core machine)."""
 
 LOCAL_PERMUTATION_MAX_WIRES = 10
 """On wide circuits, consecutive monomial gates whose wires span at most this many adjacent wires compose into
