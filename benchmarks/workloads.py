@@ -109,8 +109,9 @@ def qaoa_edges(wl: Workload) -> list[tuple[int, int]]:
     return [(int(u), int(v)) for u, v in qaoa_graph(wl.n_qubits, wl.graph_seed).edges()]
 
 
-def hea_function(n: int, layers: int) -> Callable:
-    """HEA50: ``layers`` x [RY on every qubit, CNOT(i, i+1) for even i, then for odd i]; <Z_i> for all i."""
+def hea_function(n: int, layers: int, *, ring: bool = False, outputs: Callable | None = None) -> Callable:
+    """HEA50: ``layers`` x [RY on every qubit, CNOT(i, i+1) for even i, then for odd i (``ring``: and
+    CNOT(n-1, 0))]; <Z_i> for all i, or what ``outputs()`` returns."""
 
     def circuit(theta):
         for layer in range(layers):
@@ -119,7 +120,9 @@ def hea_function(n: int, layers: int) -> Callable:
             for start in (0, 1):
                 for i in range(start, n - 1, 2):
                     qml.CNOT(wires=[i, i + 1])
-        return [qml.expval(qml.Z(i)) for i in range(n)]
+            if ring:
+                qml.CNOT(wires=[n - 1, 0])
+        return outputs() if outputs is not None else [qml.expval(qml.Z(i)) for i in range(n)]
 
     return circuit
 
@@ -269,18 +272,7 @@ def _wide_outputs(n: int, outputs: str):
 
 def hea_ring_function(n: int, layers: int, outputs: str) -> Callable:
     """HEA24x8: ``layers`` x [RY(theta) on every qubit, CNOT brickwork: even pairs, then odd pairs and (n-1, 0)]."""
-
-    def circuit(theta):
-        for layer in range(layers):
-            for i in range(n):
-                qml.RY(theta[layer, i], wires=i)
-            for start in (0, 1):
-                for i in range(start, n - 1, 2):
-                    qml.CNOT(wires=[i, i + 1])
-            qml.CNOT(wires=[n - 1, 0])
-        return _wide_outputs(n, outputs)
-
-    return circuit
+    return hea_function(n, layers, ring=True, outputs=lambda: _wide_outputs(n, outputs))
 
 
 def sel_wide_function(n: int, outputs: str) -> Callable:
