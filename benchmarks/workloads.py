@@ -109,8 +109,9 @@ def qaoa_edges(wl: Workload) -> list[tuple[int, int]]:
     return [(int(u), int(v)) for u, v in qaoa_graph(wl.n_qubits, wl.graph_seed).edges()]
 
 
-def hea_function(n: int, layers: int) -> Callable:
-    """HEA50: ``layers`` x [RY on every qubit, CNOT(i, i+1) for even i, then for odd i]; <Z_i> for all i."""
+def hea_function(n: int, layers: int, *, ring: bool = False, outputs: Callable | None = None) -> Callable:
+    """HEA50: ``layers`` x [RY on every qubit, CNOT(i, i+1) for even i, then for odd i (``ring``: and
+    CNOT(n-1, 0))]; <Z_i> for all i, or what ``outputs()`` returns."""
 
     def circuit(theta):
         for layer in range(layers):
@@ -119,7 +120,9 @@ def hea_function(n: int, layers: int) -> Callable:
             for start in (0, 1):
                 for i in range(start, n - 1, 2):
                     qml.CNOT(wires=[i, i + 1])
-        return [qml.expval(qml.Z(i)) for i in range(n)]
+            if ring:
+                qml.CNOT(wires=[n - 1, 0])
+        return outputs() if outputs is not None else [qml.expval(qml.Z(i)) for i in range(n)]
 
     return circuit
 
@@ -267,3 +270,66 @@ def deep_qaoa(workload: str) -> tuple[int, list[tuple[int, int]], int]:
     if workload.startswith("L"):
         return n, lattice_edges(8), p
     return n, [(int(u), int(v)) for u, v in qaoa_graph(n, seed=1).edges()], p
+
+
+# --- 24-wire hardware-efficient circuits (HEA24x8, SEL24x4 of WORKLOADS.md; issue 26) -----------------------
+
+WIDE_STATE_OUTPUTS = ("local", "zz-chain", "global")
+"""(a) ``<Z_i>`` for every wire (loss: their sum), (b) one expval of ``sum_i Z_i Z_{i+1}``, (c) one ``<Z...Z>``."""
+
+
+def _wide_outputs(n: int, outputs: str):
+    if outputs == "local":
+        return [qml.expval(qml.Z(i)) for i in range(n)]
+    if outputs == "zz-chain":
+        return qml.expval(qml.sum(*[qml.Z(i) @ qml.Z(i + 1) for i in range(n - 1)]))
+    if outputs == "global":
+        return qml.expval(qml.prod(*[qml.Z(i) for i in range(n)]))
+    raise ValueError(f"outputs must be one of {WIDE_STATE_OUTPUTS}, got {outputs!r}")
+
+
+def hea_ring_function(n: int, layers: int, outputs: str) -> Callable:
+    """HEA24x8: ``layers`` x [RY(theta) on every qubit, CNOT brickwork: even pairs, then odd pairs and (n-1, 0)]."""
+    return hea_function(n, layers, ring=True, outputs=lambda: _wide_outputs(n, outputs))
+
+
+def sel_wide_function(n: int, outputs: str) -> Callable:
+    """SEL24x4: ``AngleEmbedding`` of x, then ``StronglyEntanglingLayers`` weights (L, n, 3)."""
+
+    def circuit(x, w):
+        qml.AngleEmbedding(x, wires=range(n), rotation="Y")
+        qml.StronglyEntanglingLayers(w, wires=range(n))
+        return _wide_outputs(n, outputs)
+
+    return circuit
+
+
+def make_wide_state(kind: str, outputs: str, system: str, *, n: int = 24, layers: int | None = None, seed: int = 0):
+    """A ``step()`` (value and gradient of the outputs' sum) of HEA24x8 (``kind="hea"``, 8 layers) or SEL24x4
+    (``kind="sel"``, 4 layers) on ``system``: ``"qhybrid"`` (adjoint) or a PEERS name."""
+    gen = torch.Generator().manual_seed(seed)
+    dev = _device(system, n, torch.complex128)
+    diff = "adjoint" if system == "qhybrid" else PEERS[system][1]
+    wrap = (lambda f: qhybrid.qnode(dev, diff_method=diff)(f)) if system == "qhybrid" else (
+        lambda f: qml.QNode(f, dev, interface="torch", diff_method=diff))
+    if kind == "hea":
+        circuit = wrap(hea_ring_function(n, layers or 8, outputs))
+        args = [(torch.rand(layers or 8, n, generator=gen, dtype=torch.float64) * 3).requires_grad_(True)]
+    elif kind == "sel":
+        circuit = wrap(sel_wide_function(n, outputs))
+        args = [torch.rand(n, generator=gen, dtype=torch.float64) * 3,
+                (torch.rand(layers or 4, n, 3, generator=gen, dtype=torch.float64) * 3).requires_grad_(True)]
+    else:
+        raise ValueError(f"kind must be 'hea' or 'sel', got {kind!r}")
+
+    def step():
+        out = circuit(*args)
+        loss = torch.stack(list(out)).sum() if isinstance(out, (list, tuple)) else out
+        loss.backward()
+        grads = [a.grad.clone() for a in args if a.requires_grad]
+        for a in args:
+            a.grad = None
+        return loss.detach(), grads
+
+    step.device = dev
+    return step

@@ -21,7 +21,7 @@ from typing import Sequence
 
 import torch
 
-from ..devices.tensornet._simulate import STATE_MODE_MAX_WIRES
+from ..devices.tensornet.engines.lightcone.choice import WHOLE_STATE_SURE_WIRES
 from ..devices.tensornet.engines.lightcone.classes import tape_classes
 from .._variant import Gather, Variant, tape_parameters
 from ..interfaces.torch import execute, run_variants
@@ -53,8 +53,9 @@ class GraphPlan:
     @property
     def classes(self) -> list | None:
         """The light-cone classes the tensornet device runs this circuit as (``ConeClass``: ``width``,
-        ``terms``), or None where it simulates the whole state (``STATE_MODE_MAX_WIRES`` wires or fewer)."""
-        if self.n_wires <= STATE_MODE_MAX_WIRES:
+        ``terms``), or None where it surely simulates the whole state (``WHOLE_STATE_SURE_WIRES`` wires or
+        fewer; wider graphs run as these classes or as one state vector, whichever costs less)."""
+        if self.n_wires <= WHOLE_STATE_SURE_WIRES:
             return None
         if self._classes is None:
             angles = [torch.zeros(()) if block.parametric else None for block in self.template.blocks]

@@ -55,8 +55,8 @@ class GraphQLayer(nn.Module):
             ``torch.use_deterministic_algorithms(True)``.
         light_cone: accepted for compatibility (``"auto"``, True or False); light cones are the device's
             choice now: the tensornet device measures each output on its reverse light cone, isomorphic
-            cones as one stacked program, whenever the graph is wider than its state vectors (more than
-            ``STATE_MODE_MAX_WIRES`` = 20 nodes), and simulates the whole state below that.
+            cones as one stacked program, where that costs less than the whole state vector (always above
+            the memory a state vector may take; never at 16 nodes or fewer: see docs/ENGINES.md).
             ``layer.plan(graph).classes`` shows the cone classes a graph runs as.
 
     The layer builds its circuit once per graph structure (and per angle signature: which blocks carry one

@@ -31,12 +31,14 @@ ENABLED = True
 def _bind(device, variant: Variant, opts):
     tape, gather = variant.tape, variant.gather
     structure = _cached_structure(tape, device.wires)
-    if len(gather.maps) != structure.n_op_params or len(structure.sim_wires) > _simulate.STATE_MODE_MAX_WIRES:
-        return _UNBOUND  # observables with data, or a circuit measured by light-cone networks
+    if len(gather.maps) != structure.n_op_params:
+        return _UNBOUND  # observables with data
     if any(slot.kind in ("prep", "channel") for slot in structure.slots):
         return _UNBOUND
-    key = _simulate.plan_key(structure, frozenset(), 0, False, opts)
-    program = device._cache.get(key, lambda: VectorProgram(structure, frozenset(), 0, opts, tape))
+    key = _simulate.plan_key(structure, frozenset(), 0, opts)
+    program = device._cache.get(key, lambda: _simulate.build_program(structure, frozenset(), 0, opts, tape))
+    if not isinstance(program, VectorProgram):
+        return _UNBOUND  # a circuit measured by light cones or closed networks
     bound = BoundProgram.bind(program.program, structure, gather.maps, tape)
     if bound is None:
         return _UNBOUND

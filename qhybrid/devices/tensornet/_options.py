@@ -34,9 +34,13 @@ class SimOptions:
 
 @dataclass
 class CacheInfo:
+    """Plan cache counts, and ``engines``: the engine choices of the cached programs (``EngineChoice``: what,
+    engine, reason, the state vector's and the network's flops and bytes; ``print`` each to read it)."""
+
     hits: int
     misses: int
     size: int
+    engines: tuple = ()
 
 
 class PlanCache:
@@ -62,7 +66,8 @@ class PlanCache:
         return program
 
     def info(self) -> CacheInfo:
-        return CacheInfo(self.hits, self.misses, len(self._programs))
+        engines = tuple(c for p in self._programs.values() for c in getattr(p, "engine_choices", ()))
+        return CacheInfo(self.hits, self.misses, len(self._programs), engines)
 
     def clear(self) -> None:
         self._programs.clear()

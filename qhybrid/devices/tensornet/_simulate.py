@@ -13,9 +13,7 @@ from typing import Sequence
 import torch
 from pennylane.measurements import ExpectationMP, ProbabilityMP, VarianceMP
 
-from ...errors import ContractionTooLargeError
 from .readout.measure import StateReader
-from .engines.network.plan import _fmt_bytes
 from .readout.shared_observables import observables_shared, sharing_observables
 from .engines.statevector.program import StateVectorProgram
 from ..._variant import Variant
@@ -23,35 +21,29 @@ from ._structure import TapeStructure, tape_structure
 from ._options import CacheInfo, PlanCache, SimOptions
 from ._values import _Values, _stacked_slots
 from .engines.network.programs import ClosedProgram, StateProgram
-from .engines.lightcone.program import CONE_STATE_MAX_WIRES, ConeProgram, cones_apply
+from .engines.lightcone.choice import EngineChoice, WHOLE_STATE_SURE_WIRES, choose_class, network_cost, state_side
+from .engines.lightcone.classes import group_cones, measured_words
+from .engines.lightcone.cones import make_cone
+from .engines.lightcone.program import ConeProgram, cones_apply
 from .engines.mps.run import run_mps
 from .engines.mixed import has_channels, run_mixed
 
-STATE_MODE_MAX_WIRES = 20
-"""Circuits on at most this many wires are contracted to their state once and every measurement is read
-from it; wider circuits measure each Pauli term on its light cone (``engines.lightcone``: isomorphic cones
-one stacked program) and contract one closed network per other observable."""
+STATE_MODE_MAX_WIRES: int | None = None
+"""None: whether a circuit runs as one state vector (every measurement read from it) or by light cones and
+closed networks (each Pauli term on its reverse light cone, isomorphic cones one stacked program, one closed
+network per other observable) is decided by cost, once per structure (``_choose_whole``). A number restores
+a wire rule: state vectors up to that many wires, light cones above (tests that pin an engine set 0)."""
 
 
 # --- programs -----------------------------------------------------------------------------
 
 
 class VectorProgram:
-    """Narrow circuits without state preparation: a compiled state-vector program (``engines.statevector.program``)."""
+    """Circuits without state preparation run as one compiled state-vector program
+    (``engines.statevector.program``; its memory is checked against ``max_memory`` before it is built)."""
 
     def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions, tape):
-        self.program = StateVectorProgram(structure, stacked, stack_size, tape, opts.dtype)
-        n, lead = len(structure.sim_wires), max(stack_size, 1) * (structure.batch_size or 1)
-        itemsize = torch.empty((), dtype=opts.dtype).element_size()
-        elements = (1 << n) * lead
-        need = elements * itemsize
-        if need > opts.max_memory:
-            raise ContractionTooLargeError(
-                f"Simulating the circuit's state needs an intermediate of about {_fmt_bytes(need)} ({elements} "
-                f"elements x {itemsize} bytes), above max_memory={_fmt_bytes(opts.max_memory)}. Use fewer wires "
-                "or a smaller batch, raise the device's max_memory, or simulate it approximately as a matrix "
-                "product state: qhybrid.device('tensornet', ..., method=\"mps\", max_bond_dim=64)."
-            )
+        self.program = StateVectorProgram(structure, stacked, stack_size, tape, opts.dtype, opts.max_memory)
 
     def run(self, values, variant: Variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:
         values.prefetch(self.program.matrix_slots)
@@ -144,9 +136,87 @@ def _bound(structure: TapeStructure, group: Sequence[Variant]) -> list[Variant]:
     return group if all(map(is_, grp, group)) else grp
 
 
-def plan_key(structure: TapeStructure, stacked: frozenset, stack_size: int, wide: bool, opts: SimOptions) -> tuple:
+def build_program(structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions, tape):
+    """The program that runs ``structure`` (the plan cache's factory), its ``engine_choices`` recorded: one
+    state vector, a state contraction (state preparation), light cones or closed networks."""
+    n = len(structure.sim_wires)
+    if not all(_closed_measurable(mp) for mp in tape.measurements):
+        # a measurement needs the whole state: the state program's memory guard decides whether it runs
+        what = f"whole circuit, {n} wires"
+        choice = EngineChoice(what, "state vector", "a measurement needs the whole state", None, None, None, None)
+    else:
+        choice = _choose_whole(structure, stack_size, opts, tape)
+    if choice.engine != "state vector":
+        if cones_apply(structure, tape):
+            program = ConeProgram(structure, stacked, stack_size, opts, tape, STATE_MODE_MAX_WIRES)
+        else:
+            program = ClosedProgram(structure, stacked, stack_size, opts, tape)
+    elif all(slot.kind != "prep" for slot in structure.slots):
+        program = VectorProgram(structure, stacked, stack_size, opts, tape)
+    else:
+        program = StateProgram(structure, stacked, stack_size, opts)
+    program.engine_choices = (choice, *getattr(program, "choices", ()))
+    return program
+
+
+def _choose_whole(structure: TapeStructure, stack_size: int, opts: SimOptions, tape) -> EngineChoice:
+    """One state vector, or light cones (closed networks where cones do not apply), for the whole circuit:
+    the cheaper that fits ``max_memory``."""
+    n = len(structure.sim_wires)
+    what = f"whole circuit, {n} wires"
+    if STATE_MODE_MAX_WIRES is not None:
+        engine = "state vector" if n <= STATE_MODE_MAX_WIRES else "light cones"
+        return EngineChoice(what, engine, f"wire rule: state vectors up to {STATE_MODE_MAX_WIRES} wires", None, None, None, None)
+    itemsize = torch.empty((), dtype=opts.dtype).element_size()
+    gradient = torch.is_grad_enabled()
+    rows = max(stack_size, 1)
+    words, _ = measured_words(tape, structure)
+    flops, peak = state_side(structure, rows * (structure.batch_size or 1), itemsize, gradient, len(words))
+    wide = "light cones" if cones_apply(structure, tape) else "closed network"
+    if peak > opts.max_memory:
+        return EngineChoice(what, wide, "its state vector does not fit max_memory", flops, peak, None, None)
+    if n <= WHOLE_STATE_SURE_WIRES:
+        return EngineChoice(what, "state vector", f"at most {WHOLE_STATE_SURE_WIRES} wires", flops, peak, None, None)
+    if wide == "light cones":
+        other, other_bytes = _cones_cost(structure, tape, words, opts, itemsize, gradient, rows, flops)
+    else:
+        priced = network_cost(structure, tape, opts, itemsize, gradient)
+        other, other_bytes = priced if priced is not None else (None, None)
+    if other is not None and other < flops and other_bytes <= opts.max_memory:
+        return EngineChoice(what, wide, "cheaper", flops, peak, other, other_bytes)
+    reason = "cheaper" if other is not None and other >= flops else f"no {wide} measure it"
+    if other is not None and other < flops:
+        reason = f"its {wide} do not fit max_memory"
+    return EngineChoice(what, "state vector", reason, flops, peak, other, other_bytes)
+
+
+def _cones_cost(structure, tape, words, opts, itemsize: int, gradient: bool, rows: int, limit: float):
+    """(flops, largest bytes) of the circuit's light-cone classes, each as the cheaper of its state vector
+    and its closed network. Classes are priced widest first and the pricing stops once the sum passes
+    ``limit`` (the state vector then wins): a deep circuit's first cone is the whole circuit, and building
+    every class's sub-tape would cost seconds more."""
+    members: dict[tuple, list] = {}
+    for w in words:
+        cone = make_cone(structure, w)
+        members.setdefault(cone.key, []).append(cone)
+    total, largest = 0.0, 0.0
+    for cones in sorted(members.values(), key=lambda cs: -(len(cs[0].slots) << cs[0].width) * len(cs)):
+        (c,) = group_cones(tape, structure, cones[:1])
+        choice = choose_class("", c.structure, c.tape, opts, itemsize, gradient)
+        if choice.engine == "closed network":
+            cost, size = choice.network_flops, choice.network_bytes
+        else:
+            cost, size = choice.state_flops, choice.state_bytes
+        total += cost * rows * len(cones)
+        largest = max(largest, size or 0.0)
+        if total >= limit:
+            break
+    return total, largest
+
+
+def plan_key(structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions) -> tuple:
     """The plan cache's key of a structure's compiled program (shared with the bound path's lookup)."""
-    return (structure.key, stacked, stack_size, wide, opts.dtype, str(opts.device), opts.backend)
+    return (structure.key, stacked, stack_size, opts.dtype, str(opts.device), opts.backend)
 
 
 def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOptions, cache: PlanCache):
@@ -154,24 +224,10 @@ def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOpti
         return run_mixed(structure, _bound(structure, group), opts, cache, simulate)
     stacked = _stacked_slots(structure, group)
     stack_size = len(group) if stacked else 0
-    # wide circuits measure by light-cone networks, unless a measurement needs the whole state: then the
-    # state program's memory guard, not a wire count, decides whether it can be simulated
-    wide = len(structure.sim_wires) > STATE_MODE_MAX_WIRES and all(_closed_measurable(mp) for mp in group[0].tape.measurements)
-    key = plan_key(structure, stacked, stack_size, wide, opts)
+    key = plan_key(structure, stacked, stack_size, opts)
     tape = group[0].tape
-    if wide:  # which wide program is decided once per structure, by the cache's factory
-        narrow = min(CONE_STATE_MAX_WIRES, STATE_MODE_MAX_WIRES)  # cones of at most this many wires: state vectors
-
-        def wide_program():
-            if cones_apply(structure, tape):
-                return ConeProgram(structure, stacked, stack_size, opts, tape, narrow)
-            return ClosedProgram(structure, stacked, stack_size, opts, tape)
-
-        program = cache.get(key, wide_program)
-    elif all(slot.kind != "prep" for slot in structure.slots):
-        program = cache.get(key, lambda: VectorProgram(structure, stacked, stack_size, opts, tape))
-    else:
-        program = cache.get(key, lambda: StateProgram(structure, stacked, stack_size, opts))
+    # which program is decided once per structure, by the cache's factory
+    program = cache.get(key, lambda: build_program(structure, stacked, stack_size, opts, tape))
     if not getattr(program, "reads_observable_data", False):
         group = _bound(structure, group)
     lead_shape = ((stack_size,) if stacked else ()) + (

@@ -26,6 +26,7 @@ from ..._values import _differences
 from ..network.programs import ClosedProgram
 from ..statevector.program import StateVectorProgram
 from .classes import ConeClass, cone_measurable, group_cones, measured_words, sentences
+from .choice import EngineChoice, choose_class
 from .coefficients import data_map
 from .cones import cone_slots, make_cone
 from .shared import run_distinct
@@ -33,9 +34,14 @@ from .spread import spread_group, spread_terms
 from .values import ConeValues
 from .whole import closed_program
 
-CONE_STATE_MAX_WIRES = 16
-"""Classes of cones up to this wide run as state-vector programs; wider ones as closed networks (Q100 at
-p=3: a 20-wire cone took 1.9 s a step as a state vector, a 21-30-wire one 0.2 s as a closed network)."""
+CONE_STATE_MAX_WIRES: int | None = None
+"""None: each class runs as a state vector or a closed network by cost (``choice.choose_class``). A number
+restores a width rule (classes up to that wide as state vectors, wider ones as closed networks), as tests
+that pin an engine do."""
+
+WHOLE_NETWORK_CANDIDATE_WIRES = 16
+"""Measurements with a term whose cone is wider than this may be measured by one closed network of the
+whole circuit instead (``whole.closed_program``: W3b's CNOT ladder, whose nested cones share their work)."""
 
 
 def cones_apply(structure: TapeStructure, tape) -> bool:
@@ -69,10 +75,10 @@ class ConeProgram:
         stack_size: int,
         opts: SimOptions,
         tape,
-        state_max_wires: int = CONE_STATE_MAX_WIRES,
+        state_max_wires: int | None = None,
     ):
         self.structure, self.stack_size, self.opts = structure, stack_size, opts
-        self.state_max_wires = state_max_wires
+        rule = state_max_wires if state_max_wires is not None else CONE_STATE_MAX_WIRES
         self.rows = max(stack_size, 1)
         pos = {w: i for i, w in enumerate(structure.sim_wires)}
         # measurements that are not Pauli sentences: a closed network of the whole circuit in any case
@@ -81,18 +87,22 @@ class ConeProgram:
         self.term_of = {tuple(sorted(w.items())): t for t, w in enumerate(words)}
         widths = [_width(structure, w) for w in words]
         started = time.perf_counter()
-        self.closed = closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape)
+        candidate_wires = WHOLE_NETWORK_CANDIDATE_WIRES if rule is None else rule
+        self.closed = closed_program(plain, per_measurement, widths, candidate_wires, structure, stacked, stack_size, opts, tape)
         self.closed_measurements = self.closed.only if self.closed is not None else frozenset()
-        # wide classes' networks are planned at their first run with a new stack size, each within its
-        # share of what the whole-circuit network left of the structure's planning budget
-        left = max(opts.plan_time - (time.perf_counter() - started), 0.0)
-        self._wide_opts = replace(opts, plan_time=left / max(sum(w > state_max_wires for w in widths), 1))
         self._programs: dict = {}
         kept = sorted({t for m, ts in per_measurement.items() if m not in self.closed_measurements for t in ts})
         cones = [make_cone(structure, words[t]) for t in kept]
         self.classes: list[ConeClass] = group_cones(tape, structure, cones)
         for c in self.classes:
             c.terms = [kept[i] for i in c.terms]
+        self.choices = [self._choose(c, rule) for c in self.classes]
+        """Per class (in ``classes`` order): its ``EngineChoice``, decided once with the structure."""
+        self._closed_class = {id(c): ch.engine == "closed network" for c, ch in zip(self.classes, self.choices)}
+        # closed classes' networks are planned at their first run with a new stack size, each within its
+        # share of what the whole-circuit network and the choice left of the structure's planning budget
+        left = max(opts.plan_time - (time.perf_counter() - started), 0.0)
+        self._wide_opts = replace(opts, plan_time=left / max(sum(self._closed_class.values()), 1))
         self.position = {t: i for i, t in enumerate(t for c in self.classes for t in c.terms)}
         self._maps = self._data_maps(tape, pos)
         self.reads_observable_data = all(
@@ -104,6 +114,14 @@ class ConeProgram:
         self._stacked: tuple | None = None  # (coefficients, [S, T] matrix, constants) of that tape
         self.executions = 0
         """Class programs run so far (one per class and call, whatever its number of members)."""
+
+    def _choose(self, c: ConeClass, rule: int | None) -> EngineChoice:
+        what = f"cone class of {c.width} wires, {len(c.terms)} terms"
+        if rule is not None:
+            engine = "closed network" if c.width > rule else "state vector"
+            return EngineChoice(what, engine, f"width rule: state vectors up to {rule} wires", None, None, None, None)
+        itemsize = torch.empty((), dtype=self.opts.dtype).element_size()
+        return choose_class(what, c.structure, c.tape, self.opts, itemsize, torch.is_grad_enabled())
 
     # --- parameters ---------------------------------------------------------------------------
     def _parameters(self, group, values) -> torch.Tensor:
@@ -144,7 +162,7 @@ class ConeProgram:
             if closed:
                 program = ClosedProgram(c.structure, stacked, size, self._wide_opts, c.tape)
             else:
-                program = StateVectorProgram(c.structure, stacked, size, c.tape, self.opts.dtype)
+                program = StateVectorProgram(c.structure, stacked, size, c.tape, self.opts.dtype, self.opts.max_memory)
             self._programs[key] = program
         return program
 
@@ -175,7 +193,7 @@ class ConeProgram:
         cols = params[:, c.table.to(params.device)]  # [rows, M, P(, B)]
         cols = cols.reshape(self.rows * m, *cols.shape[2:])
         dtype, device = values.dtype, values.device
-        run = self._run_closed if c.width > self.state_max_wires else self._run_state
+        run = self._run_closed if self._closed_class[id(c)] else self._run_state
         if c.structure.batch_size is None:
             out = run_distinct(lambda u: run(c, u, dtype, device), cols)
         else:

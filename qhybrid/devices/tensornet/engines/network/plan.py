@@ -358,6 +358,8 @@ def _numel(ix, sizes) -> int:
 
 
 def _fmt_bytes(n: float) -> str:
+    if n >= 1 << 60:
+        return f"2^{math.log2(n):.1f} bytes"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if n < 1024 or unit == "PiB":
             return f"{n:.1f} {unit}"

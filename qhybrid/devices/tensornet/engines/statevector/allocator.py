@@ -6,12 +6,14 @@ from __future__ import annotations
 LARGE_STATE_BYTES = 8 << 20
 """From this state size on, glibc is asked (once per process) to keep freed memory for reuse."""
 
-MALLOC_MMAP_THRESHOLD = 1 << 30
+MALLOC_MMAP_THRESHOLD = 1 << 27
 MALLOC_TRIM_THRESHOLD = 1 << 31
 """glibc serves allocations below the first from its heap and returns heap memory to the system only above
 the second. Its defaults (mmap from 128 KiB-32 MiB) give every fresh state-sized tensor its own mapping,
 and the page faults of filling it cost more than the arithmetic (measured here: a 4x4 gate on a 32 MiB
-state 18.6 ms with the defaults, 8.9 ms with these)."""
+state 18.6 ms with the defaults, 8.9 ms with these). States of 128 MiB and more (24 wires) are still mapped
+and unmapped one by one: kept in the heap, its fragments grew a 24-wire ``qml.state()`` from 2.1 to 3-4
+states of peak memory over repeated calls."""
 
 _TUNED = False
 

@@ -91,7 +91,7 @@ class BoundProgram:
         blocks_by_size: dict[int, list] = {}
         compiled, runs = [], []
         for s, step in enumerate(steps):
-            if step.kind not in ("product", "local", "monomial", "gate", "diagonal"):
+            if step.kind not in ("product", "local", "monomial", "permute", "gate", "diagonal"):
                 return None
             if step.kind == "diagonal":
                 gathers = cls._run_gathers(step.data, structure, maps)
@@ -100,7 +100,7 @@ class BoundProgram:
                 compiled.append(("diagonal", (step.data, len(runs))))
                 runs.append(gathers)
                 continue
-            if step.kind in ("monomial", "gate"):
+            if step.kind in ("monomial", "permute", "gate"):
                 compiled.append((step.kind, step))
                 continue
             refs = {}  # wire -> (chain, entry)
@@ -226,6 +226,8 @@ class BoundProgram:
                 info = monomial_on(data, device)
                 if info is not None:
                     add("monomial", info, [], [])
+            elif kind == "permute":
+                add("permute", data.data, [], [])
             elif kind == "diagonal":
                 run, ri = data
                 add("diagonal", diagonal.RunCall(run), [self._run_angles(ri, inputs, real, device)], [("run", ri)])

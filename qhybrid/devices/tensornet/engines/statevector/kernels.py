@@ -7,6 +7,7 @@ An action is one of
 * ``lead``: per-row / per-sample matrices ``[S|1, B|1, D, D]`` on adjacent wires;
 * ``scattered``: a matrix (with or without lead) on non-adjacent wires;
 * ``monomial``: a basis permutation with phases (CNOT rings, SWAPs, Paulis: no parameters);
+* ``permute``: a monomial gate on wide circuits, as a permutation (with phases) of its own wires' slices;
 * ``phase``: a global phase per row / sample ``[S|1, B|1]``;
 * ``diagonal``: a run of diagonal gates as one phase multiply (``diagonal``: angle table, angle columns);
 * ``redo``: plain blocks plus a redo of a few stack rows with their own gates (no-gradient runs only).
@@ -130,6 +131,81 @@ def apply_monomial(psi, perm, phase, differentiable: bool, pool: StatePool | Non
     return psi
 
 
+class LocalPermutation:
+    """A monomial gate on ``wires`` as ``out[.., x_wires = j, ..] = phase[j] psi[.., x_wires = src[j], ..]``:
+    ``2**k`` slice copies, no ``2**n`` index table. ``back``: the same form for the inverse (the state's walk
+    back), ``back_h``: for the transpose (the conjugated cotangent's walk back: ``h_before = U^T h``)."""
+
+    __slots__ = ("wires", "forward", "back", "back_h")
+
+    def __init__(self, wires, forward, back, back_h):
+        self.wires, self.forward, self.back, self.back_h = wires, forward, back, back_h
+
+
+def local_permutation(wires, cols, vals, dtype) -> LocalPermutation:
+    """The monomial ``U[j, cols[j]] = vals[j]`` on ``wires`` as a ``LocalPermutation`` (phases in ``dtype``,
+    None where all are 1)."""
+    cols = [int(c) for c in cols]
+    vals = [complex(v) for v in vals]
+    inv = [0] * len(cols)
+    for j, c in enumerate(cols):
+        inv[c] = j
+    ones = all(v == 1 for v in vals)
+
+    def phases(values):
+        return None if ones else [complex(v) for v in values]
+
+    return LocalPermutation(
+        tuple(wires),
+        (tuple(cols), phases(vals)),
+        (tuple(inv), phases([vals[inv[i]].conjugate() for i in range(len(cols))])),
+        (tuple(inv), phases([vals[inv[i]] for i in range(len(cols))])),
+    )
+
+
+def _slice_index(wires, j: int, n: int) -> tuple:
+    """The index of the ``[2]*n + [rest]`` view that fixes ``wires`` to the bits of ``j`` (first wire most
+    significant)."""
+    index = [slice(None)] * n
+    k = len(wires)
+    for b, w in enumerate(wires):
+        index[w] = (j >> (k - 1 - b)) & 1
+    return tuple(index)
+
+
+def apply_local_permutation(psi, wires, src, phase, n: int, differentiable: bool = False, out=None):
+    """``out[.., x_wires = j, ..] = phase[j] psi[.., x_wires = src[j], ..]`` (``phase`` None: all 1). Adjacent
+    wires: one ``index_select`` of the ``[2**q, 2**k, rest]`` view; others: one strided copy per local basis
+    state (``differentiable``: torch ops that autograd records, no ``out``)."""
+    k = len(wires)
+    q = wires[0]
+    if tuple(wires) == tuple(range(q, q + k)):
+        view = psi.reshape(1 << q, 1 << k, -1)
+        index = torch.as_tensor(src, device=psi.device)
+        if differentiable:
+            moved = view.index_select(1, index)
+            if phase is not None:
+                moved = moved * torch.as_tensor(phase, dtype=psi.dtype, device=psi.device)[None, :, None]
+            return moved.reshape(psi.shape)
+        res = torch.index_select(view, 1, index, out=None if out is None else out.view(view.shape))
+        if phase is not None:
+            res.mul_(torch.as_tensor(phase, dtype=psi.dtype, device=psi.device)[None, :, None])
+        return res.view(psi.shape)
+    view = psi.reshape(*(2,) * n, -1)
+    if differentiable:
+        parts = [view[_slice_index(wires, src[j], n)] * (1 if phase is None else phase[j]) for j in range(1 << k)]
+        t = torch.stack(parts, 0).reshape(*(2,) * k, *parts[0].shape)
+        return t.movedim(tuple(range(k)), tuple(wires)).reshape(psi.shape)
+    res = torch.empty(psi.shape, dtype=psi.dtype, device=psi.device) if out is None else out
+    target = res.view(*(2,) * n, -1)
+    for j in range(1 << k):
+        o = target[_slice_index(wires, j, n)]
+        o.copy_(view[_slice_index(wires, src[j], n)])
+        if phase is not None and phase[j] != 1:
+            o.mul_(phase[j])
+    return res
+
+
 def _gather(psi, index, out=None):
     return torch.index_select(psi, 0, index, out=out) if out is not None else psi.index_select(0, index)
 
@@ -161,6 +237,9 @@ def apply(psi, action: Action, ts: Sequence[torch.Tensor], n: int, differentiabl
     if kind == "monomial":
         perm, phase = info
         return apply_monomial(psi, perm, phase, differentiable, pool)
+    if kind == "permute":
+        src, phase = info.forward
+        return into(pool, psi, apply_local_permutation, psi, info.wires, src, phase, n, differentiable)
     if kind == "phase":
         return psi * ts[0][None]
     if kind == "diagonal":
@@ -270,6 +349,11 @@ def unapply(psi, h, action: Action, ts, needs, n, keep_state: bool = True, pool:
             if keep_state:
                 psi = _step(pool, psi, own_psi, _gather, psi, inv)
             h = _step(pool, h, own_h, _gather, h, inv)
+        return psi, h, []
+    if kind == "permute":
+        if keep_state:
+            psi = _step(pool, psi, own_psi, apply_local_permutation, psi, info.wires, *info.back, n)
+        h = _step(pool, h, own_h, apply_local_permutation, h, info.wires, *info.back_h, n)
         return psi, h, []
     before, h_new, grads = _unapply_other(psi, h, action, ts, needs, n, keep_state)
     if pool is not None:

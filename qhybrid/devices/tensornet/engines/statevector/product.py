@@ -12,16 +12,22 @@ product below it (fewer ops)."""
 
 
 def product_state(vectors: Sequence[torch.Tensor], S: int, B: int, dtype, device) -> torch.Tensor:
-    psi = None
-    for v in vectors:
-        if psi is None:
-            psi = v
-            continue
-        lead = (max(psi.shape[1], v.shape[1]), max(psi.shape[2], v.shape[2]))
-        psi = (psi[:, None] * v[None]).reshape(-1, *lead)
-    if psi is None:
-        psi = torch.ones(1, 1, 1, dtype=dtype, device=device)
+    """The Kronecker product of the wire vectors (first wire most significant), ``[2**n, S, B]``: the two
+    halves' products first, then one outer product, so that building it holds one state and two
+    ``2**(n/2)`` vectors at most (wire by wire, the last product would hold 1.5 states)."""
+    if not vectors:
+        return torch.ones(1, 1, 1, dtype=dtype, device=device).expand(1, S, B).contiguous()
+    psi = _product(list(vectors))
     return psi.expand(psi.shape[0], S, B).contiguous() if psi.shape[1:] != (S, B) else psi
+
+
+def _product(vectors: list) -> torch.Tensor:
+    if len(vectors) == 1:
+        return vectors[0]
+    half = len(vectors) // 2
+    left, right = _product(vectors[:half]), _product(vectors[half:])
+    lead = (max(left.shape[1], right.shape[1]), max(left.shape[2], right.shape[2]))
+    return (left[:, None] * right[None]).reshape(-1, *lead)
 
 
 def product_vjp(vectors: Sequence[torch.Tensor], h: torch.Tensor, needs) -> list:

@@ -1,0 +1,123 @@
+"""Which engine runs a circuit, or one light-cone class of it: a state vector or a closed network, by cost.
+
+Both sides are counted in flops (complex multiply-adds) plus a fixed charge per op:
+
+* a **state vector** costs ``2**w`` per gate times the stack and batch, three times that with its adjoint
+  walk (``statevector.cost``); its memory is a few states at its peak, and it must fit ``max_memory``;
+* a **closed network** costs the flops of its contraction tree plus a charge per pairwise step, from a
+  greedy path (milliseconds to find; the search that follows only makes it cheaper, so the comparison is
+  fair to the state vector), and its largest intermediate must fit ``max_memory``;
+* the **light cones** of a whole circuit cost the sum over their classes of the cheaper of the two.
+
+The cheaper one that fits runs; each decision is an ``EngineChoice`` (engine, reason, both costs) that
+``dev.plan_cache_info().engines`` lists, decided once per structure.
+
+>>> EngineChoice("whole circuit, 24 wires", "state vector", "cheaper", 2.0e9, 1 << 30, 5.0e12, None).engine
+'state vector'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from .....errors import ContractionTooLargeError, UnsupportedOperationError
+from ..network.pathfind import PathSettings
+from ..network.programs import ClosedProgram
+from ..statevector.cost import GRADIENT_FACTOR, _fmt_bytes, state_flops, state_memory
+
+NETWORK_STEP_FLOPS = 2e4
+"""What one pairwise contraction step costs beyond its flops (an einsum launch and its permute copies,
+about 20 us at 1 Gflop/s), in flops (``plan.STEP_FLOPS``)."""
+
+WHOLE_STATE_SURE_WIRES = 16
+"""Circuits on at most this many wires run as one state vector (when it fits ``max_memory``) without
+pricing their light cones: a 1 MiB state per row, whose whole run costs less than planning the cones would
+(W1-W5, G16 keep their engine)."""
+
+CLASS_STATE_SURE_FLOPS = 4e6
+"""A light-cone class whose state vector costs at most this (flops of one forward run per row) runs as a
+state vector without pricing its network: about 4 ms, less than finding a greedy path for it takes."""
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """One decision: ``what`` it is for, the ``engine`` chosen, why, and the numbers compared (flops of
+    one forward and backward run, bytes at the peak; None where not priced)."""
+
+    what: str
+    engine: str  # "state vector" | "closed network" | "light cones"
+    reason: str
+    state_flops: float | None
+    state_bytes: float | None
+    network_flops: float | None
+    network_bytes: float | None
+
+    def __str__(self) -> str:
+        parts = [f"{self.what}: {self.engine} ({self.reason})"]
+        if self.state_flops is not None:
+            parts.append(f"state vector {_fmt_flops(self.state_flops)}, {_fmt_bytes(self.state_bytes)} at its peak")
+        if self.network_flops is not None:
+            net = f"network {_fmt_flops(self.network_flops)}"
+            if self.network_bytes is not None:
+                net += f", largest intermediate {_fmt_bytes(self.network_bytes)}"
+            parts.append(net)
+        return "; ".join(parts)
+
+
+def _fmt_flops(f: float) -> str:
+    return f"2^{math.log2(max(f, 1.0)):.1f} flops"
+
+
+def network_cost(structure, tape, opts, itemsize: int, gradient: bool) -> tuple[float, float] | None:
+    """(flops with the backward where ``gradient``, bytes of the largest intermediate) of ``tape`` as closed
+    networks along greedy paths (no search, no disk store), or None where it cannot be a closed network."""
+    quick = replace(
+        opts, optimizer=PathSettings("greedy", math.inf, None), plan_time=0.0, max_memory=math.inf
+    )
+    try:
+        program = ClosedProgram(structure, frozenset(), 0, quick, tape)
+    except (ContractionTooLargeError, UnsupportedOperationError):
+        return None
+    plans = closed_plans(program)
+    if not plans:
+        return None
+    flops = sum(p.flops + NETWORK_STEP_FLOPS * len(p.steps) for p in plans)
+    largest = max(p.largest_intermediate for p in plans) * itemsize
+    return flops * (GRADIENT_FACTOR if gradient else 1.0), float(largest)
+
+
+def closed_plans(program: ClosedProgram) -> list:
+    """The ``ContractionPlan`` of every network a ``ClosedProgram`` contracts (its planned terms): what the
+    choice reads of a closed program is each plan's ``flops``, ``steps`` and ``largest_intermediate``."""
+    return [c.plan for c in program._terms.values()]
+
+
+def state_side(structure, lead: int, itemsize: int, gradient: bool, words: int = 1):
+    """(flops, peak bytes) of ``structure`` as a state vector with ``lead`` rows times batch."""
+    memory = state_memory(len(structure.sim_wires), lead, itemsize, gradient=gradient, actions=len(structure.slots))
+    return state_flops(structure, lead, gradient=gradient, measured_words=words), memory.peak
+
+
+def choose_class(what: str, structure, tape, opts, itemsize: int, gradient: bool) -> EngineChoice:
+    """State vector or closed network for one light-cone class (priced for one member; every member
+    multiplies both sides alike)."""
+    batch = structure.batch_size or 1
+    flops, peak = state_side(structure, batch, itemsize, gradient)
+    fits = peak <= opts.max_memory
+    if fits and flops / (GRADIENT_FACTOR if gradient else 1.0) <= CLASS_STATE_SURE_FLOPS:
+        return EngineChoice(what, "state vector", "cheap enough not to price a network", flops, peak, None, None)
+    net = network_cost(structure, tape, opts, itemsize, gradient)
+    if net is None:
+        return EngineChoice(what, "state vector", "no closed network measures it", flops, peak, None, None)
+    net_flops, net_bytes = net
+    if not fits:
+        return EngineChoice(what, "closed network", "its state vector does not fit max_memory", flops, peak, net_flops, net_bytes)
+    if net_flops < flops and net_bytes <= opts.max_memory:
+        return EngineChoice(what, "closed network", "cheaper", flops, peak, net_flops, net_bytes)
+    return EngineChoice(what, "state vector", "cheaper" if net_flops >= flops else "its network does not fit max_memory",
+                        flops, peak, net_flops, net_bytes)
+
+
+__all__ = ["EngineChoice", "choose_class", "network_cost", "closed_plans", "state_side",
+           "NETWORK_STEP_FLOPS", "WHOLE_STATE_SURE_WIRES", "CLASS_STATE_SURE_FLOPS"]

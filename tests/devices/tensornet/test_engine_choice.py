@@ -1,0 +1,163 @@
+"""Engines chosen by cost (``engines.lightcone.choice``, ``_simulate.build_program``): a case each way for a
+cone class and for the whole circuit, results against independent references (default.qubit, or an exact
+formula where default.qubit would take minutes), the QAOA classes unchanged, and ``plan_cache_info().engines``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+import pennylane as qml
+import pytest
+import torch
+
+import qhybrid
+from qhybrid.devices.tensornet.engines.lightcone import whole
+from qhybrid.devices.tensornet.engines.lightcone.choice import EngineChoice
+
+TOL = 1e-10
+
+
+@pytest.fixture
+def no_whole_network(monkeypatch):
+    """Measurements with wide cones stay with their classes (not one network of the whole circuit)."""
+    monkeypatch.setattr(whole, "WHOLE_NETWORK_MAX_ELEMENTS", 0)
+
+
+def _chain(n_deep: int, layers: int):
+    def circuit(w):
+        for layer in range(layers):
+            for i in range(n_deep):
+                qml.RY(w[layer, i], wires=i)
+            for i in range(n_deep - 1):
+                qml.CNOT([i, i + 1])
+        return qml.expval(qml.Z(0) @ qml.Z(n_deep - 1))
+
+    return circuit
+
+
+def test_narrow_deep_cone_runs_as_a_state_vector(no_whole_network):
+    """A 17-wire cone, 6 layers deep, inside a 26-wire circuit whose state does not fit max_memory: a state
+    vector (cheaper than its network), where the width rule made every cone over 16 wires a network."""
+    deep = _chain(17, 6)
+
+    def circuit(w):
+        for i in range(17, 26):
+            qml.RY(w[0, i - 17], wires=i)
+        return deep(w)
+
+    dev = qhybrid.device("tensornet", wires=26, max_memory=1e9)
+    w = torch.rand(6, 17, dtype=torch.float64, requires_grad=True)
+    got = qhybrid.qnode(dev, diff_method="adjoint")(circuit)(w)
+    (got_grad,) = torch.autograd.grad(got, w)
+    whole_choice, cone = dev.plan_cache_info().engines
+    assert whole_choice.engine == "light cones" and "does not fit" in whole_choice.reason
+    assert cone.engine == "state vector" and cone.reason == "cheaper"
+    assert cone.network_flops > cone.state_flops and "17 wires" in cone.what
+    ref = qml.QNode(deep, qml.device("default.qubit", wires=17), interface="torch", diff_method="adjoint")
+    want = ref(w)
+    (want_grad,) = torch.autograd.grad(want, w)
+    assert abs(float((got - want).detach())) < TOL
+    assert torch.allclose(got_grad, want_grad, atol=TOL, rtol=0)
+
+
+def test_wide_shallow_cone_runs_as_a_closed_network(no_whole_network):
+    """A 24-wire Z word after one layer of CNOT pairs: its cone is every wire, but its network costs far less
+    than the state vector; the value is a product of independent 2-wire expectations (default.qubit each)."""
+    n = 24
+
+    def circuit(w):
+        for i in range(n):
+            qml.RY(w[i], wires=i)
+        for i in range(0, n - 1, 2):
+            qml.CNOT([i, i + 1])
+        return qml.expval(qml.prod(*[qml.Z(i) for i in range(n)]))
+
+    def pair(a, b):
+        qml.RY(a, wires=0)
+        qml.RY(b, wires=1)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.Z(0) @ qml.Z(1))
+
+    dev = qhybrid.device("tensornet", wires=n, max_memory=3e9)
+    w = torch.rand(n, dtype=torch.float64, requires_grad=True)
+    got = qhybrid.qnode(dev, diff_method="adjoint")(circuit)(w)
+    (got_grad,) = torch.autograd.grad(got, w)
+    whole_choice, cone = dev.plan_cache_info().engines
+    assert whole_choice.engine == "light cones" and whole_choice.reason == "cheaper"
+    assert cone.engine == "closed network" and cone.network_flops < cone.state_flops
+    ref = qml.QNode(pair, qml.device("default.qubit", wires=2), interface="torch")
+    want = torch.stack([ref(w[i], w[i + 1]) for i in range(0, n, 2)]).prod()
+    (want_grad,) = torch.autograd.grad(want, w)
+    assert abs(float((got - want).detach())) < TOL
+    assert torch.allclose(got_grad, want_grad, atol=TOL, rtol=0)
+
+
+def _z_word_after_cnots(n: int, gates: list, word: set) -> set:
+    """The Z word ``C^dag Z_word C`` for a CNOT circuit ``C`` (Heisenberg picture, gates walked backwards:
+    ``CNOT^dag Z_t CNOT = Z_c Z_t``, ``Z_c`` unchanged)."""
+    word = set(word)
+    for c, t in reversed(gates):
+        if t in word:
+            word ^= {c}
+    return word
+
+
+def test_21_wire_deep_circuit_runs_as_one_state_vector():
+    """21 wires (over the old 20-wire rule, which made it light cones) and 8 CNOT brickwork layers after
+    an RY layer: one state vector, cheaper than its cones. Reference: the exact value, prod of cos(theta_i)
+    over the Z word the CNOTs carry the global Z word to."""
+    n, layers = 21, 8
+    gates = [(i, i + 1) for _ in range(layers) for s in (0, 1) for i in range(s, n - 1, 2)] + [(n - 1, 0)]
+
+    def circuit(w):
+        for i in range(n):
+            qml.RY(w[i], wires=i)
+        for c, t in gates:
+            qml.CNOT([c, t])
+        return qml.expval(qml.prod(*[qml.Z(i) for i in range(n)]))
+
+    dev = qhybrid.device("tensornet", wires=n)
+    w = torch.linspace(0.1, 1.3, n, dtype=torch.float64).requires_grad_(True)
+    got = qhybrid.qnode(dev, diff_method="adjoint")(circuit)(w)
+    (got_grad,) = torch.autograd.grad(got, w)
+    (choice,) = dev.plan_cache_info().engines
+    assert choice.engine == "state vector" and choice.reason == "cheaper", str(choice)
+    support = sorted(_z_word_after_cnots(n, gates, set(range(n))))
+    want = torch.cos(w[support]).prod()
+    (want_grad,) = torch.autograd.grad(want, w)
+    assert abs(float((got - want).detach())) < TOL
+    assert torch.allclose(got_grad, want_grad, atol=TOL, rtol=0)
+
+
+def test_qaoa_100_p2_keeps_its_six_state_vector_classes():
+    """Q100 p=2 (WORKLOADS.md): light cones, six classes, every one a state vector, as under the width rule."""
+    edges = [(int(u), int(v)) for u, v in nx.random_regular_graph(3, 100, seed=1).edges()]
+    cost = qml.dot([1.0] * len(edges), [qml.Z(u) @ qml.Z(v) for u, v in edges])
+
+    def circuit(gamma, beta):
+        for i in range(100):
+            qml.Hadamard(i)
+        for layer in range(2):
+            for u, v in edges:
+                qml.IsingZZ(2 * gamma[layer], wires=[u, v])
+            for i in range(100):
+                qml.RX(2 * beta[layer], wires=i)
+        return qml.expval(cost)
+
+    dev = qhybrid.device("tensornet", wires=100)
+    gamma = torch.tensor([0.3, 0.5], dtype=torch.float64, requires_grad=True)
+    beta = torch.tensor([0.2, 0.4], dtype=torch.float64, requires_grad=True)
+    qhybrid.qnode(dev, diff_method="adjoint")(circuit)(gamma, beta).backward()
+    engines = dev.plan_cache_info().engines
+    assert engines[0].engine == "light cones"
+    assert [c.engine for c in engines[1:]] == ["state vector"] * 6
+
+
+def test_engine_choice_reads_as_a_sentence():
+    choice = EngineChoice("whole circuit, 24 wires", "state vector", "cheaper", 2.0**31, 2.0**30, 2.0**40, 2.0**33)
+    text = str(choice)
+    assert text.startswith("whole circuit, 24 wires: state vector (cheaper)")
+    assert "2^31.0 flops" in text and "1.0 GiB" in text and "2^40.0 flops" in text and "8.0 GiB" in text
+    assert math.isclose(choice.state_flops, 2.0**31)

@@ -1,0 +1,75 @@
+"""Memory is checked before it is spent: a state vector above ``max_memory`` is refused with its size before
+anything state-sized is allocated (shown in a subprocess whose address space is capped a little above what it
+already uses: an allocation of the state, or of a ``2**n`` index table, would fail there instead), and a
+``qml.state()`` run peaks at no more than 2.5 states (resident memory of a subprocess, at 23 wires: states of 128 MiB and more are mapped one by one; at 22 wires, inside the heap, a loaded xdist run peaked above 2.5)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+
+_REFUSAL = textwrap.dedent(
+    """
+    import resource, sys
+    import pennylane as qml, qhybrid
+    from qhybrid.errors import ContractionTooLargeError
+
+    cases = [(int(n), float(m)) for n, m in (a.split(":") for a in sys.argv[1:])]
+    tapes = []
+    for n, _ in cases:
+        ops = [qml.RY(0.1 * i, wires=i) for i in range(n)] + [qml.CNOT([i, i + 1]) for i in range(n - 1)]
+        tapes.append(qml.tape.QuantumScript(ops, [qml.state()]))
+    # from here on, at most 512 MiB more address space: a 2**26 state or index table does not fit
+    used = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+    resource.setrlimit(resource.RLIMIT_AS, (used + (512 << 20), resource.RLIM_INFINITY))
+    for (n, max_memory), tape in zip(cases, tapes):
+        try:
+            qhybrid.execute([tape], qhybrid.device("tensornet", wires=n, max_memory=max_memory or None))
+        except ContractionTooLargeError as e:
+            print("REFUSED:", e)
+        except (MemoryError, RuntimeError) as e:
+            print("ALLOCATED:", type(e).__name__, e)
+    """
+)
+
+
+def _run(script: str, *args) -> str:
+    done = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_states_above_max_memory_are_refused_before_allocation():
+    """30 wires under the default max_memory (half the free RAM; before: 8 GiB of int64 tables, then killed),
+    and 26 wires under max_memory=1e8 (before: refused after 167 s of work)."""
+    lines = _run(_REFUSAL, "30:0", "26:1e8").strip().splitlines()
+    assert len(lines) == 2 and all(line.startswith("REFUSED:") for line in lines), lines
+    assert "needs about 40.0 GiB at its peak" in lines[0] and "16.0 GiB: 1073741824 elements" in lines[0]
+    assert "needs about 2.5 GiB at its peak" in lines[1] and "max_memory=95.4 MiB" in lines[1]
+
+
+_PEAK = textwrap.dedent(
+    """
+    import resource
+    import pennylane as qml, qhybrid, torch
+
+    n = 23
+    ops = [qml.RY(0.1 * i, wires=i) for i in range(n)] + [qml.CNOT([i, i + 1]) for i in range(n - 1)]
+    ops += [qml.RY(0.2, wires=i) for i in range(n)]
+    dev = qhybrid.device("tensornet", wires=n)
+    small = qml.tape.QuantumScript(ops[:3], [qml.state()])
+    qhybrid.execute([small], qhybrid.device("tensornet", wires=3))  # imports and first-call set-up
+    before = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
+    with torch.no_grad():
+        state = qhybrid.execute([qml.tape.QuantumScript(ops, [qml.state()])], dev)[0]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print((peak - before) / state.numel() / state.element_size())
+    """
+)
+
+
+def test_state_of_23_wires_peaks_within_two_and_a_half_states():
+    states = float(_run(_PEAK).strip().splitlines()[-1])
+    assert states <= 2.5, f"qml.state() peaked at {states:.2f} states above its start"
