@@ -29,6 +29,7 @@ from typing import Sequence
 import opt_einsum as oe
 
 from .path_cache import PathStore, structure_key
+from .problem import MAX_STEP_INDICES, Found, Problem, _evaluate, _numel
 
 DEFAULT_PLAN_TIME = 1.0
 """Seconds a structure's path search may take by default (the greedy pass always runs, however short)."""
@@ -59,9 +60,6 @@ RESCUE_TIME_S = 10.0
 """Seconds of further search (for the narrowest path) a network gets when its best path within the budget
 would not fit in memory, before it is refused."""
 
-MAX_STEP_INDICES = 52
-"""Distinct indices one pairwise step may touch (``torch.einsum`` has 52 letters)."""
-
 STORE_MIN_TENSORS = 16
 """Networks with fewer tensors are not kept on disk (their greedy path is quicker than a file read)."""
 
@@ -86,46 +84,6 @@ class PathSettings:
     @property
     def searches(self) -> bool:
         return self.method in ("auto", "cotengra")
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One network to plan: each tensor's indices, the output's, index extents, wire positions, memo key."""
-
-    inputs: tuple[tuple[int, ...], ...]
-    output: tuple[int, ...]
-    sizes: dict
-    positions: tuple[int, ...] | None = None
-    key: tuple | None = None  # topology without the varying (batch) extent; None: not memoised
-
-    @classmethod
-    def of(cls, inputs, output, sizes: dict[int, int], positions=None, vary: int | None = None) -> "Problem":
-        """From index tuples; ``vary`` names an index whose extent is left out of the memo key."""
-        inputs = tuple(tuple(ix) for ix in inputs)
-        fixed = tuple(sorted((i, s) for i, s in sizes.items() if i != vary))
-        key = (inputs, tuple(output), fixed)
-        return cls(inputs, tuple(output), dict(sizes), None if positions is None else tuple(positions), key)
-
-    @property
-    def n(self) -> int:
-        return len(self.inputs)
-
-    def sets(self) -> tuple[list[frozenset], frozenset]:
-        """Inputs and output as opt_einsum's path optimisers take them."""
-        return [frozenset(ix) for ix in self.inputs], frozenset(self.output)
-
-
-@dataclass(frozen=True)
-class Found:
-    path: tuple[tuple[int, ...], ...]
-    flops: int
-    largest: int
-    searched: bool = False  # settled: planned within a budget (or taken from such a plan, via memo or disk)
-    widest: int = 0  # most distinct indices one step touches
-    sliced: tuple = ()  # indices summed outside the path, one slice per value (``flops`` counts every slice)
-
-    def fits(self, max_elements: float) -> bool:
-        return self.largest <= max_elements and self.widest <= MAX_STEP_INDICES
 
 
 @dataclass
@@ -155,40 +113,6 @@ def reset_stats() -> SearchStats:
 
 def clear_memo() -> None:
     _MEMO.clear()
-
-
-def _evaluate(problem: Problem, path) -> Found:
-    """Flops (opt_einsum's count: every index's extent, doubled where one is summed) and largest
-    intermediate of a linear path; computed here because opt_einsum's ``contract_path`` spends far
-    longer describing a large network's steps than finding its greedy path."""
-    sizes = problem.sizes
-    working, output = problem.sets()
-    count: dict = {}
-    for ix in working:
-        for i in ix:
-            count[i] = count.get(i, 0) + 1
-    flops = largest = widest = 0
-    for step in path:
-        taken = [working.pop(p) for p in sorted(step, reverse=True)]
-        every = frozenset().union(*taken)
-        for ix in taken:
-            for i in ix:
-                count[i] -= 1
-        kept = frozenset(i for i in every if count[i] > 0 or i in output)
-        for i in kept:
-            count[i] += 1
-        working.append(kept)
-        flops += _numel(every, sizes) * (2 if len(kept) < len(every) else 1)
-        largest = max(largest, _numel(kept, sizes))
-        widest = max(widest, len(every))
-    return Found(tuple(tuple(p) for p in path), flops, largest, widest=widest)
-
-
-def _numel(ix, sizes) -> int:
-    n = 1
-    for i in ix:
-        n *= sizes[i]
-    return n
 
 
 def _sweep_path(positions: Sequence[int]) -> list[tuple[int, int]]:

@@ -21,7 +21,7 @@ from torch import _VF  # torch.einsum's C++ entry, which takes a contraction pat
 from .....errors import ContractionTooLargeError
 from .pathfind import DEFAULT_PLAN_TIME, Found, PathSettings, Problem, find_paths
 
-_EINSUM_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+from string import ascii_letters as _EINSUM_CHARS  # einsum's index letters
 CHUNK_LETTERS = 8
 """A subtree of the contraction tree runs as one ``torch.einsum`` call (its pairwise steps in C++) while its
 tensors name at most this many indices: C++ einsum aligns every operand to all of a call's indices, so

@@ -31,7 +31,7 @@ import torch
 from torch import _VF  # torch.einsum without its Python wrapper (a quarter of a small step's time)
 from torch.utils.checkpoint import checkpoint
 
-from .plan import _EINSUM_CHARS
+from string import ascii_letters as _EINSUM_CHARS  # einsum's index letters
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,9 @@ from . import bound_vjp, diagonal, gate_grads
 from ..._gates import constant_matrix
 from .blocks import kron as _kron
 from .kernels import Action
-from .program import KRON_MAX_WIRES, _zero_ket, monomial_on
+from .permutation import monomial_on
+from .product import zero_ket as _zero_ket
+from .program import KRON_MAX_WIRES
 
 
 class _Chain:

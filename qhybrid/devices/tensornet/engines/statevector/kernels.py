@@ -30,6 +30,7 @@ import torch
 from . import diagonal
 from .buffers import StatePool, fresh, into
 from .product import product_state, product_vjp, sum_to
+from .permutation import apply_local_permutation
 
 
 class Action:
@@ -129,81 +130,6 @@ def apply_monomial(psi, perm, phase, differentiable: bool, pool: StatePool | Non
     if phase is not None:
         psi = into(pool, psi, torch.mul, psi, phase[:, None, None]) if not differentiable else psi * phase[:, None, None]
     return psi
-
-
-class LocalPermutation:
-    """A monomial gate on ``wires`` as ``out[.., x_wires = j, ..] = phase[j] psi[.., x_wires = src[j], ..]``:
-    ``2**k`` slice copies, no ``2**n`` index table. ``back``: the same form for the inverse (the state's walk
-    back), ``back_h``: for the transpose (the conjugated cotangent's walk back: ``h_before = U^T h``)."""
-
-    __slots__ = ("wires", "forward", "back", "back_h")
-
-    def __init__(self, wires, forward, back, back_h):
-        self.wires, self.forward, self.back, self.back_h = wires, forward, back, back_h
-
-
-def local_permutation(wires, cols, vals, dtype) -> LocalPermutation:
-    """The monomial ``U[j, cols[j]] = vals[j]`` on ``wires`` as a ``LocalPermutation`` (phases in ``dtype``,
-    None where all are 1)."""
-    cols = [int(c) for c in cols]
-    vals = [complex(v) for v in vals]
-    inv = [0] * len(cols)
-    for j, c in enumerate(cols):
-        inv[c] = j
-    ones = all(v == 1 for v in vals)
-
-    def phases(values):
-        return None if ones else [complex(v) for v in values]
-
-    return LocalPermutation(
-        tuple(wires),
-        (tuple(cols), phases(vals)),
-        (tuple(inv), phases([vals[inv[i]].conjugate() for i in range(len(cols))])),
-        (tuple(inv), phases([vals[inv[i]] for i in range(len(cols))])),
-    )
-
-
-def _slice_index(wires, j: int, n: int) -> tuple:
-    """The index of the ``[2]*n + [rest]`` view that fixes ``wires`` to the bits of ``j`` (first wire most
-    significant)."""
-    index = [slice(None)] * n
-    k = len(wires)
-    for b, w in enumerate(wires):
-        index[w] = (j >> (k - 1 - b)) & 1
-    return tuple(index)
-
-
-def apply_local_permutation(psi, wires, src, phase, n: int, differentiable: bool = False, out=None):
-    """``out[.., x_wires = j, ..] = phase[j] psi[.., x_wires = src[j], ..]`` (``phase`` None: all 1). Adjacent
-    wires: one ``index_select`` of the ``[2**q, 2**k, rest]`` view; others: one strided copy per local basis
-    state (``differentiable``: torch ops that autograd records, no ``out``)."""
-    k = len(wires)
-    q = wires[0]
-    if tuple(wires) == tuple(range(q, q + k)):
-        view = psi.reshape(1 << q, 1 << k, -1)
-        index = torch.as_tensor(src, device=psi.device)
-        if differentiable:
-            moved = view.index_select(1, index)
-            if phase is not None:
-                moved = moved * torch.as_tensor(phase, dtype=psi.dtype, device=psi.device)[None, :, None]
-            return moved.reshape(psi.shape)
-        res = torch.index_select(view, 1, index, out=None if out is None else out.view(view.shape))
-        if phase is not None:
-            res.mul_(torch.as_tensor(phase, dtype=psi.dtype, device=psi.device)[None, :, None])
-        return res.view(psi.shape)
-    view = psi.reshape(*(2,) * n, -1)
-    if differentiable:
-        parts = [view[_slice_index(wires, src[j], n)] * (1 if phase is None else phase[j]) for j in range(1 << k)]
-        t = torch.stack(parts, 0).reshape(*(2,) * k, *parts[0].shape)
-        return t.movedim(tuple(range(k)), tuple(wires)).reshape(psi.shape)
-    res = torch.empty(psi.shape, dtype=psi.dtype, device=psi.device) if out is None else out
-    target = res.view(*(2,) * n, -1)
-    for j in range(1 << k):
-        o = target[_slice_index(wires, j, n)]
-        o.copy_(view[_slice_index(wires, src[j], n)])
-        if phase is not None and phase[j] != 1:
-            o.mul_(phase[j])
-    return res
 
 
 def _gather(psi, index, out=None):

@@ -72,3 +72,15 @@ def sum_to(t: torch.Tensor, shape) -> torch.Tensor:
     """``t`` summed over the axes where ``shape`` (same rank) broadcasts."""
     dims = [i for i, (a, b) in enumerate(zip(t.shape, shape)) if b == 1 and a != 1]
     return t.sum(dims, keepdim=True) if dims else t
+
+
+_ZERO_KETS: dict = {}
+
+
+def zero_ket(dtype, device) -> torch.Tensor:
+    """|0> as a ``[2, 1, 1]`` column in ``dtype`` on ``device`` (one cached constant per pair)."""
+    key = (dtype, str(device))
+    t = _ZERO_KETS.get(key)
+    if t is None:
+        t = _ZERO_KETS[key] = torch.tensor([1.0, 0.0], dtype=dtype, device=device)[:, None, None]
+    return t

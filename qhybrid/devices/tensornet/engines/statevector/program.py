@@ -44,24 +44,14 @@ from .allocator import tune_allocator as _tune_allocator
 from .blocks import _Kron, _build_krons, _full_monomial, _monomial
 from .adjoint import AdjointProgram, is_unitary, np_unitary
 from .kernels import Action
+from .permutation import LOCAL_PERMUTATION_MAX_WIRES, MONOMIAL_TABLE_MAX_WIRES, local_permutation
+from .permutation import monomial_on, monomials_composed as _composed, monomials_span as _span
 from .cost import check_state_memory
+from .product import zero_ket as _zero_ket
 from .zwords import z_expvals, z_reader
 
 KRON_MAX_WIRES = 4
 """Pending single-qubit gates on this many adjacent wires are applied as one Kronecker-product matmul."""
-
-MONOMIAL_TABLE_MAX_WIRES = 16
-"""Monomial gates on circuits up to this wide become basis permutations of all ``2**n`` states (int64
-tables, composed across consecutive gates: one gather each); on wider circuits each is a permutation of its
-own wires' ``2**k`` slices (``kernels.apply_local_permutation``): a table of ``2**n`` int64 per step costs
-128 MiB and about 0.4 s to build at 24 wires, and one per layer of a CNOT brickwork gigabytes; at 20 wires
-the tables took 4-13 s to build for an 8-layer brickwork, which ran no faster with them (1.6-4.5 s a step
-either way on the loaded 2-core machine)."""
-
-LOCAL_PERMUTATION_MAX_WIRES = 10
-"""On wide circuits, consecutive monomial gates whose wires span at most this many adjacent wires compose into
-one permutation of that span (a ``2**k``-entry index, one ``index_select``): a CNOT brickwork layer on 24 wires
-is then about five passes over the state, not one per gate."""
 
 SPARSE_MAX_FRACTION = 3
 """A stacked gate is applied as row 0's gate plus a redo of the rows that differ when those are at most
@@ -187,7 +177,7 @@ class StateVectorProgram:
         if step.kind == "diagonal":
             step.data.finish()
         if step.kind == "permute":
-            return _Step("permute", kernels.local_permutation(*_composed(step.data), dtype))
+            return _Step("permute", local_permutation(*_composed(step.data), dtype))
         if step.kind != "monomial":
             return step
         src, vals = step.data
@@ -388,54 +378,8 @@ class StateVectorProgram:
             add("scattered", (tuple(wires), lead), m)
 
 
-def _span(gates) -> int:
-    """How many adjacent wires the gates' wires span."""
-    wires = [w for g in gates for w in g[0]]
-    return max(wires) - min(wires) + 1
-
-
-def _composed(gates):
-    """(wires, cols, vals) of the monomial gates applied in order: one gate as it is, several as one
-    permutation of the adjacent wires they span."""
-    if len(gates) == 1:
-        return gates[0]
-    lo = min(w for g in gates for w in g[0])
-    k = _span(gates)
-    src, vals = np.arange(1 << k), np.ones(1 << k, dtype=complex)
-    for wires, cols, v in gates:  # out[x] = c2 c1[P2] psi[P1[P2]], as the whole-state tables compose
-        s2, c2 = _full_monomial(k, [w - lo for w in wires], cols, v)
-        src, vals = src[s2], c2 * vals[s2]
-    return tuple(range(lo, lo + k)), src, vals
-
-
 def _itemsize(dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
-
-
-def monomial_on(step: _Step, device):
-    """A monomial step's (permutation, phase) on ``device`` (moved there once: the step keeps the copy), or
-    None where it is the identity."""
-    perm, phase = step.data
-    if perm is None and phase is None:
-        return None
-    if perm is not None and perm[0].device != device:
-        perm = (perm[0].to(device), perm[1].to(device))
-        step.data = (perm, phase)
-    if phase is not None and phase.device != device:
-        phase = phase.to(device)
-        step.data = (perm, phase)
-    return perm, phase
-
-
-_ZERO_KETS: dict = {}
-
-
-def _zero_ket(dtype, device) -> torch.Tensor:
-    key = (dtype, str(device))
-    t = _ZERO_KETS.get(key)
-    if t is None:
-        t = _ZERO_KETS[key] = torch.tensor([1.0, 0.0], dtype=dtype, device=device)[:, None, None]
-    return t
 
 
 def _lead(m: torch.Tensor, core: int, stacked: bool, batched: bool) -> torch.Tensor:
