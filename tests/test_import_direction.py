@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# one worker runs this file: the circle test writes a toy circular package that the others would find
+pytestmark = pytest.mark.xdist_group("import_direction")
+
 ROOT = Path(__file__).resolve().parents[1] / "qhybrid"
 
 FORBIDDEN = {
