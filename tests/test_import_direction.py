@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-# one worker runs this file: the circle test writes a toy circular package that the others would find
-pytestmark = pytest.mark.xdist_group("import_direction")
 
 ROOT = Path(__file__).resolve().parents[1] / "qhybrid"
 
@@ -55,10 +53,10 @@ def _module_names(root: Path = ROOT) -> dict[str, Path]:
     return names
 
 
-def _module_edges(path: Path, modules: dict[str, Path]) -> set[str]:
+def _module_edges(path: Path, modules: dict[str, Path], top: Path = ROOT.parent) -> set[str]:
     """The qhybrid modules ``path`` loads: ``from X import a`` loads ``X.a`` where that is a module, else ``X``
     (the parent packages Python runs first are not counted: they are no dependency of the importer's)."""
-    package = path.relative_to(ROOT.parent).with_suffix("").parts[:-1]
+    package = path.relative_to(top).with_suffix("").parts[:-1]
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
@@ -78,7 +76,7 @@ def _module_edges(path: Path, modules: dict[str, Path]) -> set[str]:
 def import_circles(root: Path = ROOT) -> list[list[str]]:
     """Every set of modules that import each other in a circle (strongly connected components, Tarjan)."""
     modules = _module_names(root)
-    graph = {name: _module_edges(p, modules) - {name} for name, p in modules.items()}
+    graph = {name: _module_edges(p, modules, root.parent) - {name} for name, p in modules.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -116,20 +114,17 @@ def test_no_import_circles():
     assert not circles, "modules importing each other in a circle:\n" + "\n".join(" <-> ".join(c) for c in circles)
 
 
-def test_the_circle_check_sees_a_circle_inside_a_package():
-    """A deliberately circular toy package (a base module choosing among its subclasses' modules) fails it."""
-    toy = ROOT / "gradients" / "_toy_circle_for_test"
-    toy.mkdir()
-    try:
-        (toy / "__init__.py").write_text("")
-        (toy / "base.py").write_text("def pick():\n    from .impl import Impl\n    return Impl\n")
-        (toy / "impl.py").write_text("from .base import pick\n\nclass Impl:\n    pass\n")
-        circles = import_circles()
-        assert ["qhybrid.gradients._toy_circle_for_test.base", "qhybrid.gradients._toy_circle_for_test.impl"] in circles
-    finally:
-        for f in toy.iterdir():
-            f.unlink()
-        toy.rmdir()
+def test_the_circle_check_sees_a_circle_inside_a_package(tmp_path):
+    """A deliberately circular toy package (a base module choosing among its subclasses' modules) fails it.
+    Written under ``tmp_path``: inside the package, the circle test running beside it would find it."""
+    toy = tmp_path / "qhybrid" / "gradients" / "_toy_circle_for_test"
+    toy.mkdir(parents=True)
+    for package in (tmp_path / "qhybrid", toy.parent, toy):
+        (package / "__init__.py").write_text("")
+    (toy / "base.py").write_text("def pick():\n    from .impl import Impl\n    return Impl\n")
+    (toy / "impl.py").write_text("from .base import pick\n\nclass Impl:\n    pass\n")
+    circles = import_circles(tmp_path / "qhybrid")
+    assert circles == [["qhybrid.gradients._toy_circle_for_test.base", "qhybrid.gradients._toy_circle_for_test.impl"]]
 
 
 def _layer(module: str) -> str | None:
