@@ -27,6 +27,7 @@ import torch
 from tqdm import tqdm
 
 import qhybrid
+from _training import figure
 from qhybrid.devices.tensornet.engines.mps import TruncationWarning
 
 
@@ -94,23 +95,15 @@ def load_data(seed: int, limit: int):
 
 
 def plot(losses, discarded, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    steps = np.arange(1, len(losses) + 1)
-    ax.plot(steps, losses, label="loss")
-    ax.set(xlabel="step", ylabel="binary cross-entropy", title=title)
-    ax.grid(alpha=0.3)
-    twin = ax.twinx()
-    twin.plot(steps, discarded, color="tab:orange", alpha=0.6, label="discarded weight")
-    twin.set_ylabel("discarded weight (MPS truncation)")
-    fig.legend(loc="upper right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure(path, figsize=(7, 4)) as (fig, ax):
+        steps = np.arange(1, len(losses) + 1)
+        ax.plot(steps, losses, label="loss")
+        ax.set(xlabel="step", ylabel="binary cross-entropy", title=title)
+        ax.grid(alpha=0.3)
+        twin = ax.twinx()
+        twin.plot(steps, discarded, color="tab:orange", alpha=0.6, label="discarded weight")
+        twin.set_ylabel("discarded weight (MPS truncation)")
+        fig.legend(loc="upper right")
 
 
 def main(argv=None) -> dict:

@@ -25,6 +25,7 @@ import torch
 from tqdm import tqdm
 
 import qhybrid
+from _training import figure
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -89,25 +90,16 @@ def train(model, data, args, label: str) -> tuple[list, list]:
 
 
 def plot(curves: dict, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax_l, ax_a) = plt.subplots(1, 2, figsize=(10, 4))
-    for label, (losses, accs) in curves.items():
-        epochs = np.arange(1, len(losses) + 1)
-        ax_l.plot(epochs, losses, marker="o", label=label)
-        ax_a.plot(epochs, accs, marker="o", label=label)
-    ax_l.set(title="training loss", xlabel="epoch", ylabel="binary cross-entropy")
-    ax_a.set(title="test accuracy", xlabel="epoch", ylabel="accuracy", ylim=(0, 1.05))
-    for ax in (ax_l, ax_a):
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with figure(path, title, ncols=2, figsize=(10, 4)) as (_, (ax_l, ax_a)):
+        for label, (losses, accs) in curves.items():
+            epochs = np.arange(1, len(losses) + 1)
+            ax_l.plot(epochs, losses, marker="o", label=label)
+            ax_a.plot(epochs, accs, marker="o", label=label)
+        ax_l.set(title="training loss", xlabel="epoch", ylabel="binary cross-entropy")
+        ax_a.set(title="test accuracy", xlabel="epoch", ylabel="accuracy", ylim=(0, 1.05))
+        for ax in (ax_l, ax_a):
+            ax.grid(alpha=0.3)
+            ax.legend()
 
 
 def main(argv=None) -> dict:
