@@ -167,7 +167,7 @@ def _choose_whole(structure: TapeStructure, stack_size: int, opts: SimOptions, t
     if STATE_MODE_MAX_WIRES is not None:
         engine = "state vector" if n <= STATE_MODE_MAX_WIRES else "light cones"
         return EngineChoice(what, engine, f"wire rule: state vectors up to {STATE_MODE_MAX_WIRES} wires", None, None, None, None)
-    itemsize = torch.empty((), dtype=opts.dtype).element_size()
+    itemsize = opts.dtype.itemsize
     gradient = torch.is_grad_enabled()
     rows = max(stack_size, 1)
     words, _ = measured_words(tape, structure)

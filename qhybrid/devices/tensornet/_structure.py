@@ -7,6 +7,7 @@ share one structure, hence one network topology and one contraction plan.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import pennylane as qml
 from pennylane.measurements import DensityMatrixMP, ProbabilityMP, StateMP
@@ -39,6 +40,11 @@ class TapeStructure:
     sim_wires: Wires
     batch_size: int | None
     n_op_params: int
+
+    @cached_property
+    def has_channels(self) -> bool:
+        """Whether a slot is a noise channel (read on every call: kept, not rescanned)."""
+        return any(slot.kind == "channel" for slot in self.slots)
 
 
 def _needs_all_wires(mp) -> bool:

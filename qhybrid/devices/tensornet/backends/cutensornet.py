@@ -233,7 +233,7 @@ class CuTensorNetBackend(Backend):
             if entry is None:
                 what = f"a network of {len(kept)} tensors"
                 limit = workspace_limit(max_memory, *_free_memory(device))
-                itemsize = torch.empty((), dtype=dtype).element_size()
+                itemsize = dtype.itemsize
                 need = estimated_workspace(plan.largest_intermediate, _numel(layout.out_shape), itemsize)
                 check_workspace(need, limit, what, max_memory)
                 tune = autotune_iterations(plan.flops, self.autotune_iterations)

@@ -120,7 +120,7 @@ class ConeProgram:
         if rule is not None:
             engine = "closed network" if c.width > rule else "state vector"
             return EngineChoice(what, engine, f"width rule: state vectors up to {rule} wires", None, None, None, None)
-        itemsize = torch.empty((), dtype=self.opts.dtype).element_size()
+        itemsize = self.opts.dtype.itemsize
         return choose_class(what, c.structure, c.tape, self.opts, itemsize, torch.is_grad_enabled())
 
     # --- parameters ---------------------------------------------------------------------------

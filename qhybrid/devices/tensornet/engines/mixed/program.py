@@ -48,7 +48,7 @@ class MixedProgram:
         self.n = n = len(structure.sim_wires)
         self.structure, self.stacked = structure, stacked
         lead = max(stack_size, 1) * (structure.batch_size or 1)
-        itemsize = torch.empty((), dtype=opts.dtype).element_size()
+        itemsize = opts.dtype.itemsize
         elements = (1 << (2 * n)) * lead
         if elements * itemsize > opts.max_memory:
             raise ContractionTooLargeError(

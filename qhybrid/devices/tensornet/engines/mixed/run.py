@@ -13,7 +13,7 @@ from .trajectories import run_trajectories
 
 def has_channels(structure) -> bool:
     """Whether a tape structure holds a channel (then only the mixed-state engine can run it)."""
-    return any(slot.kind == "channel" for slot in structure.slots)
+    return structure.has_channels
 
 
 def run_mixed(structure, group: Sequence, opts, cache, simulate_pure=None) -> list[tuple]:

@@ -23,7 +23,7 @@ class _Contraction:
         if plan is None:
             plan = plan_networks([network], opts.optimizer, opts.plan_time, vary=BATCH)[0]
         self.plan = plan
-        itemsize = torch.empty((), dtype=opts.dtype).element_size()
+        itemsize = opts.dtype.itemsize
         self.plan.check_memory(itemsize, opts.max_memory, what)
         self.backend = get_backend(opts.backend, opts.device)
         self.max_memory = opts.max_memory

@@ -76,7 +76,7 @@ class StateVectorProgram:
         # records gradients)
         self.max_memory = max_memory
         self._lead = max(stack_size, 1) * (structure.batch_size or 1)
-        check_state_memory(n, self._lead, _itemsize(dtype), max_memory, gradient=False, what="the circuit's state")
+        check_state_memory(n, self._lead, dtype.itemsize, max_memory, gradient=False, what="the circuit's state")
         self._signs_cache: dict = {}
         self.structure = structure
         self.stacked = stacked
@@ -219,10 +219,10 @@ class StateVectorProgram:
     def _run(self, values, signs):
         S = self.stack_size or 1
         B = self.structure.batch_size or 1
-        _tune_allocator((1 << self.n) * S * B * torch.empty((), dtype=values.dtype).element_size())
+        _tune_allocator((1 << self.n) * S * B * values.dtype.itemsize)
         grad = torch.is_grad_enabled()
         if grad and self.max_memory < math.inf:
-            check_state_memory(self.n, self._lead, _itemsize(values.dtype), self.max_memory, gradient=True,
+            check_state_memory(self.n, self._lead, values.dtype.itemsize, self.max_memory, gradient=True,
                                what="the circuit's state and its gradient")
         if signs is not None:
             signs = self._signs_on(signs, values.device, values.dtype)
@@ -376,10 +376,6 @@ class StateVectorProgram:
             add("lead" if lead else "plain", (wires[0], k), m)
         else:
             add("scattered", (tuple(wires), lead), m)
-
-
-def _itemsize(dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
 
 
 def _lead(m: torch.Tensor, core: int, stacked: bool, batched: bool) -> torch.Tensor:
