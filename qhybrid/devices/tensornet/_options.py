@@ -30,6 +30,7 @@ class SimOptions:
     trajectories: int = 0
     noise_rng: object = None
     noise_log: list | None = None
+    spread_slices: object = False  # a sliced contraction's slices over torch.distributed ranks (as spread_classes)
 
 
 @dataclass

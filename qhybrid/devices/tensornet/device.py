@@ -107,6 +107,10 @@ class TensorNetworkDevice(MPSMethod, Device):
             a wide circuit's light-cone classes; results are all-gathered, gradients summed (first order), each
             rank gets one process's numbers. Ranks must run the same circuits and parameters (checked); without
             ``torch.distributed`` initialised all runs here (warned once). See ``engines/lightcone/spread.py``.
+        spread_slices: True (the default group) or a gloo/nccl ``ProcessGroup``: every rank contracts its share of
+            the slices of each contraction sliced to ``max_memory``; partial sums and gradients are all-reduced
+            (first order), each rank gets one process's numbers. Same rules as ``spread_classes``, not with it.
+            See docs/SPREAD.md.
         method: ``"auto"`` (exact methods) or ``"mps"``, a truncated matrix product state with ``max_bond_dim``
             (None: no cap) and ``cutoff`` (None: keep all); ``dev.last_truncation``. See docs/MPS.md.
         noise, trajectories: ``"exact"`` (default: the density-matrix engine) or ``"trajectories"`` (``trajectories``
@@ -138,6 +142,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         path_cache: bool | str | os.PathLike = True,
         seed=None,
         spread_classes=False,
+        spread_slices=False,
         method: str = "auto", max_bond_dim: int | None = None, cutoff: float | None = None,
         noise: str = "exact", trajectories: int = 256,
     ) -> None:
@@ -165,6 +170,13 @@ class TensorNetworkDevice(MPSMethod, Device):
         self._cache = PlanCache(plan_cache_size)
         self._rng = np.random.default_rng(seed)
         self.spread_classes = check_spread_option(spread_classes)
+        self.spread_slices = check_spread_option(spread_slices, "spread_slices")
+        if self.spread_classes is not False and self.spread_slices is not False:
+            raise ValueError(
+                "spread_classes and spread_slices cannot both be on: a class runs on one rank, and its sliced "
+                "contractions would wait for the other ranks. Choose spread_classes (many cone classes) or "
+                "spread_slices (a few large sliced contractions)."
+            )
         self.method, self._mps = method, mps_settings(method, max_bond_dim, cutoff)
         self.noise, self.trajectories = check_noise_options(noise, trajectories)  # docs/NOISE.md
         self._noise_rng, self.trajectory_standard_errors = np.random.default_rng(seed), []
@@ -192,7 +204,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         paths = PathSettings(self.optimizer, float(max_memory) / itemsize, self.path_cache)
         spread = self.spread_classes
         return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time, spread,
-                          self._mps, **trajectory_fields(self))
+                          self._mps, **trajectory_fields(self), spread_slices=self.spread_slices)
 
     def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
         """Run each (tape, parameters) variant; variants of one structure share one contraction.

@@ -40,7 +40,11 @@ cost does not double with every wire)."""
 SPREAD_BACKENDS = ("gloo", "nccl")
 """Process-group backends whose all-gather and all-reduce the spread is written for."""
 
-_WARNED = [False]
+_SPREADS = {"spread_classes": "every cone class", "spread_slices": "every slice of a sliced contraction"}
+"""What each spread device option spreads (for its messages)."""
+
+_WARNED: list = []
+"""The options whose "not initialised" warning this process has given."""
 
 
 def _dist():
@@ -49,8 +53,9 @@ def _dist():
     return dist
 
 
-def check_spread_option(option) -> object:
-    """``option`` if it is a valid ``spread_classes`` value (a bool or a process group), else a ValueError.
+def check_spread_option(option, name: str = "spread_classes") -> object:
+    """``option`` if it is a valid value of the device option ``name`` (``spread_classes``, ``spread_slices``:
+    a bool or a process group), else a ValueError.
 
     >>> check_spread_option(False)
     False
@@ -61,22 +66,23 @@ def check_spread_option(option) -> object:
     if dist.is_available() and isinstance(option, dist.ProcessGroup):
         return option
     raise ValueError(
-        f"spread_classes must be True (spread cone classes over torch.distributed's default group), False, or a "
+        f"{name} must be True (spread {_SPREADS[name]} over torch.distributed's default group), False, or a "
         f"torch.distributed.ProcessGroup, got {option!r}."
     )
 
 
-def spread_group(option):
-    """The process group the classes of a step are spread over, or None to run them all here: the option
-    is off, the group has one rank, or ``torch.distributed`` is not initialised (said once per process)."""
+def spread_group(option, name: str = "spread_classes"):
+    """The process group the work of the device option ``name`` is spread over, or None to run it all here:
+    the option is off, the group has one rank, or ``torch.distributed`` is not initialised (said once per
+    process and option)."""
     if option is False or option is None:
         return None
     dist = _dist()
     if not (dist.is_available() and dist.is_initialized()):
-        if not _WARNED[0]:
-            _WARNED[0] = True
+        if name not in _WARNED:
+            _WARNED.append(name)
             warnings.warn(
-                "spread_classes is set but torch.distributed is not initialised: every cone class runs in this "
+                f"{name} is set but torch.distributed is not initialised: {_SPREADS[name]} runs in this "
                 "process. Call torch.distributed.init_process_group (gloo or nccl) before the first circuit.",
                 QhybridWarning,
                 stacklevel=2,
@@ -88,11 +94,88 @@ def spread_group(option):
     backend = str(dist.get_backend(group))
     if not any(b in backend for b in SPREAD_BACKENDS):
         raise UnsupportedOperationError(
-            f"spread_classes runs over a gloo or nccl process group; this group's backend is {backend!r}. "
+            f"{name} runs over a gloo or nccl process group; this group's backend is {backend!r}. "
             "Initialise torch.distributed with backend='gloo' (CPU) or 'nccl' (one GPU per rank), or pass "
-            "spread_classes a group of one of those."
+            f"{name} a group of one of those."
         )
     return group
+
+
+# --- collectives shared by the spreads ------------------------------------------------------------
+
+
+def comm_device(group, device: torch.device) -> torch.device:
+    """Where ``group``'s collectives take their tensors: CUDA tensors stay put under nccl, gloo takes CPU
+    ones, and nccl takes the current CUDA device's for CPU tensors."""
+    backend = str(_dist().get_backend(group))
+    if device.type == "cuda" and "nccl" in backend:
+        return device
+    if "gloo" in backend:
+        return torch.device("cpu")
+    return torch.device("cuda", torch.cuda.current_device())  # nccl only: its collectives need CUDA tensors
+
+
+def fingerprint(tensors: Sequence[torch.Tensor]) -> list[int]:
+    """Two exact integer sums of the tensors' bits (plain and position-weighted, wrapping): equal on ranks
+    that hold equal numbers, and all but surely different where they do not.
+
+    >>> fingerprint([torch.ones(2)]) == fingerprint([torch.ones(2, dtype=torch.float32)])
+    True
+    """
+    parts = [torch.zeros(0, dtype=torch.float64)]
+    for t in tensors:
+        t = t.detach()
+        if t.is_complex():
+            t = torch.view_as_real(t.resolve_conj())
+        parts.append(t.reshape(-1).to(device="cpu", dtype=torch.float64))
+    bits = torch.cat(parts).view(torch.int64)
+    weights = torch.arange(1, bits.numel() + 1, dtype=torch.int64)
+    return [int(bits.sum()), int((bits * weights).sum())]
+
+
+def agree(group, comm: torch.device, shared: Sequence[int], local: Sequence[int], name: str) -> list[list[int]]:
+    """Every rank's ``local`` integers, after an all-gather that checks every rank sent the same ``shared``
+    ones (structure and a parameter fingerprint): a rank that differs is refused on every rank alike, before
+    a collective of mismatched sizes could abort the process."""
+    dist = _dist()
+    head = torch.tensor([*shared, *local], dtype=torch.int64, device=comm)
+    heads = [torch.empty_like(head) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(heads, head, group=group)
+    heads = [h.cpu() for h in heads]
+    n = len(shared)
+    for r, h in enumerate(heads):
+        if not torch.equal(h[:n], heads[0][:n]):
+            raise UnsupportedOperationError(
+                f"{name}: rank {r} ran a step with other circuits or parameters than rank 0 (structure and "
+                f"parameter fingerprint {h[:n].tolist()} against {heads[0][:n].tolist()}). Every rank must run the "
+                "same circuits with the same parameters (a replicated model: same seed, same inputs); for "
+                f"different data per rank use DistributedDataParallel and leave {name} off."
+            )
+    return [h[n:].tolist() for h in heads]
+
+
+def all_reduce_sum(tensors: Sequence[torch.Tensor], group, comm: torch.device) -> list[torch.Tensor]:
+    """The tensors summed over the ranks of ``group``, on every rank (each on its own device and dtype):
+    one all-reduce per dtype, complex tensors as pairs of reals."""
+    out: list = [None] * len(tensors)
+    by_dtype: dict = {}
+    for k, t in enumerate(tensors):
+        by_dtype.setdefault(t.dtype, []).append(k)
+    for dtype, ks in by_dtype.items():
+        flat = [
+            (torch.view_as_real(tensors[k].resolve_conj()) if dtype.is_complex else tensors[k]).reshape(-1)
+            for k in ks
+        ]
+        buf = torch.cat(flat).to(comm).contiguous()
+        _dist().all_reduce(buf, op=_dist().ReduceOp.SUM, group=group)
+        start = 0
+        for k in ks:
+            t = tensors[k]
+            n = t.numel() * (2 if dtype.is_complex else 1)
+            part = buf[start : start + n].to(t.device)
+            start += n
+            out[k] = (torch.view_as_complex(part.reshape(*t.shape, 2)) if dtype.is_complex else part).reshape(t.shape)
+    return out
 
 
 # --- which rank runs which class ----------------------------------------------------------------
@@ -153,15 +236,7 @@ class _Layout:
         for s in self.shapes:
             self.offsets.append(self.offsets[-1] + s[1])
         self.dtype, self.device = params.dtype, params.device
-        self.comm = self._comm_device(dist)
-
-    def _comm_device(self, dist) -> torch.device:
-        backend = str(dist.get_backend(self.group))
-        if self.device.type == "cuda" and "nccl" in backend:
-            return self.device
-        if "gloo" in backend:
-            return torch.device("cpu")
-        return torch.device("cuda", torch.cuda.current_device())  # nccl only: its collectives need CUDA tensors
+        self.comm = comm_device(group, self.device)
 
     def run_local(self, run: RunClass, params: torch.Tensor) -> list[torch.Tensor]:
         out = []
@@ -172,31 +247,13 @@ class _Layout:
             out.append(part)
         return out
 
-    def _header(self, params: torch.Tensor) -> torch.Tensor:
-        """Structure and a bitwise fingerprint of the parameters (exact integer sums of their bits)."""
-        bits = params.detach().to(torch.float64).reshape(-1).view(torch.int64).cpu()
-        weights = torch.arange(1, bits.numel() + 1, dtype=torch.int64)
-        size = sum(self.shapes[i][0] * self.shapes[i][1] * self.shapes[i][2] for i in self.mine)
-        structure = [len(self.classes), self.offsets[-1], *params.shape[:1], self.batch, size]
-        head = torch.tensor(structure + [int(bits.sum()), int((bits * weights).sum())], dtype=torch.int64)
-        return head
-
     def gather(self, local: Sequence[torch.Tensor], params: torch.Tensor) -> torch.Tensor:
         """``[rows, T, B]`` values of every class (class order), the same on every rank."""
         dist = _dist()
-        head = self._header(params).to(self.comm)
-        heads = [torch.empty_like(head) for _ in range(self.world)]
-        dist.all_gather(heads, head, group=self.group)
-        heads = [h.cpu() for h in heads]
-        for r, h in enumerate(heads):
-            if not torch.equal(h[:4], heads[0][:4]) or not torch.equal(h[5:], heads[0][5:]):
-                raise UnsupportedOperationError(
-                    f"spread_classes: rank {r} ran a step with other circuits or parameters than rank 0 (structure "
-                    f"and parameter fingerprint {h.tolist()} against {heads[0].tolist()}). Every rank must run the "
-                    "same circuits with the same parameters (a replicated model: same seed, same inputs); for "
-                    "different data per rank use DistributedDataParallel and leave spread_classes off."
-                )
-        longest = max(int(h[4]) for h in heads)
+        size = sum(self.shapes[i][0] * self.shapes[i][1] * self.shapes[i][2] for i in self.mine)
+        structure = [len(self.classes), self.offsets[-1], *params.shape[:1], self.batch]
+        sizes = agree(self.group, self.comm, structure + fingerprint([params]), [size], "spread_classes")
+        longest = max(int(h[0]) for h in sizes)
         payload = torch.zeros(longest, dtype=torch.float64, device=self.comm)
         if local:
             flat = torch.cat([p.detach().reshape(-1) for p in local]).to(device=self.comm, dtype=torch.float64)
@@ -213,9 +270,7 @@ class _Layout:
         return torch.cat(parts, 1).to(device=self.device, dtype=self.dtype)
 
     def all_reduce(self, grad: torch.Tensor) -> torch.Tensor:
-        buf = grad.to(self.comm).contiguous()
-        _dist().all_reduce(buf, op=_dist().ReduceOp.SUM, group=self.group)
-        return buf.to(grad.device)
+        return all_reduce_sum([grad], self.group, self.comm)[0]
 
 
 class _Spread(torch.autograd.Function):
@@ -265,4 +320,5 @@ def spread_terms(group, classes: Sequence, run: RunClass, params: torch.Tensor) 
     return layout.gather(layout.run_local(run, params), params)
 
 
-__all__ = ["spread_terms", "spread_group", "check_spread_option", "assign", "class_costs"]
+__all__ = ["spread_terms", "spread_group", "check_spread_option", "assign", "class_costs", "comm_device", "fingerprint",
+           "agree", "all_reduce_sum"]

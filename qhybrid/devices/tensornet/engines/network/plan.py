@@ -125,12 +125,16 @@ class ContractionPlan:
                 working.append(_VF.einsum(step.equation, taken))
         return working[0]
 
-    def contract_slices(self, operands: Sequence[torch.Tensor], run: Callable) -> torch.Tensor:
+    def contract_slices(
+        self, operands: Sequence[torch.Tensor], run: Callable, share: range | None = None
+    ) -> torch.Tensor | None:
         """The sum over every value of the sliced indices of ``run`` (a contraction of the plan without them)
-        on the operands read at that value (an axis of extent 1, broadcast, is read at 0)."""
+        on the operands read at that value (an axis of extent 1, broadcast, is read at 0); ``share``: only
+        the slices of these numbers (None where it holds none)."""
         axes = [[(p, i) for p, i in enumerate(ix) if i in self.sliced] for ix in self.inputs]
         total = None
-        for values in itertools.product(*(range(self._sizes[i]) for i in self.sliced)):
+        every = itertools.product(*(range(self._sizes[i]) for i in self.sliced))
+        for values in every if share is None else itertools.islice(every, share.start, share.stop):
             at = dict(zip(self.sliced, values))
             taken = []
             for o, ax in zip(operands, axes):

@@ -15,6 +15,7 @@ from ...backends import get_backend
 from ...readout.measure import StateReader, measurement_function
 from .network import BATCH, Network, closed_network, diagonal_slots, ket_network
 from .plan import ContractionPlan, cheaper_apart, plan_networks
+from .slice_spread import contract_spread
 
 
 class _Contraction:
@@ -27,8 +28,11 @@ class _Contraction:
         self.plan.check_memory(itemsize, opts.max_memory, what)
         self.backend = get_backend(opts.backend, opts.device)
         self.max_memory = opts.max_memory
+        self.spread_slices = opts.spread_slices
 
     def contract(self, operands) -> torch.Tensor:
+        if self.spread_slices is not False:  # the slices of sliced plans over torch.distributed ranks
+            return contract_spread(self.spread_slices, self.plan, operands, self.backend, self.max_memory)
         return self.backend.contract(self.plan, operands, max_memory=self.max_memory)
 
 
