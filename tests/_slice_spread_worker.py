@@ -52,16 +52,18 @@ def forced_slicing():
 
 @contextlib.contextmanager
 def counted_slices():
-    """``[run, of]``: the slices ``ContractionPlan.contract_slices`` ran here (its share, where given) and
-    the slices of the contractions it ran them for."""
+    """``[run, of]``: the slices of spread forward contractions run here (``contract_slices`` given a share,
+    not recording: the backward recomputes its slices one by one, recording) and the slices those
+    contractions have."""
     from qhybrid.devices.tensornet.engines.network.plan import ContractionPlan
 
     count = [0, 0]
     plain = ContractionPlan.contract_slices
 
     def counting(self, operands, run, share=None):
-        count[0] += self.slices if share is None else len(share)
-        count[1] += self.slices
+        if share is not None and not torch.is_grad_enabled():
+            count[0] += len(share)
+            count[1] += self.slices
         return plain(self, operands, run, share)
 
     ContractionPlan.contract_slices = counting

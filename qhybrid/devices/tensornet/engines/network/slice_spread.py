@@ -5,19 +5,26 @@ contractions of the same smaller network, one per value of the sliced indices
 (``ContractionPlan.contract_slices``). With the device option ``spread_slices`` and a process group of two
 or more ranks, each rank contracts a contiguous share of those slices (``slice_share``: sizes differ by at
 most one; a rank with none contributes zeros) and one all-reduce sums the partial sums, so every rank
-returns the whole contraction, bit for bit the same on every rank. Unsliced plans run whole on every rank,
-with no collective. It is the same option family as ``spread_classes`` (``engines/lightcone/spread.py``),
-whose validation, parameter check and collectives it shares: every rank must make the same device calls,
-call for call, with the same circuits and parameters (a replicated model), and a small all-gather of each
-contraction's structure and a bitwise fingerprint of its operands first refuses ranks that disagree.
+returns the whole contraction, bit for bit the same on every rank.
 
-Gradients: the contraction ``C = sum_s C_s(operands)`` is linear in its slices, and every rank's backward
-brings the same cotangent ``dy`` of ``C`` (the same loss of the same full result). Each rank forms the
-operands' cotangents of its own slices (their graph recorded in the forward on leaves of its own, each
-slice checkpointed so its backward recomputes it within the memory target through ``tree_grad``'s one
-node per contraction) and one all-reduce per dtype sums them: every rank holds the whole gradient. Each
-backward through a spread contraction is that one collective, and the autograd nodes outside it are the
-same on every rank, so every rank meets the collectives in the same order. A second derivative is refused.
+It is the same option family as ``spread_classes`` (``engines/lightcone/spread.py``), whose validation,
+parameter check and collectives it shares: every rank must make the same device calls, call for call, with
+the same circuits and parameters (a replicated model). Two things make the ranks' slices add up:
+
+* **one plan**: path searches run within a time budget, so two processes may plan one network differently
+  (other sliced indices, or none). At a plan's first contraction rank 0's path and sliced indices are
+  broadcast and every rank keeps them for that network (``agreed_plan``); an unsliced agreed plan runs
+  whole on every rank, with no further collective.
+* **one step**: before each spread contraction, a small all-gather of its structure (a key of the network,
+  slices, sizes) and a bitwise fingerprint of its operands refuses, on every rank alike, ranks that disagree.
+
+Gradients: ``C = sum_s C_s(operands)`` is linear in its slices, and every rank's backward brings the same
+cotangent ``dy`` of ``C`` (the same loss of the same full result). The forward records nothing; the backward
+recomputes each slice of this rank's share through ``tree_grad``'s one node per contraction, differentiates
+it and drops it before the next (one slice in memory at a time, as the unspread sliced backward), and one
+all-reduce per dtype sums the operands' cotangents: every rank holds the whole gradient. Each backward
+through a spread contraction is that one collective, and the autograd nodes outside it are the same on
+every rank, so every rank meets the collectives in the same order. A second derivative is refused.
 
 >>> slice_share(3, 2, 0), slice_share(3, 2, 1), slice_share(1, 2, 1)
 (range(0, 2), range(2, 3), range(1, 1))
@@ -32,7 +39,6 @@ import zlib
 from typing import Sequence
 
 import torch
-from torch.utils.checkpoint import checkpoint
 
 from .....errors import GradientError
 from ..lightcone.spread import agree, all_reduce_sum, comm_device, fingerprint, spread_group
@@ -114,26 +120,32 @@ class _SliceStep:
         agree(group, self.comm, structure + fingerprint(operands), [], OPTION)
 
     def local(self, operands: Sequence[torch.Tensor]) -> torch.Tensor:
-        """The sum of this rank's slices (zeros where it has none); recorded for autograd where the operands
-        need gradients, one checkpointed slice at a time."""
-        inner = self.plan._inner
-        if torch.is_grad_enabled() and any(o.requires_grad for o in operands):
-            run = lambda ops: checkpoint(_contract_tree_of(inner), *ops, use_reentrant=False)  # noqa: E731
-        else:
-            run = inner.contract
-        part = self.plan.contract_slices(operands, run, self.share)
+        """The sum of this rank's slices (zeros where it has none), not recorded for autograd."""
+        with torch.no_grad():
+            part = self.plan.contract_slices(operands, self.plan._inner.contract, self.share)
         if part is None:
             return torch.zeros(self.shape, dtype=self.dtype, device=self.device)
         if tuple(part.shape) != self.shape:
             raise RuntimeError(f"a slice share gave a contraction shaped {tuple(part.shape)}, not {self.shape}")
         return part
 
+    def local_vjp(self, operands: Sequence[torch.Tensor], needs: Sequence[bool], dy: torch.Tensor) -> list:
+        """Cotangents, from this rank's slices, of the operands that ``needs`` marks: each slice recomputed
+        through ``tree_grad``'s one node, differentiated and dropped before the next (within the memory
+        target, as the unspread sliced backward)."""
+        inner = self.plan._inner
+        leaves = [o.detach().requires_grad_(n) for o, n in zip(operands, needs)]
+        wanted = [leaf for leaf in leaves if leaf.requires_grad]
+        total = [torch.zeros_like(leaf) for leaf in wanted]
+        for s in self.share:
+            with torch.enable_grad():
+                part = self.plan.contract_slices(leaves, lambda ops: contract_tree(inner, ops), range(s, s + 1))
+                got = torch.autograd.grad(part, wanted, dy, allow_unused=True)
+            total = [t if g is None else t + g for t, g in zip(total, got)]
+        return total
+
     def reduce(self, part: torch.Tensor) -> torch.Tensor:
-        return all_reduce_sum([part.detach()], self.group, self.comm)[0]
-
-
-def _contract_tree_of(plan):
-    return lambda *operands: contract_tree(plan, operands)
+        return all_reduce_sum([part], self.group, self.comm)[0]
 
 
 def _output_shape(plan, operands: Sequence[torch.Tensor]) -> tuple[int, ...]:
@@ -151,12 +163,14 @@ class _SpreadSlices(torch.autograd.Function):
     slices' cotangents, all-reduced."""
 
     @staticmethod
-    def forward(ctx, step: _SliceStep, *operands):
+    def forward(step: _SliceStep, *operands):
+        return step.reduce(step.local(operands))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        step, *operands = inputs
         ctx.step = step
-        ctx.leaves = [o.detach().requires_grad_(o.requires_grad) for o in operands]
-        with torch.enable_grad():  # this rank's slices' graph, on leaves of its own (see the module note)
-            ctx.part = step.local(ctx.leaves)
-        return step.reduce(ctx.part)
+        ctx.save_for_backward(*operands)
 
     @staticmethod
     def backward(ctx, dy):
@@ -166,16 +180,9 @@ class _SpreadSlices(torch.autograd.Function):
                 "contraction whose slices are spread over ranks is not supported. Use a device with "
                 "spread_slices=False for it."
             )
-        wanted = [k for k, leaf in enumerate(ctx.leaves) if leaf.requires_grad]
-        got: Sequence = [None] * len(wanted)
-        if ctx.part.requires_grad:  # (a rank with no slices recorded nothing)
-            # retain_graph: a Jacobian is one backward per output element through the same forward
-            got = torch.autograd.grad(
-                ctx.part, [ctx.leaves[k] for k in wanted], dy, retain_graph=True, allow_unused=True
-            )
-        grads = [g if g is not None else torch.zeros_like(ctx.leaves[k]) for k, g in zip(wanted, got)]
-        summed = dict(zip(wanted, all_reduce_sum(grads, ctx.step.group, ctx.step.comm)))
-        return (None, *(summed.get(k) for k in range(len(ctx.leaves))))
+        step, needs = ctx.step, ctx.needs_input_grad[1:]
+        summed = iter(all_reduce_sum(step.local_vjp(ctx.saved_tensors, needs, dy), step.group, step.comm))
+        return (None, *(next(summed) if n else None for n in needs))
 
 
 __all__ = ["contract_spread", "agreed_plan", "slice_share", "OPTION"]
