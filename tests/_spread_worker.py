@@ -8,10 +8,6 @@ error it raised). The test runs the same cases in one process (``run_cases(sprea
 
 from __future__ import annotations
 
-import datetime
-import sys
-import traceback
-from pathlib import Path
 
 import networkx as nx
 import pennylane as qml
@@ -150,21 +146,11 @@ def run_refusals(rank: int) -> dict:
     return out
 
 
-def main(rank: int, world: int, store: str, out_dir: str) -> None:
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo", init_method=f"file://{store}", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=60)
-    )
-    try:
-        result = {"cases": run_cases(spread=True), "refusals": run_refusals(rank)}
-    except Exception:  # noqa: BLE001 - handed to the test, which shows it
-        result = {"error": traceback.format_exc()}
-    finally:
-        dist.destroy_process_group()
-    torch.save(result, Path(out_dir) / f"rank{rank}.pt")
+def _work(rank: int) -> dict:
+    return {"cases": run_cases(spread=True), "refusals": run_refusals(rank)}
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    from _gloo_ranks import serve
+
+    serve(_work)

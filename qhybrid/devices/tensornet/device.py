@@ -24,7 +24,7 @@ from ...typing import Backend, Optimizer
 from ..._variant import Variant, tape_parameters
 from .plugin.autograd import execute_traced, is_traced
 from .engines.network.pathfind import DEFAULT_PLAN_TIME, PathSettings
-from .engines.lightcone.spread import check_spread_option
+from .engines.lightcone.spread import check_spread_options
 from .readout.readout import ReadoutPlan, plan_readout
 from .engines.mps.settings import mps_settings
 from ._mps_method import MPSMethod
@@ -107,10 +107,8 @@ class TensorNetworkDevice(MPSMethod, Device):
             a wide circuit's light-cone classes; results are all-gathered, gradients summed (first order), each
             rank gets one process's numbers. Ranks must run the same circuits and parameters (checked); without
             ``torch.distributed`` initialised all runs here (warned once). See ``engines/lightcone/spread.py``.
-        spread_slices: True (the default group) or a gloo/nccl ``ProcessGroup``: every rank contracts its share of
-            the slices of each contraction sliced to ``max_memory``; partial sums and gradients are all-reduced
-            (first order), each rank gets one process's numbers. Same rules as ``spread_classes``, not with it.
-            See docs/SPREAD.md.
+        spread_slices: as ``spread_classes``, for the slices of each contraction sliced to ``max_memory``: every
+            rank contracts its share, sums and gradients are all-reduced. Not with spread_classes. docs/SPREAD.md.
         method: ``"auto"`` (exact methods) or ``"mps"``, a truncated matrix product state with ``max_bond_dim``
             (None: no cap) and ``cutoff`` (None: keep all); ``dev.last_truncation``. See docs/MPS.md.
         noise, trajectories: ``"exact"`` (default: the density-matrix engine) or ``"trajectories"`` (``trajectories``
@@ -169,14 +167,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         self.optimizer = optimizer
         self._cache = PlanCache(plan_cache_size)
         self._rng = np.random.default_rng(seed)
-        self.spread_classes = check_spread_option(spread_classes)
-        self.spread_slices = check_spread_option(spread_slices, "spread_slices")
-        if self.spread_classes is not False and self.spread_slices is not False:
-            raise ValueError(
-                "spread_classes and spread_slices cannot both be on: a class runs on one rank, and its sliced "
-                "contractions would wait for the other ranks. Choose spread_classes (many cone classes) or "
-                "spread_slices (a few large sliced contractions)."
-            )
+        self.spread_classes, self.spread_slices = check_spread_options(spread_classes, spread_slices)
         self.method, self._mps = method, mps_settings(method, max_bond_dim, cutoff)
         self.noise, self.trajectories = check_noise_options(noise, trajectories)  # docs/NOISE.md
         self._noise_rng, self.trajectory_standard_errors = np.random.default_rng(seed), []

@@ -2,9 +2,6 @@
 gloo processes return, on both ranks, the values and gradients of one process and of default.qubit, each
 rank contracting only its share of the slices (uneven shares and ranks with none included)."""
 
-import os
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -18,54 +15,16 @@ from qhybrid.devices.tensornet.engines.network.slice_spread import slice_share
 from qhybrid.errors import QhybridWarning, UnsupportedOperationError
 
 import _slice_spread_worker as worker
+from _gloo_ranks import run_ranks
 
 ATOL = 1e-10
-WORKER_TIMEOUT_S = 240
-"""Both ranks together (imports, planning, every case): about 10 s on 2 busy cores."""
-
 WORLD = 2
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     """What each of two gloo ranks saved (each ran every case of the worker with spread_slices=True)."""
-    tmp = tmp_path_factory.mktemp("slice_spread")
-    root = Path(qhybrid.__file__).resolve().parent.parent
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
-    env.setdefault("QHYBRID_CACHE_DIR", str(tmp / "cache"))
-    env.setdefault("OMP_NUM_THREADS", "1")
-    script = Path(worker.__file__).resolve()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(r), str(WORLD), str(tmp / "store"), str(tmp)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
-        for r in range(WORLD)
-    ]
-    logs = []
-    try:
-        for p in procs:
-            logs.append(p.communicate(timeout=WORKER_TIMEOUT_S)[0].decode(errors="replace"))
-    except subprocess.TimeoutExpired:
-        for p in procs:
-            p.kill()
-        logs = [p.communicate()[0].decode(errors="replace") for p in procs]
-        pytest.fail(f"the gloo ranks did not finish in {WORKER_TIMEOUT_S} s:\n" + "\n".join(logs))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    saved = []
-    for r, p in enumerate(procs):
-        out = tmp / f"rank{r}.pt"
-        assert p.returncode == 0 and out.exists(), f"rank {r} failed (exit {p.returncode}):\n" + "\n".join(logs)
-        result = torch.load(out, weights_only=False)
-        assert "error" not in result, f"rank {r} raised:\n{result.get('error')}"
-        saved.append(result)
-    return saved
+    return run_ranks(Path(worker.__file__).resolve(), WORLD, tmp_path_factory.mktemp("slice_spread"))
 
 
 @pytest.fixture(scope="module")

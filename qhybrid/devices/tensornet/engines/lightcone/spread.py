@@ -71,6 +71,23 @@ def check_spread_option(option, name: str = "spread_classes") -> object:
     )
 
 
+def check_spread_options(classes, slices) -> tuple:
+    """The device options ``spread_classes`` and ``spread_slices``, each checked, refused together: a class
+    runs on one rank, and its sliced contractions would wait for the other ranks.
+
+    >>> check_spread_options(True, False)
+    (True, False)
+    """
+    classes, slices = check_spread_option(classes), check_spread_option(slices, "spread_slices")
+    if classes is not False and slices is not False:
+        raise ValueError(
+            "spread_classes and spread_slices cannot both be on: a class runs on one rank, and its sliced "
+            "contractions would wait for the other ranks. Choose spread_classes (many cone classes) or "
+            "spread_slices (a few large sliced contractions)."
+        )
+    return classes, slices
+
+
 def spread_group(option, name: str = "spread_classes"):
     """The process group the work of the device option ``name`` is spread over, or None to run it all here:
     the option is off, the group has one rank, or ``torch.distributed`` is not initialised (said once per
@@ -320,5 +337,5 @@ def spread_terms(group, classes: Sequence, run: RunClass, params: torch.Tensor) 
     return layout.gather(layout.run_local(run, params), params)
 
 
-__all__ = ["spread_terms", "spread_group", "check_spread_option", "assign", "class_costs", "comm_device", "fingerprint",
+__all__ = ["spread_terms", "spread_group", "check_spread_option", "check_spread_options", "assign", "class_costs", "comm_device", "fingerprint",
            "agree", "all_reduce_sum"]
