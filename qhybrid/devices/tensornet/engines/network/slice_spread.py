@@ -68,7 +68,7 @@ def contract_spread(option, plan, operands: Sequence[torch.Tensor], backend, max
     if group is None:
         return backend.contract(plan, operands, max_memory=max_memory)
     shared, network = agreed_plan(group, plan)
-    if not shared.sliced:
+    if not shared.sliced or shared.too_wide:  # (too wide: refused there on every rank, before any collective)
         return backend.contract(shared, operands, max_memory=max_memory)
     step = _SliceStep(group, shared, operands, network)
     if torch.is_grad_enabled() and any(o.requires_grad for o in operands):
