@@ -163,3 +163,20 @@ def test_batched_words_fall_back_one_by_one(word_networks):
     want = qml.QNode(circuit, qml.device("default.qubit"), interface="torch")(gamma, beta, coeffs)
     assert got.shape == want.shape == (3,)
     assert torch.allclose(got, want, atol=1e-10)
+
+
+def test_trainable_coefficients_of_a_sentence_keep_their_gradients(monkeypatch):
+    """A sentence measured as one network baked its coefficients in as numbers: their gradients were 0."""
+    monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 0)
+
+    def circuit(c):
+        qml.RX(0.3, wires=0)
+        qml.CNOT(wires=[0, 1])
+        qml.RY(0.2, wires=2)
+        return qml.expval(qml.Hamiltonian(c, [qml.Z(0) @ qml.Z(1), qml.X(2), qml.Y(1), qml.Identity(0)]))
+
+    c = torch.tensor([0.5, 0.4, -0.3, 0.25], dtype=torch.float64, requires_grad=True)
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=3))(circuit)(c)
+    want = qml.QNode(circuit, qml.device("default.qubit"), interface="torch")(c)
+    assert abs(float(got) - float(want)) < 1e-10
+    assert torch.allclose(torch.autograd.grad(got, c)[0], torch.autograd.grad(want, c)[0], atol=1e-10)

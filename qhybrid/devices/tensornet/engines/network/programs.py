@@ -195,8 +195,8 @@ def _sentence_constant(ps):
 def _sentence_spec(ps, pos):
     """("paulisum", wires, words, coefficients) for a sentence of several words, else None."""
     words = [(w, c) for w, c in ps.items() if w]
-    if len(words) < PAULI_SUM_MIN_WORDS:
-        return None
+    if len(words) < PAULI_SUM_MIN_WORDS or any(isinstance(c, torch.Tensor) and c.requires_grad for _, c in words):
+        return None  # (trainable coefficients: the words one by one, each weighted by its coefficient tensor)
     wires = tuple(sorted({pos[w] for word, _ in words for w in word.keys()}))
     strings = []
     for word, _ in words:
