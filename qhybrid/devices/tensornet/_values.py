@@ -48,6 +48,7 @@ class _Values:
         self.real_dtype = torch.empty((), dtype=opts.dtype).real.dtype
         self._slots: dict[int, torch.Tensor] = {}
         self._matrices: dict[int, torch.Tensor] = {}
+        self._stacks: dict[int, tuple[torch.Tensor, int]] = {}  # slot -> (its kind's matrices, position)
         self._table = None  # (position -> column, [S, P] table) of the stacked scalar parameters
 
     def _stack_table(self) -> dict:
@@ -188,9 +189,10 @@ class _Values:
                     torch.stack([col[k] if col[k].shape == shape else col[k].expand(shape) for col in columns])
                     for k in range(n_params)
                 ]
-            mats = fast_matrix(name, stacked, self.dtype, self.device).unbind(0)
-            for si, m in zip(members, mats):
+            whole = fast_matrix(name, stacked, self.dtype, self.device)
+            for k, (si, m) in enumerate(zip(members, whole.unbind(0))):
                 self._matrices[si] = m
+                self._stacks[si] = (whole, k)
 
     def _gathered_columns(self, members: list[int]) -> list[torch.Tensor] | None:
         """The parameter columns of same-kind slots read straight from the inputs the variant's parameters
@@ -211,6 +213,11 @@ class _Values:
                 return None
             out.append(x.reshape(-1)[gather.index_on(index, x.device)].to(device=self.device, dtype=self.real_dtype))
         return out
+
+    def stacked_matrix(self, si: int) -> tuple[torch.Tensor, int] | None:
+        """``(matrices, k)`` when ``prefetch`` built the slot's matrix as ``matrices[k]`` of one builder call
+        for its gate kind, else None."""
+        return self._stacks.get(si)
 
     def matrix(self, si: int) -> torch.Tensor:
         """The slot's matrix, shape ``lead + (D, D)`` (lead: stack then batch axes where present)."""
@@ -253,12 +260,18 @@ class _Values:
     def operand(self, o, matrix=None) -> torch.Tensor:
         """Operand ``o`` of a network: a gate's tensor, the zero ket, a Pauli letter, an MPO block or an
         observable's own matrix."""
+        t = self.operand_base(o, matrix)
+        if o.select is not None:
+            t = t[o.select]
+        return t.conj() if o.conj else t
+
+    def operand_base(self, o, matrix=None) -> torch.Tensor:
+        """Operand ``o`` before its selection and conjugation: the tensor operands with the same
+        ``(kind, slot, diagonal, letter)`` share."""
         dtype, device = self.dtype, self.device
         if o.kind == "slot":
-            t = self.diagonal(o.slot) if o.diagonal else self.slot(o.slot)
-            if o.select is not None:
-                t = t[o.select]
-        elif o.kind == "zero":
+            return self.diagonal(o.slot) if o.diagonal else self.slot(o.slot)
+        if o.kind == "zero":
             t = _pauli_tensor("0", dtype, device)
         elif o.kind == "pauli":
             t = _pauli_tensor(o.letter, dtype, device)
@@ -268,9 +281,9 @@ class _Values:
             m = typed_tensor(matrix, dtype, device)
             k = m.shape[-1].bit_length() - 1
             t = m.reshape((2,) * (2 * k))
-        if o.diagonal and o.kind != "slot":  # a cap diagonal on its wire: [.., bra, ket] -> [.., ket]
+        if o.diagonal:  # a cap diagonal on its wire: [.., bra, ket] -> [.., ket]
             t = torch.diagonal(t, dim1=-2, dim2=-1)
-        return t.conj() if o.conj else t
+        return t
 
     def diagonal(self, si: int) -> torch.Tensor:
         """A diagonal gate's diagonal, shape ``lead + (2,) * k`` (one axis per wire, a hyperedge tensor)."""

@@ -39,6 +39,7 @@ class ConeValues(_Values):
         self.real_dtype = torch.empty((), dtype=dtype).real.dtype
         self._slots: dict[int, torch.Tensor] = {}
         self._matrices: dict[int, torch.Tensor] = {}
+        self._stacks: dict[int, tuple[torch.Tensor, int]] = {}  # slot -> (its kind's matrices, position)
 
     def _column(self, j: int, batched: bool) -> torch.Tensor:
         c = self.columns[:, j] if self.stacked_rows else self.columns[j]

@@ -16,6 +16,7 @@ from ...readout.measure import StateReader, measurement_function
 from .network import BATCH, Network, closed_network, diagonal_slots, ket_network
 from .plan import ContractionPlan, cheaper_apart, plan_networks
 from .slice_spread import contract_spread
+from .together import together
 
 
 class _Contraction:
@@ -63,6 +64,7 @@ class ClosedProgram:
         self.only = None if only is None else frozenset(only)
         self.diagonal = diagonal_slots(structure, tape)  # gates that enter as hyperedges
         self._terms: dict = {}
+        self._joint: dict = {}  # the words of a sentence -> their Together (None: one by one)
         # plan every term now, together (one planning budget), so the memory guard speaks before any work
         measured = [mp for m, mp in enumerate(tape.measurements) if self.only is None or m in self.only]
         specs = list(dict.fromkeys(spec for mp in measured for spec in _closed_terms(mp, structure)))
@@ -107,6 +109,11 @@ class ClosedProgram:
         spec = _sentence_spec(ps, pos)
         if spec is not None and spec not in self._split:  # several words: one network (the sentence as an MPO)
             return self._value(values, spec, lead_shape).real + _sentence_constant(ps)
+        words = [word for word in ps if word]
+        specs = [("pauli", tuple(pos[w] for w in word.keys()), "".join(word.values())) for word in words]
+        together = self._together(values, specs)
+        if together is not None:
+            return self._together_expval(values, together, ps, words, lead_shape)
         total = None
         for word, coeff in ps.items():
             if not word:
@@ -120,6 +127,24 @@ class ClosedProgram:
         if total is None:
             total = torch.zeros(lead_shape, dtype=values.real_dtype, device=values.device)
         return total
+
+    def _together(self, values, specs):
+        """The ``Together`` of the words' networks (built at their first run), or None."""
+        key = tuple(specs)
+        if key not in self._joint:
+            self._joint[key] = together([self._contraction(spec) for spec in specs], values)
+        return self._joint[key]
+
+    def _together_expval(self, values, joint, ps, words, lead_shape) -> torch.Tensor:
+        """A sentence's value from its words' networks contracted together."""
+        real = lambda c: c.real if isinstance(c, complex) else c  # noqa: E731
+        coeffs = [real(ps[word]) for word in words]
+        if any(isinstance(c, torch.Tensor) for c in coeffs):
+            weights = torch.stack([torch.as_tensor(c, dtype=values.real_dtype, device=values.device) for c in coeffs])
+        else:
+            weights = torch.tensor(coeffs, dtype=values.real_dtype, device=values.device)
+        total = (joint.contract(values).real * weights).sum() + _sentence_constant(ps)
+        return total.expand(lead_shape) if lead_shape else total
 
     def _matrix_expval(self, values, matrix, wires, lead_shape) -> torch.Tensor:
         pos = tuple(self.structure.sim_wires.index(w) for w in wires)
@@ -165,16 +190,17 @@ PAULI_SUM_MIN_WORDS = 2
 index over all of them (their light cones united) instead of one network per word."""
 
 
-def _sentence_constant(ps) -> float:
-    real = lambda c: c.real if isinstance(c, complex) else c  # noqa: E731
-    return float(sum((real(c) for w, c in ps.items() if not w), 0.0))
+def _sentence_constant(ps):
+    """The identity word's coefficient (a tensor where it is one: a trainable coefficient keeps its gradient)."""
+    real = lambda c: c.real if isinstance(c, complex) or (isinstance(c, torch.Tensor) and c.is_complex()) else c  # noqa: E731
+    return sum((real(c) for w, c in ps.items() if not w), 0.0)
 
 
 def _sentence_spec(ps, pos):
     """("paulisum", wires, words, coefficients) for a sentence of several words, else None."""
     words = [(w, c) for w, c in ps.items() if w]
-    if len(words) < PAULI_SUM_MIN_WORDS:
-        return None
+    if len(words) < PAULI_SUM_MIN_WORDS or any(isinstance(c, torch.Tensor) and c.requires_grad for _, c in words):
+        return None  # (trainable coefficients: the words one by one, each weighted by its coefficient tensor)
     wires = tuple(sorted({pos[w] for word, _ in words for w in word.keys()}))
     strings = []
     for word, _ in words:

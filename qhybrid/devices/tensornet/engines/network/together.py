@@ -1,0 +1,102 @@
+"""A closed program's networks contracted together: one ``ManyTrees`` pass over their distinct operands.
+
+A deep QAOA Hamiltonian measured word by word (150 edges of a 100-node graph at p=3) is 150 closed
+networks of ~190 small tensors each, over overlapping light cones: most gate tensors appear in dozens of
+them. Contracted one by one, a step spends its time dispatching pairwise steps of a few dozen flops and
+fetching operands. Here the operands' sources go once into one leaf table (each gate kind's matrices as
+the one tensor its builder made, other tensors one by one), each network reads its operands from the
+table by position (the reshapes, diagonals, selections and conjugates the operand would take, applied to
+positions), and all the networks' trees run as one ``ManyTrees`` pass: one autograd node for every value.
+
+Taken for networks without lead indices (nothing stacked or broadcast), on the torch backend, whose
+operands are gates and caps; the program contracts any other network one by one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ...backends.torch_backend import TorchBackend
+from .many import ManyTrees, NotTogether
+
+TOGETHER_MIN_NETWORKS = 2
+"""Networks are contracted together from this many on (one network gains nothing)."""
+
+_TABLE_KINDS = ("slot", "zero", "pauli")
+
+
+class Together:
+    """Several ``_Contraction``\\ s of one program compiled into one ``ManyTrees``; ``values`` (the
+    program's operand source at compile time) fixes the operands' shapes."""
+
+    def __init__(self, contractions, values):
+        self._sources: list = []  # per table block: ("stack", a slot of it, its shape) or ("base", operand)
+        where: dict[tuple, int] = {}  # block key -> offset in the table
+        size = 0
+        leaves = []
+        for c in contractions:
+            if c.network.lead:
+                raise NotTogether("a network with lead indices")
+            operands = []
+            for o in c.network.operands:
+                if o.kind not in _TABLE_KINDS:
+                    raise NotTogether(f"a {o.kind} operand")
+                stacked = values.stacked_matrix(o.slot) if o.kind == "slot" else None
+                if stacked is not None:
+                    whole, k = stacked
+                    if whole.ndim != 3:
+                        raise NotTogether("a gate with lead axes")
+                    key, source, shape = ("stack", id(whole)), ("stack", o.slot, tuple(whole.shape)), whole.shape
+                else:
+                    key, source = ("base", o.kind, o.slot, o.diagonal, o.letter), ("base", o)
+                    shape = values.operand_base(o).shape
+                if key not in where:
+                    where[key] = size
+                    self._sources.append(source)
+                    size += int(np.prod(shape))
+                pos = where[key] + np.arange(int(np.prod(shape))).reshape(shape)
+                if stacked is not None:  # the operand's own view of its matrix, as _Values builds it
+                    pos = pos[stacked[1]]
+                    wires = pos.shape[-1].bit_length() - 1
+                    pos = np.diagonal(pos).reshape((2,) * wires) if o.diagonal else pos.reshape((2,) * (2 * wires))
+                if o.select is not None:
+                    pos = pos[o.select]
+                operands.append(pos)
+            leaves.append(operands)
+        self.table_size = size
+        conj = [[o.conj for o in c.network.operands] for c in contractions]
+        leaves = [[p + size if cj else p for p, cj in zip(ps, cs)] for ps, cs in zip(leaves, conj)]
+        itemsize = values.dtype.itemsize
+        limit = min(c.max_memory for c in contractions) / itemsize
+        self.trees = ManyTrees([c.plan for c in contractions], leaves, size, max_elements=limit)
+
+    def contract(self, values) -> torch.Tensor:
+        """Every network's value (``[networks]``, complex), differentiable in the gates' parameters."""
+        parts = []
+        for source in self._sources:
+            if source[0] == "stack":
+                got = values.stacked_matrix(source[1])
+                if got is None or tuple(got[0].shape) != source[2]:
+                    raise RuntimeError("a gate kind's matrices were built otherwise than when the networks were compiled")
+                parts.append(got[0].reshape(-1))
+            else:
+                parts.append(values.operand_base(source[1]).reshape(-1))
+        return self.trees.contract(torch.cat(parts).to(values.dtype))
+
+
+def together(contractions, values) -> Together | None:
+    """A ``Together`` of the contractions, or None where they are contracted one by one."""
+    if len(contractions) < TOGETHER_MIN_NETWORKS:
+        return None
+    if not all(isinstance(c.backend, TorchBackend) for c in contractions):
+        return None
+    if any(c.spread_slices for c in contractions):  # (their slices go over ranks, network by network)
+        return None
+    try:
+        return Together(contractions, values)
+    except NotTogether:
+        return None
+
+
+__all__ = ["Together", "together"]

@@ -1,0 +1,79 @@
+"""Closed cone classes run together (engines/lightcone/closed_classes.py): against default.qubit, values,
+gradients and second derivatives, classes of one and of many members, X / Y / Z words."""
+
+import pennylane as qml
+import pytest
+import torch
+
+import qhybrid
+from qhybrid.devices.tensornet import _simulate
+from qhybrid.devices.tensornet.engines.lightcone import closed_classes, whole
+
+RING = [(i, (i + 1) % 8) for i in range(8)]  # every edge's cone alike: one class of 8 members
+IRREGULAR = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (0, 4), (2, 6), (1, 7)]
+
+
+def _circuit(edges, words):
+    def circuit(gamma, beta):
+        for w in range(8):
+            qml.Hadamard(w)
+        for layer in range(2):
+            for k, (u, v) in enumerate(edges):
+                if k % 3 == 2:
+                    qml.CRZ(gamma[layer], wires=[u, v])
+                else:
+                    qml.IsingZZ(gamma[layer], wires=[u, v])
+            for w in range(8):
+                qml.RX(beta[layer], wires=w)
+                qml.RY(0.3 * beta[layer] + 0.1 * w, wires=w)
+        return qml.expval(qml.Hamiltonian([0.5 + 0.1 * k for k in range(len(words))], words))
+
+    return circuit
+
+
+@pytest.fixture
+def closed_classes_runs(monkeypatch):
+    """Every cone class a closed network, no whole-circuit network, and a count of together runs."""
+    monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 0)
+    monkeypatch.setattr(whole, "WHOLE_NETWORK_MAX_ELEMENTS", 0)
+    runs = []
+    run = closed_classes.ClassesTogether.run
+    monkeypatch.setattr(closed_classes.ClassesTogether, "run", lambda self, p: runs.append(1) or run(self, p))
+    return runs
+
+
+CASES = {
+    "ring-zz": (RING, [qml.Z(u) @ qml.Z(v) for u, v in RING]),
+    "irregular-xyz": (IRREGULAR, [qml.Z(0) @ qml.Z(1), qml.X(3), qml.Y(5) @ qml.Z(6), qml.X(2) @ qml.Y(7), qml.Z(4)]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("dtype", [torch.complex128, torch.complex64])
+def test_closed_classes_together_match_default_qubit(case, dtype, closed_classes_runs):
+    edges, words = CASES[case]
+    real = torch.float64 if dtype == torch.complex128 else torch.float32
+    tol = 1e-10 if dtype == torch.complex128 else 2e-5
+    circuit = _circuit(edges, words)
+    gamma, beta = torch.tensor([0.4, -0.9], dtype=torch.float64), torch.tensor([1.1, 0.3], dtype=torch.float64)
+    g, b = gamma.to(real).requires_grad_(), beta.to(real).requires_grad_()
+    value = qhybrid.qnode(qhybrid.device("tensornet", wires=8, dtype=dtype))(circuit)(g, b)
+    grads = torch.autograd.grad(value, (g, b))
+    rg, rb = gamma.clone().requires_grad_(), beta.clone().requires_grad_()
+    want = qml.QNode(circuit, qml.device("default.qubit"), interface="torch")(rg, rb)
+    want_grads = torch.autograd.grad(want, (rg, rb))
+    assert closed_classes_runs, "the closed classes did not run together"
+    assert abs(float(value) - float(want)) < tol
+    for a, w in zip(grads, want_grads):
+        assert torch.allclose(a.to(torch.float64), w, atol=tol)
+
+
+def test_closed_classes_together_second_derivatives(closed_classes_runs):
+    circuit = _circuit(*CASES["irregular-xyz"])
+    x = torch.tensor([0.4, -0.9, 1.1, 0.3], dtype=torch.float64)
+    node = qhybrid.qnode(qhybrid.device("tensornet", wires=8), diff_method="backprop")(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit"), interface="torch", diff_method="backprop")
+    hess = torch.autograd.functional.hessian(lambda v: node(v[:2], v[2:]), x)
+    want = torch.autograd.functional.hessian(lambda v: ref(v[:2], v[2:]), x)
+    assert closed_classes_runs
+    assert torch.allclose(hess, want, atol=1e-10)

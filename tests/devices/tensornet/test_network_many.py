@@ -1,0 +1,182 @@
+"""Many networks contracted together (engines/network/many.py, together.py): against one-by-one plans
+and default.qubit, values, gradients and second derivatives, float64 and float32."""
+
+import numpy as np
+import opt_einsum.testing
+import pennylane as qml
+import pytest
+import torch
+
+import qhybrid
+from qhybrid.devices.tensornet import _simulate
+from qhybrid.devices.tensornet.engines.network import programs, together
+from qhybrid.devices.tensornet.engines.network.many import ManyTrees, NotTogether
+from qhybrid.devices.tensornet.engines.network.plan import ContractionPlan
+
+
+def _random_networks(count, seed):
+    """(plans, leaves, table) of ``count`` random networks with hyperedges, operands laid end to end."""
+    plans, leaves, parts, size = [], [], [], 0
+    for net in range(seed * 100, seed * 100 + 50):
+        if len(plans) == count:
+            break
+        eq, shapes = opt_einsum.testing.rand_equation(7 + net % 4, 3, seed=net, d_min=2, d_max=3, n_out=net % 3)
+        terms, out = eq.split("->")
+        terms = terms.split(",")
+        label = {c: i for i, c in enumerate(sorted(set("".join(terms) + out)))}
+        if any(len(set(t)) != len(t) for t in terms):
+            continue
+        sizes = {label[c]: d for t, sh in zip(terms, shapes) for c, d in zip(t, sh)}
+        plans.append(ContractionPlan([tuple(label[c] for c in t) for t in terms], tuple(label[c] for c in out), sizes))
+        gen = torch.Generator().manual_seed(net)
+        ops = []
+        for sh in shapes:
+            t = torch.randn(*sh, dtype=torch.complex128, generator=gen)
+            ops.append(size + np.arange(t.numel()).reshape(sh))
+            parts.append(t.reshape(-1))
+            size += t.numel()
+        leaves.append(ops)
+    return plans, leaves, torch.cat(parts)
+
+
+def _one_by_one(plans, leaves, table):
+    return torch.cat([p.contract([table[pos.reshape(-1)].reshape(pos.shape) for pos in lv]).reshape(-1)
+                      for p, lv in zip(plans, leaves)])  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_many_trees_match_plans_one_by_one(seed):
+    plans, leaves, table = _random_networks(6, seed)
+    table = table.requires_grad_()
+    # a conjugated operand: network 0's first operand read from the table's conjugate block
+    leaves[0][0] = leaves[0][0] + len(table)
+    doubled = torch.cat([table, table.conj()])
+    trees = ManyTrees(plans, leaves, len(table))
+    got, want = trees.contract(table), _one_by_one(plans, leaves, doubled)
+    assert torch.allclose(got, want, atol=1e-12, rtol=1e-12)
+    w = torch.randn(got.shape, dtype=got.dtype, generator=torch.Generator().manual_seed(seed))
+    (g1,) = torch.autograd.grad((got * w).real.sum(), table, create_graph=True)
+    (g2,) = torch.autograd.grad((want * w).real.sum(), table, create_graph=True)
+    assert torch.allclose(g1, g2, atol=1e-11)
+    v = torch.randn(g1.shape, dtype=g1.dtype, generator=torch.Generator().manual_seed(seed + 7))
+    (h1,) = torch.autograd.grad((g1 * v.conj()).real.sum(), table)
+    (h2,) = torch.autograd.grad((g2 * v.conj()).real.sum(), table)
+    assert torch.allclose(h1, h2, atol=1e-10)
+
+
+def test_many_trees_refuse_what_they_do_not_take():
+    plan = ContractionPlan([(0, 1)], (0,), {0: 2, 1: 2})  # one tensor, an index summed inside it
+    with pytest.raises(NotTogether):
+        ManyTrees([plan], [[np.arange(4).reshape(2, 2)]], 4)
+    plan = ContractionPlan([(0, 1), (1,)], (0,), {0: 2, 1: 2})
+    with pytest.raises(NotTogether):  # an operand shaped otherwise than its indices
+        ManyTrees([plan], [[np.arange(2).reshape(2, 1), np.arange(2)]], 4)
+    trees = ManyTrees([plan], [[np.arange(4).reshape(2, 2), np.array([4, 5])]], 6)
+    with pytest.raises(ValueError, match="table"):
+        trees.contract(torch.zeros(5, dtype=torch.complex128))
+
+
+N = 7
+EDGES = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 0), (0, 3), (2, 5)]
+
+
+def _qaoa_like(seed):
+    """A QAOA-shaped circuit with diagonal gates of several kinds and a few dense two-qubit gates."""
+    rng = np.random.default_rng(seed)
+    offsets, targets = rng.uniform(size=2), rng.integers(N, size=2)
+
+    def circuit(gamma, beta, coeffs):
+        for w in range(N):
+            qml.Hadamard(w)
+        for layer in range(2):
+            for k, (u, v) in enumerate(EDGES):
+                kind = (k + layer + seed) % 3
+                if kind == 0:
+                    qml.IsingZZ(gamma[layer] * (1 + 0.1 * k), wires=[u, v])
+                elif kind == 1:
+                    qml.CRZ(gamma[layer], wires=[u, v])
+                else:
+                    qml.CZ(wires=[u, v])
+            for w in range(N):
+                qml.RX(beta[layer], wires=w)
+            qml.RY(beta[layer] * 0.7 + float(offsets[layer]), wires=int(targets[layer]))
+            qml.CNOT(wires=[1, 4])
+        obs = [qml.Z(0) @ qml.Z(1), qml.X(2), qml.Y(3) @ qml.Z(5), qml.Z(4) @ qml.Z(6), qml.Identity(0)]
+        return qml.expval(qml.Hamiltonian(coeffs, obs))
+
+    return circuit
+
+
+@pytest.fixture
+def word_networks(monkeypatch):
+    """Closed networks, one per Pauli word (no sentence as one network), and a count of together runs."""
+    monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 0)
+    monkeypatch.setattr(programs, "PAULI_SUM_MIN_WORDS", 10**9)
+    runs = []
+    contract = together.Together.contract
+    monkeypatch.setattr(together.Together, "contract", lambda self, values: runs.append(1) or contract(self, values))
+    return runs
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("dtype", [torch.complex128, torch.complex64])
+def test_words_together_match_default_qubit(seed, dtype, word_networks):
+    real = torch.float64 if dtype == torch.complex128 else torch.float32
+    tol = 1e-10 if dtype == torch.complex128 else 2e-5
+    circuit = _qaoa_like(seed)
+    args = [torch.tensor([0.4, -0.9], dtype=real), torch.tensor([1.1, 0.3], dtype=real),
+            torch.tensor([0.7, -0.4, 1.2, 0.5, 0.25], dtype=real)]  # fmt: skip
+    results = {}
+    for name, dev in (("qhybrid", qhybrid.device("tensornet", wires=N, dtype=dtype)), ("ref", qml.device("default.qubit"))):
+        xs = [a.clone().to(torch.float64 if name == "ref" else real).requires_grad_() for a in args]
+        node = qhybrid.qnode(dev)(circuit) if name == "qhybrid" else qml.QNode(circuit, dev, interface="torch")
+        value = node(*xs)
+        grads = torch.autograd.grad(value, xs)
+        results[name] = (value.detach(), grads)
+    assert word_networks, "the words' networks were not contracted together"
+    (v, g), (rv, rg) = results["qhybrid"], results["ref"]
+    assert abs(float(v) - float(rv)) < tol
+    for a, b in zip(g, rg):
+        assert torch.allclose(a.to(torch.float64), b, atol=tol)
+
+
+def test_words_together_second_derivatives(word_networks):
+    circuit = _qaoa_like(0)
+    coeffs = torch.tensor([0.7, -0.4, 1.2, 0.5, 0.25], dtype=torch.float64)
+    x = torch.tensor([0.4, -0.9, 1.1, 0.3], dtype=torch.float64)
+    dev = qhybrid.device("tensornet", wires=N)
+    node = qhybrid.qnode(dev, diff_method="backprop")(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit"), interface="torch", diff_method="backprop")
+    hess = torch.autograd.functional.hessian(lambda v: node(v[:2], v[2:], coeffs), x)
+    want = torch.autograd.functional.hessian(lambda v: ref(v[:2], v[2:], coeffs), x)
+    assert word_networks
+    assert torch.allclose(hess, want, atol=1e-10)
+
+
+def test_batched_words_fall_back_one_by_one(word_networks):
+    circuit = _qaoa_like(1)
+    gamma = torch.tensor([[0.4, -0.9], [0.1, 0.2], [1.5, -0.3]], dtype=torch.float64).T  # a batch of 3 in layer 0
+    beta = torch.tensor([1.1, 0.3], dtype=torch.float64)
+    coeffs = torch.tensor([0.7, -0.4, 1.2, 0.5, 0.25], dtype=torch.float64)
+    dev = qhybrid.device("tensornet", wires=N)
+    got = qhybrid.qnode(dev)(circuit)(gamma, beta, coeffs)
+    want = qml.QNode(circuit, qml.device("default.qubit"), interface="torch")(gamma, beta, coeffs)
+    assert got.shape == want.shape == (3,)
+    assert torch.allclose(got, want, atol=1e-10)
+
+
+def test_trainable_coefficients_of_a_sentence_keep_their_gradients(monkeypatch):
+    """A sentence measured as one network baked its coefficients in as numbers: their gradients were 0."""
+    monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 0)
+
+    def circuit(c):
+        qml.RX(0.3, wires=0)
+        qml.CNOT(wires=[0, 1])
+        qml.RY(0.2, wires=2)
+        return qml.expval(qml.Hamiltonian(c, [qml.Z(0) @ qml.Z(1), qml.X(2), qml.Y(1), qml.Identity(0)]))
+
+    c = torch.tensor([0.5, 0.4, -0.3, 0.25], dtype=torch.float64, requires_grad=True)
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=3))(circuit)(c)
+    want = qml.QNode(circuit, qml.device("default.qubit"), interface="torch")(c)
+    assert abs(float(got) - float(want)) < 1e-10
+    assert torch.allclose(torch.autograd.grad(got, c)[0], torch.autograd.grad(want, c)[0], atol=1e-10)
