@@ -130,7 +130,7 @@ class ClassesTogether:
 
 def classes_together(program, dtype, device) -> ClassesTogether | None:
     """The ``ClassesTogether`` of a ``ConeProgram``'s closed classes, or None where they run one by one."""
-    if program.rows != 1 or program.structure.batch_size is not None or program.opts.spread_slices:
+    if program.rows != 1 or program.structure.batch_size is not None or program.opts.spread_slices is not False:
         return None
     if type(get_backend(program.opts.backend, device)).__name__ != "TorchBackend":
         return None

@@ -91,7 +91,7 @@ def together(contractions, values) -> Together | None:
         return None
     if not all(isinstance(c.backend, TorchBackend) for c in contractions):
         return None
-    if any(c.spread_slices for c in contractions):  # (their slices go over ranks, network by network)
+    if any(c.spread_slices is not False for c in contractions):  # (their slices go over ranks, network by network)
         return None
     try:
         return Together(contractions, values)
