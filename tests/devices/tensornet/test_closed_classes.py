@@ -13,19 +13,22 @@ RING = [(i, (i + 1) % 8) for i in range(8)]  # every edge's cone alike: one clas
 IRREGULAR = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (0, 4), (2, 6), (1, 7)]
 
 
-def _circuit(edges, words):
+def _circuit(edges, words, spread=0.0):
+    """QAOA-shaped; ``spread`` > 0 gives every edge its own angle (members of a class then differ)."""
+
     def circuit(gamma, beta):
         for w in range(8):
             qml.Hadamard(w)
         for layer in range(2):
             for k, (u, v) in enumerate(edges):
-                if k % 3 == 2:
-                    qml.CRZ(gamma[layer], wires=[u, v])
+                angle = gamma[layer] * (1 + spread * k)
+                if edges is not RING and k % 3 == 2:
+                    qml.CRZ(angle, wires=[u, v])
                 else:
-                    qml.IsingZZ(gamma[layer], wires=[u, v])
+                    qml.IsingZZ(angle, wires=[u, v])
             for w in range(8):
                 qml.RX(beta[layer], wires=w)
-                qml.RY(0.3 * beta[layer] + 0.1 * w, wires=w)
+                qml.RY(0.3 * beta[layer] + spread * w, wires=w)
         return qml.expval(qml.Hamiltonian([0.5 + 0.1 * k for k in range(len(words))], words))
 
     return circuit
@@ -42,19 +45,22 @@ def closed_classes_runs(monkeypatch):
     return runs
 
 
-CASES = {
-    "ring-zz": (RING, [qml.Z(u) @ qml.Z(v) for u, v in RING]),
-    "irregular-xyz": (IRREGULAR, [qml.Z(0) @ qml.Z(1), qml.X(3), qml.Y(5) @ qml.Z(6), qml.X(2) @ qml.Y(7), qml.Z(4)]),
+CASES = {  # (edges, words, spread, whether the classes run together)
+    "ring-shared": (RING, [qml.Z(u) @ qml.Z(v) for u, v in RING], 0.0, False),  # one class, one distinct row
+    "ring-distinct": (RING, [qml.Z(u) @ qml.Z(v) for u, v in RING], 0.1, True),  # one class of 8 members
+    "irregular-xyz": (
+        IRREGULAR, [qml.Z(0) @ qml.Z(1), qml.X(3), qml.Y(5) @ qml.Z(6), qml.X(2) @ qml.Y(7), qml.Z(4)], 0.1, True
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("dtype", [torch.complex128, torch.complex64])
 def test_closed_classes_together_match_default_qubit(case, dtype, closed_classes_runs):
-    edges, words = CASES[case]
+    edges, words, spread, together = CASES[case]
     real = torch.float64 if dtype == torch.complex128 else torch.float32
     tol = 1e-10 if dtype == torch.complex128 else 2e-5
-    circuit = _circuit(edges, words)
+    circuit = _circuit(edges, words, spread)
     gamma, beta = torch.tensor([0.4, -0.9], dtype=torch.float64), torch.tensor([1.1, 0.3], dtype=torch.float64)
     g, b = gamma.to(real).requires_grad_(), beta.to(real).requires_grad_()
     value = qhybrid.qnode(qhybrid.device("tensornet", wires=8, dtype=dtype))(circuit)(g, b)
@@ -62,14 +68,14 @@ def test_closed_classes_together_match_default_qubit(case, dtype, closed_classes
     rg, rb = gamma.clone().requires_grad_(), beta.clone().requires_grad_()
     want = qml.QNode(circuit, qml.device("default.qubit"), interface="torch")(rg, rb)
     want_grads = torch.autograd.grad(want, (rg, rb))
-    assert closed_classes_runs, "the closed classes did not run together"
+    assert bool(closed_classes_runs) == together
     assert abs(float(value) - float(want)) < tol
     for a, w in zip(grads, want_grads):
         assert torch.allclose(a.to(torch.float64), w, atol=tol)
 
 
 def test_closed_classes_together_second_derivatives(closed_classes_runs):
-    circuit = _circuit(*CASES["irregular-xyz"])
+    circuit = _circuit(*CASES["irregular-xyz"][:3])
     x = torch.tensor([0.4, -0.9, 1.1, 0.3], dtype=torch.float64)
     node = qhybrid.qnode(qhybrid.device("tensornet", wires=8), diff_method="backprop")(circuit)
     ref = qml.QNode(circuit, qml.device("default.qubit"), interface="torch", diff_method="backprop")

@@ -20,6 +20,7 @@ import torch
 from ..._values import _pauli_tensor
 from ..._gates import constant_matrix, fast_matrix
 from ...backends import get_backend
+from ...backends.torch_backend import TorchBackend
 from ..network.many import ManyTrees, NotTogether
 
 TOGETHER_MIN_MEMBERS = 2
@@ -128,17 +129,39 @@ class ClassesTogether:
         return out
 
 
-def classes_together(program, dtype, device) -> ClassesTogether | None:
-    """The ``ClassesTogether`` of a ``ConeProgram``'s closed classes, or None where they run one by one."""
+def run_together(program, params: torch.Tensor, values) -> dict[int, torch.Tensor]:
+    """The values (per class ``id``: ``[1, members, 1]``) of a ``ConeProgram``'s closed classes that run
+    together this step: those whose members read pairwise distinct parameters (a class whose members share
+    their rows runs each distinct row once, the plain way, and is cheaper there). Empty where none does."""
     if program.rows != 1 or program.structure.batch_size is not None or program.opts.spread_slices is not False:
+        return {}
+    chosen = tuple(c for c in program.classes if program._closed_class[id(c)] and _distinct_rows(c, params[0]))
+    key = (values.dtype, str(values.device), tuple(id(c) for c in chosen))
+    if key not in program._together:
+        program._together[key] = classes_together(program, chosen, values.dtype, values.device)
+    together = program._together[key]
+    if together is None:
+        return {}
+    program.executions += len(together.classes)
+    return together.run(params[0])
+
+
+def _distinct_rows(c, params: torch.Tensor) -> bool:
+    if len(c.terms) == 1:
+        return True
+    rows = params.detach()[c.table.to(params.device)]
+    return torch.unique(rows, dim=0).shape[0] == rows.shape[0]
+
+
+def classes_together(program, classes, dtype, device) -> ClassesTogether | None:
+    """The ``ClassesTogether`` of some of a ``ConeProgram``'s closed classes, or None where they run one
+    by one."""
+    if sum(len(c.terms) for c in classes) < TOGETHER_MIN_MEMBERS:
         return None
-    if type(get_backend(program.opts.backend, device)).__name__ != "TorchBackend":
-        return None
-    closed = [c for c in program.classes if program._closed_class[id(c)]]
-    if sum(len(c.terms) for c in closed) < TOGETHER_MIN_MEMBERS:
+    if not isinstance(get_backend(program.opts.backend, device), TorchBackend):
         return None
     pairs = []
-    for c in closed:
+    for c in classes:
         if not _one_word(c.tape):
             return None
         program_c = program._program(c, 1, closed=True)
@@ -159,4 +182,4 @@ def _one_word(tape) -> bool:
     return ps is not None and len(ps) == 1 and all(w and c == 1 for w, c in ps.items())
 
 
-__all__ = ["ClassesTogether", "classes_together"]
+__all__ = ["ClassesTogether", "classes_together", "run_together"]

@@ -30,7 +30,7 @@ from .choice import EngineChoice, choose_class
 from .coefficients import data_map
 from .cones import cone_slots, make_cone
 from .shared import run_distinct
-from .closed_classes import classes_together
+from .closed_classes import run_together
 from .spread import spread_group, spread_terms
 from .values import ConeValues
 from .whole import closed_program
@@ -92,7 +92,7 @@ class ConeProgram:
         self.closed = closed_program(plain, per_measurement, widths, candidate_wires, structure, stacked, stack_size, opts, tape)
         self.closed_measurements = self.closed.only if self.closed is not None else frozenset()
         self._programs: dict = {}
-        self._together: dict = {}  # (dtype, device) -> the closed classes' ClassesTogether, or None
+        self._together: dict = {}  # (dtype, device, classes) -> those closed classes' ClassesTogether, or None
         kept = sorted({t for m, ts in per_measurement.items() if m not in self.closed_measurements for t in ts})
         cones = [make_cone(structure, words[t]) for t in kept]
         self.classes: list[ConeClass] = group_cones(tape, structure, cones)
@@ -205,14 +205,7 @@ class ConeProgram:
     def _run_classes(self, params: torch.Tensor, values) -> list[torch.Tensor]:
         """Every class of this step, run: ``[rows, members, B']`` values each, in ``self.classes`` order
         (the one place the step's independent classes are executed); closed classes together where they can."""
-        key = (values.dtype, str(values.device))
-        if key not in self._together:
-            self._together[key] = classes_together(self, values.dtype, values.device)
-        together = self._together[key]
-        done = {}
-        if together is not None:
-            done = together.run(params[0])
-            self.executions += len(together.classes)
+        done = run_together(self, params, values)
         return [done[id(c)] if id(c) in done else self._class_values(c, params, values) for c in self.classes]
 
     def _data_maps(self, tape, pos) -> dict:
