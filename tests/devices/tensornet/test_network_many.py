@@ -71,7 +71,9 @@ def test_many_trees_refuse_what_they_do_not_take():
     plan = ContractionPlan([(0, 1), (1,)], (0,), {0: 2, 1: 2})
     with pytest.raises(NotTogether):  # an operand shaped otherwise than its indices
         ManyTrees([plan], [[np.arange(2).reshape(2, 1), np.arange(2)]], 4)
-    trees = ManyTrees([plan], [[np.arange(4).reshape(2, 2), np.array([4, 5])]], 6)
+    with pytest.raises(NotTogether, match="memory"):  # refused before any position table is made
+        ManyTrees([plan], [[np.arange(4).reshape(2, 2), np.array([4, 5])]], 6, max_elements=20)
+    trees = ManyTrees([plan], [[np.arange(4).reshape(2, 2), np.array([4, 5])]], 6, max_elements=1e6)
     with pytest.raises(ValueError, match="table"):
         trees.contract(torch.zeros(5, dtype=torch.complex128))
 

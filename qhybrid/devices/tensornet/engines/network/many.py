@@ -89,13 +89,10 @@ class ManyTrees:
         self, plans: Sequence, leaves: Sequence[Sequence[np.ndarray]], table_size: int, max_elements: float | None = None
     ):
         self.table_size = table_size
-        if max_elements is not None:
-            need = BUFFERS_HELD * (2 * table_size + sum(_intermediates(p) for p in plans))
-            if need > max_elements:
-                raise NotTogether(f"the networks' intermediates together ({need:.3g} elements) exceed the memory target")
         steps_by_wave: dict[int, list] = {}
         stored: list[dict] = []  # per network: tensor id -> (positions array, index order) once placed
         roots: list[int] = []
+        made = 0  # elements of every step's result
         for i, plan in enumerate(plans):
             if plan.sliced or plan.too_wide:
                 raise NotTogether("a sliced or too-wide plan")
@@ -115,8 +112,12 @@ class ManyTrees:
                 if right == -1:
                     raise NotTogether("a one-tensor step")
                 height[node] = 1 + max(height[left], height[right])
+                made += math.prod(plan._sizes[x] for x in indices[node])
                 steps_by_wave.setdefault(height[node], []).append((i, node, left, right, indices[node], plan._sizes))
             roots.append(max(nodes))
+        need = BUFFERS_HELD * (2 * table_size + made)
+        if max_elements is not None and need > max_elements:  # before any position table is made
+            raise NotTogether(f"the networks' intermediates together ({need:.3g} elements) exceed the memory target")
         self.waves: list[_Wave] = []
         offset = 2 * table_size  # the table, then its conjugate, then every step's result
         for h in sorted(steps_by_wave):
@@ -223,12 +224,6 @@ class ManyTrees:
             ]
             buffer = torch.cat([buffer, *outs])
         return buffer[roots]
-
-
-def _intermediates(plan) -> int:
-    """Elements of every result the plan's tree makes."""
-    nodes, indices = plan.binary_tree()
-    return sum(math.prod(plan._sizes[x] for x in indices[node]) for node in nodes)
 
 
 def _step(left, right, out, sizes) -> tuple:

@@ -89,13 +89,15 @@ class ContractionPlan:
 
     def _compile(self, path) -> list[_Step]:
         """The path as a binary tree, cut into einsum calls of at most ``CHUNK_LETTERS`` indices each."""
-        nodes, indices = _binary_tree(self.inputs, self.output, path)
-        return _chunks(len(self.inputs), nodes, indices)
+        self._tree = _binary_tree(self.inputs, self.output, path)
+        return _chunks(len(self.inputs), *self._tree)
 
     def binary_tree(self) -> tuple[dict, dict]:
         """The path as a binary tree: ``nodes[id] = (left, right)`` (right -1 for a one-tensor step), ids of
-        inputs first, and every tensor's indices."""
-        return _binary_tree(self.inputs, self.output, self.path)
+        inputs first, and every tensor's indices (built once; read, never changed, by its users)."""
+        if getattr(self, "_tree", None) is None:
+            self._tree = _binary_tree(self.inputs, self.output, self.path)
+        return self._tree
 
     def tree_tape(self):
         """The pairwise steps with their cotangent equations (``tree_grad``), built once per plan."""

@@ -35,6 +35,7 @@ class Together:
         where: dict[tuple, int] = {}  # block key -> offset in the table
         size = 0
         leaves = []
+        seen: dict[tuple, np.ndarray] = {}  # (block, matrix, diagonal, selection) -> positions
         for c in contractions:
             if c.network.lead:
                 raise NotTogether("a network with lead indices")
@@ -55,13 +56,10 @@ class Together:
                     where[key] = size
                     self._sources.append(source)
                     size += int(np.prod(shape))
-                pos = where[key] + np.arange(int(np.prod(shape))).reshape(shape)
-                if stacked is not None:  # the operand's own view of its matrix, as _Values builds it
-                    pos = pos[stacked[1]]
-                    wires = pos.shape[-1].bit_length() - 1
-                    pos = np.diagonal(pos).reshape((2,) * wires) if o.diagonal else pos.reshape((2,) * (2 * wires))
-                if o.select is not None:
-                    pos = pos[o.select]
+                view = (key, stacked[1] if stacked is not None else None, o.diagonal, _hashable(o.select))
+                pos = seen.get(view)
+                if pos is None:  # networks over overlapping cones read the same gates the same way
+                    pos = seen[view] = _view_positions(where[key], shape, stacked, o)
                 operands.append(pos)
             leaves.append(operands)
         self.table_size = size
@@ -83,6 +81,26 @@ class Together:
             else:
                 parts.append(values.operand_base(source[1]).reshape(-1))
         return self.trees.contract(torch.cat(parts).to(values.dtype))
+
+
+def _hashable(select):
+    """A selection as a dictionary key (slices are not hashable before Python 3.12)."""
+    if select is None:
+        return None
+    return tuple((s.start, s.stop, s.step) if isinstance(s, slice) else s for s in select)
+
+
+def _view_positions(at: int, shape, stacked, o) -> np.ndarray:
+    """The positions of operand ``o``'s elements in a block at ``at`` of ``shape``: its own view of its
+    matrix (as ``_Values`` builds it) and its selection."""
+    pos = at + np.arange(int(np.prod(shape))).reshape(shape)
+    if stacked is not None:
+        pos = pos[stacked[1]]
+        wires = pos.shape[-1].bit_length() - 1
+        pos = np.diagonal(pos).reshape((2,) * wires) if o.diagonal else pos.reshape((2,) * (2 * wires))
+    if o.select is not None:
+        pos = pos[o.select]
+    return pos
 
 
 def together(contractions, values) -> Together | None:
