@@ -96,6 +96,15 @@ def tree_flops(dev) -> float:
     return total
 
 
+def gemm_peak(n: int = 384, repeats: int = 5) -> float:
+    """This core's complex128 matrix-product rate in GFLOP/s, counted as the trees are (2 n^3 per n x n
+    product): the roof the achieved figure is read against."""
+    a = torch.randn(n, n, dtype=torch.complex128)
+    torch.matmul(a, a)
+    best = min(_timed(lambda: torch.matmul(a, a))[0] for _ in range(repeats))
+    return 2 * n**3 / best / 1e9
+
+
 def _timed(step):
     t = time.perf_counter()
     out = step()
@@ -158,7 +167,7 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     print(f"threads {torch.get_num_threads()}, load {os.getloadavg()}, torch {torch.__version__}, "
-          f"pennylane {qml.__version__}, cotengra {ctg.__version__}")  # fmt: skip
+          f"pennylane {qml.__version__}, cotengra {ctg.__version__}, complex GEMM peak {gemm_peak():.2f} GFLOP/s")  # fmt: skip
     print(HEADER)
     for w in a.workloads:
         print(_fmt(run(w, a.steps, not a.no_peers)), f"(load {os.getloadavg()[0]:.1f})", flush=True)

@@ -62,18 +62,9 @@ class _Wave:
     index_b: torch.Tensor
     groups: tuple[_Group, ...]
     out: tuple[int, int]  # the buffer's span of the wave's results
-
-    @property
-    def a_sizes(self) -> list[int]:
-        return [g.a[1] - g.a[0] for g in self.groups]
-
-    @property
-    def b_sizes(self) -> list[int]:
-        return [g.b[1] - g.b[0] for g in self.groups]
-
-    @property
-    def out_sizes(self) -> list[int]:
-        return [g.out[1] - g.out[0] for g in self.groups]
+    a_sizes: tuple[int, ...]  # per group: elements of its left operands, right operands, results
+    b_sizes: tuple[int, ...]
+    out_sizes: tuple[int, ...]
 
 
 class ManyTrees:
@@ -140,7 +131,9 @@ class ManyTrees:
                     n_b += pos_b.size
                 groups.append(_Group(m, k, n, rows, (a0, n_a), (b0, n_b), (start, offset)))
             index_a, index_b = torch.from_numpy(np.concatenate(index_a)), torch.from_numpy(np.concatenate(index_b))
-            self.waves.append(_Wave(index_a, index_b, tuple(groups), (groups[0].out[0], offset)))
+            sizes = [tuple(g.a[1] - g.a[0] for g in groups), tuple(g.b[1] - g.b[0] for g in groups)]
+            sizes.append(tuple(g.out[1] - g.out[0] for g in groups))
+            self.waves.append(_Wave(index_a, index_b, tuple(groups), (groups[0].out[0], offset), *sizes))
         self.size = offset
         """Elements of the buffer: the table twice, then every intermediate of every network."""
         outs = []
@@ -173,9 +166,9 @@ class ManyTrees:
         buffer[t : 2 * t] = table.conj()
         waves, _ = self._indices(table.device)
         for wave, (ia, ib) in zip(self.waves, waves):
-            a = buffer.index_select(0, ia).split(wave.a_sizes)
-            b = buffer.index_select(0, ib).split(wave.b_sizes)
-            c = buffer[wave.out[0] : wave.out[1]].split(wave.out_sizes)
+            a = torch.split_with_sizes(buffer.index_select(0, ia), wave.a_sizes)
+            b = torch.split_with_sizes(buffer.index_select(0, ib), wave.b_sizes)
+            c = torch.split_with_sizes(buffer[wave.out[0] : wave.out[1]], wave.out_sizes)
             for g, ag, bg, cg in zip(wave.groups, a, b, c):
                 torch.bmm(ag.view(g.rows, g.m, g.k), bg.view(g.rows, g.k, g.n), out=cg.view(g.rows, g.m, g.n))
         return buffer
@@ -186,12 +179,13 @@ class ManyTrees:
         cot.index_put_((roots,), grad, accumulate=True)
         for wave, (ia, ib) in zip(reversed(self.waves), reversed(waves)):
             # g_A = g_C conj(B)^T and g_B = conj(A)^T g_C: the operands conjugated once per wave
-            a = buffer.index_select(0, ia).conj_physical_().split(wave.a_sizes)
-            b = buffer.index_select(0, ib).conj_physical_().split(wave.b_sizes)
+            a = torch.split_with_sizes(buffer.index_select(0, ia).conj_physical_(), wave.a_sizes)
+            b = torch.split_with_sizes(buffer.index_select(0, ib).conj_physical_(), wave.b_sizes)
             ga = torch.empty(len(ia), dtype=buffer.dtype, device=buffer.device)
             gb = torch.empty(len(ib), dtype=buffer.dtype, device=buffer.device)
-            c = cot[wave.out[0] : wave.out[1]].split(wave.out_sizes)
-            for g, ag, bg, cg, gag, gbg in zip(wave.groups, a, b, c, ga.split(wave.a_sizes), gb.split(wave.b_sizes)):
+            c = torch.split_with_sizes(cot[wave.out[0] : wave.out[1]], wave.out_sizes)
+            ga_parts, gb_parts = torch.split_with_sizes(ga, wave.a_sizes), torch.split_with_sizes(gb, wave.b_sizes)
+            for g, ag, bg, cg, gag, gbg in zip(wave.groups, a, b, c, ga_parts, gb_parts):
                 gc = cg.view(g.rows, g.m, g.n)
                 torch.bmm(gc, bg.view(g.rows, g.k, g.n).mT, out=gag.view(g.rows, g.m, g.k))
                 torch.bmm(ag.view(g.rows, g.m, g.k).mT, gc, out=gbg.view(g.rows, g.k, g.n))

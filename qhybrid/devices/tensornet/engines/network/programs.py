@@ -65,6 +65,7 @@ class ClosedProgram:
         self.diagonal = diagonal_slots(structure, tape)  # gates that enter as hyperedges
         self._terms: dict = {}
         self._joint: dict = {}  # the words of a sentence -> their Together (None: one by one)
+        self._last_sentence = None  # (the Pauli sentence last measured, its spec, words and word specs)
         # plan every term now, together (one planning budget), so the memory guard speaks before any work
         measured = [mp for m, mp in enumerate(tape.measurements) if self.only is None or m in self.only]
         specs = list(dict.fromkeys(spec for mp in measured for spec in _closed_terms(mp, structure)))
@@ -106,11 +107,16 @@ class ClosedProgram:
 
     def _pauli_expval(self, values, ps, lead_shape) -> torch.Tensor:
         pos = {w: i for i, w in enumerate(self.structure.sim_wires)}
-        spec = _sentence_spec(ps, pos)
+        if self._last_sentence is not None and self._last_sentence[0] is ps:  # a step measures the same one
+            spec, words, specs = self._last_sentence[1:]
+        else:
+            spec = _sentence_spec(ps, pos)
+            words = [word for word in ps if word]
+            specs = [("pauli", tuple(pos[w] for w in word.keys()), "".join(word.values())) for word in words]
+            if not any(isinstance(c, torch.Tensor) for c in ps.values()):  # (a tensor's grad flag may change)
+                self._last_sentence = (ps, spec, words, specs)
         if spec is not None and spec not in self._split:  # several words: one network (the sentence as an MPO)
             return self._value(values, spec, lead_shape).real + _sentence_constant(ps)
-        words = [word for word in ps if word]
-        specs = [("pauli", tuple(pos[w] for w in word.keys()), "".join(word.values())) for word in words]
         together = self._together(values, specs)
         if together is not None:
             return self._together_expval(values, together, ps, words, lead_shape)
