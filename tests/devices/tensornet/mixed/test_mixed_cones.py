@@ -6,7 +6,7 @@ import pennylane as qml
 import torch
 
 import qhybrid
-from qhybrid.devices.tensornet.engines.mixed.cones import ConePlan, cone_plan
+from qhybrid.devices.tensornet.engines.mixed.cones import MixedConeProgram
 
 N = 14
 EDGES = [(i, (i + 1) % N) for i in range(N)]
@@ -17,8 +17,8 @@ def _layers(gamma, beta):
     return [
         [qml.Hadamard(i) for i in range(N)],
         [qml.DepolarizingChannel(0.02, i) for i in range(N)],
-        [qml.IsingZZ(2 * gamma, wires=[u, v]) for u, v in EDGES],
-        [qml.AmplitudeDamping(0.05, i) for i in range(N)],
+        [qml.IsingZZ(2 * (gamma[e] if gamma.ndim else gamma), wires=[u, v]) for e, (u, v) in enumerate(EDGES)],
+        [qml.AmplitudeDamping(0.05 + 0.01 * (i % 3) * (gamma.ndim > 0), i) for i in range(N)],
         [qml.RX(2 * beta, i) for i in range(N)],
         [qml.PhaseFlip(0.03, i) for i in range(N)],
     ]
@@ -72,5 +72,22 @@ def test_cones_match_brute_force_reference():
     torch.testing.assert_close(ours, ref, atol=1e-10, rtol=0)
     for g, h in zip(torch.autograd.grad(ours, [gamma, beta]), torch.autograd.grad(ref, [gamma, beta])):
         torch.testing.assert_close(g, h, atol=1e-10, rtol=0)
-    (plan,) = [p for p in dev._cache._programs.values() if isinstance(p, ConePlan)]
-    assert plan.narrower and plan.n_classes == 2  # every edge term is one class, X_0 the other
+    (plan,) = [p for p in dev._cache._programs.values() if isinstance(p, MixedConeProgram)]
+    assert plan.narrower and len(plan.classes) == 2  # every edge term is one class, X_0 the other
+
+
+def test_cones_with_their_own_parameters_match_brute_force_reference():
+    """Every edge its own angle and the damping varying by wire: a class's members run as stacked rows."""
+    gamma = torch.linspace(0.1, 0.9, N, dtype=torch.float64).requires_grad_(True)
+    beta = torch.tensor(0.21, dtype=torch.float64, requires_grad=True)
+
+    @qhybrid.qnode(qhybrid.device("tensornet", wires=N), diff_method="backprop")
+    def circuit(gamma, beta):
+        _ops(gamma, beta)
+        return qml.expval(_hamiltonian())
+
+    ours = circuit(gamma, beta)
+    ref = _brute_force(gamma, beta)
+    torch.testing.assert_close(ours, ref, atol=1e-10, rtol=0)
+    for g, h in zip(torch.autograd.grad(ours, [gamma, beta]), torch.autograd.grad(ref, [gamma, beta])):
+        torch.testing.assert_close(g, h, atol=1e-10, rtol=0)

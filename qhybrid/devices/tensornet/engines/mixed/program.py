@@ -162,12 +162,9 @@ class MixedProgram:
         slot = self.structure.slots[si]
         if slot.kind != "channel":
             return values.matrix(si)
-        dtype, device = values.dtype, values.device
-        if si in self.stacked:  # rows may differ: stack their superoperators
-            ops = [(v.tape.operations[slot.op_index], v.params[slot.params[0] : slot.params[1]]) for v in values.group]
-            return torch.stack([superoperator(op, p, dtype, device) for op, p in ops])
         op = values.group[0].tape.operations[slot.op_index]
-        return superoperator(op, values.group[0].params[slot.params[0] : slot.params[1]], dtype, device)
+        # stacked rows that differ come as columns with a leading stack axis: the superoperator broadcasts
+        return superoperator(op, values._params(si), values.dtype, values.device)
 
     def _fused(self, values, slots) -> tuple[str, torch.Tensor]:
         """Single-wire operators in order as one unitary, or (a channel among them) one superoperator."""
