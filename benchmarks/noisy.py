@@ -7,6 +7,12 @@ instead of stalling the run. Figures go to benchmarks/results/noise.md with the 
 
     python -m benchmarks.noisy            # NW1 at batch 8 and 128, noisy SEL 10 qubits x 2 layers, batch 4
     python -m benchmarks.noisy --quick    # one repeat each, default.mixed capped at 60 s
+    python -m benchmarks.noisy --against /work/main --workloads NW1-b128 NQ100p1   # this tree vs another, A/B
+
+``--against PATH`` times qhybrid only, in two worker processes (this tree's qhybrid and the one under PATH),
+one step each in turn, and reports both medians and their ratio: on a shared machine the two see the same load.
+NQ100p1 (WORKLOADS.md: the Q100 QAOA at p = 1 with ``DepolarizingChannel(0.01)`` on every wire after the H
+layer, the cost layer and the mixer; one expval of the 150-term cost Hamiltonian) runs by light cones.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ import multiprocessing as mp
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 
@@ -34,13 +42,46 @@ class NoisyWorkload:
     n_qubits: int
     batch: int
     layers: int
+    kind: str = "sel"  # "sel" (NW1-like) | "qaoa" (NQ100p1: batch unused, layers = p)
 
 
 WORKLOADS = {
     "NW1-b8": NoisyWorkload("NW1-b8", 8, 8, 4),
     "NW1-b128": NoisyWorkload("NW1-b128", 8, 128, 4),
     "NSEL10-b4": NoisyWorkload("NSEL10-b4", 10, 4, 2),
+    "NQ100p1": NoisyWorkload("NQ100p1", 100, 1, 1, kind="qaoa"),
 }
+
+QAOA_GRAPH_SEED = 1
+"""NQ100p1's graph: ``networkx.random_regular_graph(3, 100, seed=1)`` (WORKLOADS.md Q100)."""
+
+
+def qaoa_circuit(wl: NoisyWorkload):
+    """NQ100p1: H on all, then per layer IsingZZ(2 gamma) per edge and RX(2 beta) per node, depolarizing on
+    every wire after the H layer, after each cost layer and after each mixer; one expval of sum Z_u Z_v."""
+    import networkx as nx
+
+    edges = [(int(u), int(v)) for u, v in nx.random_regular_graph(3, wl.n_qubits, seed=QAOA_GRAPH_SEED).edges()]
+    cost = qml.dot([1.0] * len(edges), [qml.Z(u) @ qml.Z(v) for u, v in edges])
+
+    def noise():
+        for q in range(wl.n_qubits):
+            qml.DepolarizingChannel(NOISE_P, wires=q)
+
+    def fn(gamma, beta):
+        for q in range(wl.n_qubits):
+            qml.Hadamard(q)
+        noise()
+        for layer in range(wl.layers):
+            for u, v in edges:
+                qml.IsingZZ(2 * gamma[layer], wires=[u, v])
+            noise()
+            for q in range(wl.n_qubits):
+                qml.RX(2 * beta[layer], wires=q)
+            noise()
+        return qml.expval(cost)
+
+    return fn
 
 
 def circuit(wl: NoisyWorkload):
@@ -66,6 +107,8 @@ def inputs(wl: NoisyWorkload):
 
 def make_step(wl: NoisyWorkload, system: str):
     """A closure running one value + gradient step, returning the outputs (for the agreement check)."""
+    if wl.kind == "qaoa":
+        return _qaoa_step(wl, system)
     if system == "qhybrid":
         qnode = qhybrid.qnode(qhybrid.device("tensornet", wires=wl.n_qubits), diff_method="adjoint")(circuit(wl))
     else:
@@ -79,6 +122,81 @@ def make_step(wl: NoisyWorkload, system: str):
         return out.detach()
 
     return step
+
+
+def _qaoa_step(wl: NoisyWorkload, system: str):
+    if system != "qhybrid":
+        raise ValueError(f"{wl.id} runs on qhybrid only (100 wires: no density matrix of the whole circuit)")
+    qnode = qhybrid.qnode(qhybrid.device("tensornet", wires=wl.n_qubits))(qaoa_circuit(wl))
+    g = torch.Generator().manual_seed(7)
+    gamma = torch.rand(wl.layers, dtype=torch.float64, generator=g).requires_grad_(True)
+    beta = torch.rand(wl.layers, dtype=torch.float64, generator=g).requires_grad_(True)
+
+    def step():
+        out = qnode(gamma, beta)
+        out.backward()
+        grads = torch.cat([gamma.grad, beta.grad])
+        gamma.grad = beta.grad = None
+        return torch.cat([out.detach().reshape(1), grads])
+
+    return step
+
+
+def _worker(wid: str) -> None:
+    """``--worker``: warm up, then one timed step per ``step`` line on stdin (its seconds and its outputs' sum)."""
+    torch.set_num_threads(1)
+    step = make_step(WORKLOADS[wid], "qhybrid")
+    step()
+    step()
+    print("ready", qhybrid.__file__, flush=True)
+    for line in sys.stdin:
+        if line.strip() != "step":
+            break
+        t = time.perf_counter()
+        out = step()
+        print(f"{time.perf_counter() - t:.6f} {float(out.sum()):.15e}", flush=True)
+
+
+def against(wids, other: str, repeats: int) -> list[dict]:
+    """This tree's qhybrid against the one under ``other``, alternating one step each in two worker processes."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    rows = []
+    for wid in wids:
+        workers = {}
+        for name, root in (("this", here), ("other", other)):
+            env = dict(os.environ, PYTHONPATH=root, OMP_NUM_THREADS="1")
+            workers[name] = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "--worker", wid], env=env, cwd=root, text=True,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            )
+            ready = workers[name].stdout.readline().split()
+            if not ready or ready[0] != "ready" or not ready[1].startswith(os.path.abspath(root)):
+                raise RuntimeError(f"the {name} worker ({root}) did not start on its own qhybrid: {ready}")
+        times = {"this": [], "other": []}
+        sums = {}
+        for r in range(repeats):
+            for name in (("this", "other") if r % 2 == 0 else ("other", "this")):
+                workers[name].stdin.write("step\n")
+                workers[name].stdin.flush()
+                t, total = workers[name].stdout.readline().split()
+                times[name].append(float(t))
+                sums[name] = float(total)
+        for w in workers.values():
+            w.stdin.close()
+            w.wait()
+        this, base = statistics.median(times["this"]), statistics.median(times["other"])
+        rows.append({"id": wid, "this_s": this, "other_s": base, "ratio": base / this,
+                     "diff": abs(sums["this"] - sums["other"]), "load": os.getloadavg()[0]})
+    return rows
+
+
+def against_markdown(rows, other: str) -> str:
+    lines = [f"qhybrid (this tree) against {other}, alternating one step each, median s/step, one thread; "
+             "|diff|: the outputs' sums of the last steps.", "",
+             "| workload | this tree | other | other / this | sum |diff| | load avg |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['id']} | {r['this_s']:.3f} | {r['other_s']:.3f} | {r['ratio']:.2f}x | {r['diff']:.1e} | {r['load']:.2f} |")
+    return "\n".join(lines)
 
 
 def _peer_child(wid: str, repeats: int, queue) -> None:
@@ -123,7 +241,8 @@ def run(wids, repeats: int, cap_s: float) -> list[dict]:
         ours = make_step(wl, "qhybrid")
         ref_out = ours()  # warm-up (plans)
         ours()
-        q_times, p_times, finished, p_out = [], [], True, None
+        q_times, p_times, p_out = [], [], None
+        finished = wl.kind == "sel"  # no default.mixed of a 100-wire circuit
         for _ in range(repeats):  # alternate: one qhybrid step, then one default.mixed step in the child
             t = time.perf_counter()
             ref_out = ours()
@@ -135,6 +254,8 @@ def run(wids, repeats: int, cap_s: float) -> list[dict]:
         if p_times and not finished:
             finished = True  # some steps finished: report them (the note says one did not)
             note = f"{len(p_times)} of {repeats} steps; one did not finish in {cap_s:.0f} s"
+        elif wl.kind != "sel":
+            note = f"- ({wl.n_qubits} wires)"
         else:
             note = "" if finished else f"did not finish in {cap_s:.0f} s"
         dev = None if p_out is None else float((p_out - ref_out).abs().max())
@@ -173,10 +294,18 @@ def main(argv=None) -> int:
     ap.add_argument("--cap", type=float, default=None, help="seconds default.mixed may take per step")
     ap.add_argument("--out", default=None)
     ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--against", default=None, help="another checkout's root: time its qhybrid against this one")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.worker:
+        _worker(args.worker)
+        return 0
     repeats = args.repeats or (1 if args.quick else 5)
     cap = args.cap or (60.0 if args.quick else 300.0)
-    table = markdown(run(args.workloads, repeats, cap))
+    if args.against:
+        table = against_markdown(against(args.workloads, args.against, repeats), args.against)
+    else:
+        table = markdown(run(args.workloads, repeats, cap))
     print(table)
     if args.out:
         with open(args.out, "w") as f:

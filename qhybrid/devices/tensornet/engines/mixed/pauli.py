@@ -211,6 +211,7 @@ class PauliWalk:
         self.program = program
         self.n = program.n
         self.permutations: dict = {}
+        self._gathers: dict = {}  # (step, dtype, device) -> the permutation's rows and signs as tensors
         self.applies = self.n <= PAULI_WALK_MAX_WIRES and all(
             self._permutation(step) is not None for step in program.steps if step[0] == "monomial"
         )
@@ -224,27 +225,50 @@ class PauliWalk:
     def walk(self, o: torch.Tensor, values) -> torch.Tensor:
         """Real Pauli coefficients ``[4**n, 1, M]`` stepped back through every step."""
         n, program = self.n, self.program
-        tensors: dict = {}
-        for step in reversed(program.steps):
-            kind, slots, wires = step
-            if kind == "monomial":
-                key = (id(step), o.device)
-                if key not in tensors:
-                    rows, signs = self._permutation(step)
-                    tensors[key] = (torch.as_tensor(rows, device=o.device), torch.as_tensor(signs, dtype=o.dtype, device=o.device))
-                o = _signed_gather(o, *tensors[key])
+        steps = program.steps[::-1]
+        i = 0
+        while i < len(steps):
+            kind, slots, wires = steps[i]
+            if kind == "fused":  # a run of one-wire steps on distinct wires (they commute): applied by pairs
+                run: dict[int, torch.Tensor] = {}
+                while i < len(steps) and steps[i][0] == "fused" and steps[i][2][0] not in run:
+                    fused, m = program._fused(values, steps[i][1])
+                    m = m[0, 0]
+                    run[steps[i][2][0]] = transfer_back(m if fused == "channel" else unitary_superoperator(m), 1, True)
+                    i += 1
+                o = self._apply_singles(o, run)
                 continue
-            if kind == "fused":
-                kind, m = program._fused(values, slots)
-                m = m[0, 0]
-                s = m if kind == "channel" else unitary_superoperator(m)
-                r = transfer_back(s, 1, interleaved=True)
-            else:
-                m = program._operator(values, slots[0])[0, 0]
-                s = m if kind == "channel" else unitary_superoperator(m)
-                r = transfer_back(s, len(wires), interleaved=False)
+            i += 1
+            if kind == "monomial":
+                rows, signs = self._tensors(steps[i - 1], o)
+                o = _signed_gather(o, rows, signs)
+                continue
+            m = program._operator(values, slots[0])[0, 0]
+            r = transfer_back(m if kind == "channel" else unitary_superoperator(m), len(wires), interleaved=False)
             o = apply_matrix(o, r.to(o.dtype), [q for w in wires for q in (2 * w, 2 * w + 1)], 2 * n, False)
         return o
+
+    def _apply_singles(self, o: torch.Tensor, run: dict) -> torch.Tensor:
+        """One-wire transfer matrices on distinct wires; neighbours as one ``16 x 16`` Kronecker product (half
+        the passes over the state: these small products are memory-bound)."""
+        wires = sorted(run)
+        j = 0
+        while j < len(wires):
+            w = wires[j]
+            if j + 1 < len(wires) and wires[j + 1] == w + 1:
+                m, positions, j = torch.kron(run[w], run[w + 1]), [2 * w, 2 * w + 1, 2 * w + 2, 2 * w + 3], j + 2
+            else:
+                m, positions, j = run[w], [2 * w, 2 * w + 1], j + 1
+            o = apply_matrix(o, m.to(o.dtype), positions, 2 * self.n, False)
+        return o
+
+    def _tensors(self, step, o: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        key = (id(step), o.dtype, str(o.device))
+        hit = self._gathers.get(key)
+        if hit is None:
+            rows, signs = self._permutation(step)
+            hit = self._gathers[key] = (torch.as_tensor(rows, device=o.device), torch.as_tensor(signs, dtype=o.dtype, device=o.device))
+        return hit
 
 
 def _signed_gather(o: torch.Tensor, rows: torch.Tensor, signs: torch.Tensor) -> torch.Tensor:
