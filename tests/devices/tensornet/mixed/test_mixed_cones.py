@@ -57,12 +57,11 @@ def _brute_force(gamma, beta):
     return total
 
 
-def test_cones_match_brute_force_reference():
-    gamma = torch.tensor(0.37, dtype=torch.float64, requires_grad=True)
-    beta = torch.tensor(0.21, dtype=torch.float64, requires_grad=True)
+def _check_against_brute_force(gamma, beta, diff_method):
+    """Value and gradients of the noisy ring's Hamiltonian against the brute-force reference; the device used."""
     dev = qhybrid.device("tensornet", wires=N)
 
-    @qhybrid.qnode(dev, diff_method="adjoint")
+    @qhybrid.qnode(dev, diff_method=diff_method)
     def circuit(gamma, beta):
         _ops(gamma, beta)  # constructing the operators queues them
         return qml.expval(_hamiltonian())
@@ -72,6 +71,13 @@ def test_cones_match_brute_force_reference():
     torch.testing.assert_close(ours, ref, atol=1e-10, rtol=0)
     for g, h in zip(torch.autograd.grad(ours, [gamma, beta]), torch.autograd.grad(ref, [gamma, beta])):
         torch.testing.assert_close(g, h, atol=1e-10, rtol=0)
+    return dev
+
+
+def test_cones_match_brute_force_reference():
+    gamma = torch.tensor(0.37, dtype=torch.float64, requires_grad=True)
+    beta = torch.tensor(0.21, dtype=torch.float64, requires_grad=True)
+    dev = _check_against_brute_force(gamma, beta, "adjoint")
     (plan,) = [p for p in dev._cache._programs.values() if isinstance(p, MixedConeProgram)]
     assert plan.narrower and len(plan.classes) == 2  # every edge term is one class, X_0 the other
 
@@ -80,14 +86,4 @@ def test_cones_with_their_own_parameters_match_brute_force_reference():
     """Every edge its own angle and the damping varying by wire: a class's members run as stacked rows."""
     gamma = torch.linspace(0.1, 0.9, N, dtype=torch.float64).requires_grad_(True)
     beta = torch.tensor(0.21, dtype=torch.float64, requires_grad=True)
-
-    @qhybrid.qnode(qhybrid.device("tensornet", wires=N), diff_method="backprop")
-    def circuit(gamma, beta):
-        _ops(gamma, beta)
-        return qml.expval(_hamiltonian())
-
-    ours = circuit(gamma, beta)
-    ref = _brute_force(gamma, beta)
-    torch.testing.assert_close(ours, ref, atol=1e-10, rtol=0)
-    for g, h in zip(torch.autograd.grad(ours, [gamma, beta]), torch.autograd.grad(ref, [gamma, beta])):
-        torch.testing.assert_close(g, h, atol=1e-10, rtol=0)
+    _check_against_brute_force(gamma, beta, "backprop")
