@@ -174,6 +174,7 @@ def _tc_worker(wid: str, data: str) -> None:
     jax.config.update("jax_enable_x64", True)
     K = tc.set_backend("jax")
     tc.set_dtype("complex128")
+    tc.set_contractor("cotengra")  # the default greedy path asked XLA for 65 GB at NW1 batch 8
     wl = WORKLOADS[wid]
     n = wl.n_qubits
     p = NOISE_P / 3
