@@ -14,7 +14,6 @@ differentiable to any order.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from pennylane.measurements import ExpectationMP
 
