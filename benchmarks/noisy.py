@@ -7,6 +7,15 @@ instead of stalling the run. Figures go to benchmarks/results/noise.md with the 
 
     python -m benchmarks.noisy            # NW1 at batch 8 and 128, noisy SEL 10 qubits x 2 layers, batch 4
     python -m benchmarks.noisy --quick    # one repeat each, default.mixed capped at 60 s
+    python -m benchmarks.noisy --against /work/main --workloads NW1-b128 NQ100p1   # this tree vs another, A/B
+    python -m benchmarks.noisy --tc-python .venv-peers/bin/python --workloads NW1-b8 NW1-b128  # vs TC-NG DMCircuit
+
+``--against PATH`` times qhybrid only, in two worker processes (this tree's qhybrid and the one under PATH),
+one step each in turn, and reports both medians and their ratio: on a shared machine the two see the same load.
+``--tc-python PY`` times TensorCircuit-NG's ``DMCircuit`` (jax backend, ``jit(value_and_grad)`` of a ``vmap`` over
+the batch, one XLA thread) in a worker run by that interpreter, one step each in turn with qhybrid; its first
+(compiling) call is reported apart. NQ100p1 (WORKLOADS.md: the Q100 QAOA at p = 1 with ``DepolarizingChannel(0.01)`` on every wire after the H
+layer, the cost layer and the mixer; one expval of the 150-term cost Hamiltonian) runs by light cones.
 """
 
 from __future__ import annotations
@@ -16,13 +25,18 @@ import multiprocessing as mp
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 
-import pennylane as qml
-import torch
+try:
+    import pennylane as qml
+    import torch
 
-import qhybrid
+    import qhybrid
+except ImportError:  # the --tc-worker side runs in a venv with only jax and TensorCircuit-NG
+    qml = torch = qhybrid = None
 
 NOISE_P = 0.01
 """The depolarizing probability after the embedding and after every layer (NW1)."""
@@ -34,13 +48,46 @@ class NoisyWorkload:
     n_qubits: int
     batch: int
     layers: int
+    kind: str = "sel"  # "sel" (NW1-like) | "qaoa" (NQ100p1: batch unused, layers = p)
 
 
 WORKLOADS = {
     "NW1-b8": NoisyWorkload("NW1-b8", 8, 8, 4),
     "NW1-b128": NoisyWorkload("NW1-b128", 8, 128, 4),
     "NSEL10-b4": NoisyWorkload("NSEL10-b4", 10, 4, 2),
+    "NQ100p1": NoisyWorkload("NQ100p1", 100, 1, 1, kind="qaoa"),
 }
+
+QAOA_GRAPH_SEED = 1
+"""NQ100p1's graph: ``networkx.random_regular_graph(3, 100, seed=1)`` (WORKLOADS.md Q100)."""
+
+
+def qaoa_circuit(wl: NoisyWorkload):
+    """NQ100p1: H on all, then per layer IsingZZ(2 gamma) per edge and RX(2 beta) per node, depolarizing on
+    every wire after the H layer, after each cost layer and after each mixer; one expval of sum Z_u Z_v."""
+    import networkx as nx
+
+    edges = [(int(u), int(v)) for u, v in nx.random_regular_graph(3, wl.n_qubits, seed=QAOA_GRAPH_SEED).edges()]
+    cost = qml.dot([1.0] * len(edges), [qml.Z(u) @ qml.Z(v) for u, v in edges])
+
+    def noise():
+        for q in range(wl.n_qubits):
+            qml.DepolarizingChannel(NOISE_P, wires=q)
+
+    def fn(gamma, beta):
+        for q in range(wl.n_qubits):
+            qml.Hadamard(q)
+        noise()
+        for layer in range(wl.layers):
+            for u, v in edges:
+                qml.IsingZZ(2 * gamma[layer], wires=[u, v])
+            noise()
+            for q in range(wl.n_qubits):
+                qml.RX(2 * beta[layer], wires=q)
+            noise()
+        return qml.expval(cost)
+
+    return fn
 
 
 def circuit(wl: NoisyWorkload):
@@ -66,6 +113,8 @@ def inputs(wl: NoisyWorkload):
 
 def make_step(wl: NoisyWorkload, system: str):
     """A closure running one value + gradient step, returning the outputs (for the agreement check)."""
+    if wl.kind == "qaoa":
+        return _qaoa_step(wl, system)
     if system == "qhybrid":
         qnode = qhybrid.qnode(qhybrid.device("tensornet", wires=wl.n_qubits), diff_method="adjoint")(circuit(wl))
     else:
@@ -79,6 +128,193 @@ def make_step(wl: NoisyWorkload, system: str):
         return out.detach()
 
     return step
+
+
+def _qaoa_step(wl: NoisyWorkload, system: str):
+    if system != "qhybrid":
+        raise ValueError(f"{wl.id} runs on qhybrid only (100 wires: no density matrix of the whole circuit)")
+    qnode = qhybrid.qnode(qhybrid.device("tensornet", wires=wl.n_qubits))(qaoa_circuit(wl))
+    g = torch.Generator().manual_seed(7)
+    gamma = torch.rand(wl.layers, dtype=torch.float64, generator=g).requires_grad_(True)
+    beta = torch.rand(wl.layers, dtype=torch.float64, generator=g).requires_grad_(True)
+
+    def step():
+        out = qnode(gamma, beta)
+        out.backward()
+        grads = torch.cat([gamma.grad, beta.grad])
+        gamma.grad = beta.grad = None
+        return torch.cat([out.detach().reshape(1), grads])
+
+    return step
+
+
+def _worker(wid: str) -> None:
+    """``--worker``: warm up, then one timed step per ``step`` line on stdin (its seconds and its outputs' sum)."""
+    torch.set_num_threads(1)
+    step = make_step(WORKLOADS[wid], "qhybrid")
+    step()
+    step()
+    print("ready", qhybrid.__file__, flush=True)
+    for line in sys.stdin:
+        if line.strip() != "step":
+            break
+        t = time.perf_counter()
+        out = step()
+        print(f"{time.perf_counter() - t:.6f} {float(out.sum()):.15e}", flush=True)
+
+
+def _tc_worker(wid: str, data: str) -> None:
+    """``--tc-worker``: NW1-like ``wid`` on TensorCircuit-NG's DMCircuit for the inputs in ``data`` (.npz); prints
+    its compile time, then one timed step per ``step`` line; ``dump`` writes the outputs back into ``data``."""
+    os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    import jax
+    import numpy as np
+    import tensorcircuit as tc
+
+    jax.config.update("jax_enable_x64", True)
+    K = tc.set_backend("jax")
+    tc.set_dtype("complex128")
+    tc.set_contractor("cotengra")  # the default greedy path asked XLA for 65 GB at NW1 batch 8
+    wl = WORKLOADS[wid]
+    n = wl.n_qubits
+    p = NOISE_P / 3
+
+    def noise(c):
+        for q in range(n):
+            c.depolarizing(q, px=p, py=p, pz=p)
+
+    def expvals(x, w):  # as circuit(): every layer one StronglyEntanglingLayers call (range 1), Rot = RZ RY RZ
+        c = tc.DMCircuit(n)
+        for q in range(n):
+            c.ry(q, theta=x[q])
+        noise(c)
+        for layer in range(wl.layers):
+            for q in range(n):
+                c.rz(q, theta=w[layer, q, 0])
+                c.ry(q, theta=w[layer, q, 1])
+                c.rz(q, theta=w[layer, q, 2])
+            for q in range(n):
+                c.cnot(q, (q + 1) % n)
+            noise(c)
+        return K.stack([K.real(c.expectation_ps(z=[q])) for q in range(n)])
+
+    def loss(x, w):
+        out = K.vmap(expvals, vectorized_argnums=0)(x, w)
+        return K.sum(out), out
+
+    value_and_grad = K.jit(K.value_and_grad(loss, argnums=(0, 1), has_aux=True))
+    arrays = np.load(data)
+    x, w = K.convert_to_tensor(arrays["x"]), K.convert_to_tensor(arrays["w"])
+    t = time.perf_counter()
+    jax.block_until_ready(value_and_grad(x, w))
+    print(f"ready {time.perf_counter() - t:.6f}", flush=True)
+    out = None
+    for line in sys.stdin:
+        if line.strip() == "dump":
+            np.savez(data, out=np.asarray(out))
+            print("saved", flush=True)
+            continue
+        if line.strip() != "step":
+            break
+        t = time.perf_counter()
+        (_, out), _ = jax.block_until_ready(value_and_grad(x, w))
+        print(f"{time.perf_counter() - t:.6f}", flush=True)
+
+
+def tc_against(wids, python: str, repeats: int) -> list[dict]:
+    """qhybrid (this process) against TensorCircuit-NG DMCircuit (a worker under ``python``), alternating."""
+    import tempfile
+
+    import numpy as np
+
+    torch.set_num_threads(1)
+    rows = []
+    for wid in wids:
+        wl = WORKLOADS[wid]
+        ours = make_step(wl, "qhybrid")
+        ours()
+        x, w = inputs(wl)
+        with tempfile.TemporaryDirectory() as tmp:
+            data = os.path.join(tmp, "inputs.npz")
+            np.savez(data, x=x.detach().numpy(), w=w.detach().numpy())
+            worker = subprocess.Popen([python, os.path.abspath(__file__), "--tc-worker", wid, "--data", data],
+                                      env=dict(os.environ, OMP_NUM_THREADS="1"), text=True,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            ready = worker.stdout.readline().split()
+            if not ready or ready[0] != "ready":
+                raise RuntimeError(f"the TensorCircuit-NG worker did not start ({python})")
+            compile_s = float(ready[1])
+            q_times, t_times = [], []
+            for _ in range(repeats):
+                t = time.perf_counter()
+                ref = ours()
+                q_times.append(time.perf_counter() - t)
+                worker.stdin.write("step\n")
+                worker.stdin.flush()
+                t_times.append(float(worker.stdout.readline()))
+            worker.stdin.write("dump\n")
+            worker.stdin.flush()
+            worker.stdout.readline()
+            theirs = torch.as_tensor(np.load(data)["out"])
+            worker.stdin.close()
+            worker.wait()
+        q, t = statistics.median(q_times), statistics.median(t_times)
+        rows.append({"id": wid, "qhybrid_s": q, "tc_s": t, "tc_compile_s": compile_s, "ratio": t / q,
+                     "max_dev": float((theirs - ref).abs().max()), "load": os.getloadavg()[0]})
+    return rows
+
+
+def tc_markdown(rows) -> str:
+    lines = ["qhybrid against TensorCircuit-NG DMCircuit (jax, jit(value_and_grad(vmap)), one thread), alternating, "
+             "median s/step; the TC compile is its first call.", "",
+             "| workload | qhybrid | TC-NG DMCircuit | TC / qhybrid | TC compile (s) | max |diff| | load avg |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['id']} | {r['qhybrid_s']:.3f} | {r['tc_s']:.3f} | {r['ratio']:.2f}x | {r['tc_compile_s']:.1f} | "
+                     f"{r['max_dev']:.1e} | {r['load']:.2f} |")
+    return "\n".join(lines)
+
+
+def against(wids, other: str, repeats: int) -> list[dict]:
+    """This tree's qhybrid against the one under ``other``, alternating one step each in two worker processes."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    rows = []
+    for wid in wids:
+        workers = {}
+        for name, root in (("this", here), ("other", other)):
+            env = dict(os.environ, PYTHONPATH=root, OMP_NUM_THREADS="1")
+            workers[name] = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "--worker", wid], env=env, cwd=root, text=True,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            )
+            ready = workers[name].stdout.readline().split()
+            if not ready or ready[0] != "ready" or not ready[1].startswith(os.path.abspath(root)):
+                raise RuntimeError(f"the {name} worker ({root}) did not start on its own qhybrid: {ready}")
+        times = {"this": [], "other": []}
+        sums = {}
+        for r in range(repeats):
+            for name in (("this", "other") if r % 2 == 0 else ("other", "this")):
+                workers[name].stdin.write("step\n")
+                workers[name].stdin.flush()
+                t, total = workers[name].stdout.readline().split()
+                times[name].append(float(t))
+                sums[name] = float(total)
+        for w in workers.values():
+            w.stdin.close()
+            w.wait()
+        this, base = statistics.median(times["this"]), statistics.median(times["other"])
+        rows.append({"id": wid, "this_s": this, "other_s": base, "ratio": base / this,
+                     "diff": abs(sums["this"] - sums["other"]), "load": os.getloadavg()[0]})
+    return rows
+
+
+def against_markdown(rows, other: str) -> str:
+    lines = [f"qhybrid (this tree) against {other}, alternating one step each, median s/step, one thread; "
+             "|diff|: the outputs' sums of the last steps.", "",
+             "| workload | this tree | other | other / this | sum |diff| | load avg |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['id']} | {r['this_s']:.3f} | {r['other_s']:.3f} | {r['ratio']:.2f}x | {r['diff']:.1e} | {r['load']:.2f} |")
+    return "\n".join(lines)
 
 
 def _peer_child(wid: str, repeats: int, queue) -> None:
@@ -123,7 +359,8 @@ def run(wids, repeats: int, cap_s: float) -> list[dict]:
         ours = make_step(wl, "qhybrid")
         ref_out = ours()  # warm-up (plans)
         ours()
-        q_times, p_times, finished, p_out = [], [], True, None
+        q_times, p_times, p_out = [], [], None
+        finished = wl.kind == "sel"  # no default.mixed of a 100-wire circuit
         for _ in range(repeats):  # alternate: one qhybrid step, then one default.mixed step in the child
             t = time.perf_counter()
             ref_out = ours()
@@ -135,6 +372,8 @@ def run(wids, repeats: int, cap_s: float) -> list[dict]:
         if p_times and not finished:
             finished = True  # some steps finished: report them (the note says one did not)
             note = f"{len(p_times)} of {repeats} steps; one did not finish in {cap_s:.0f} s"
+        elif wl.kind != "sel":
+            note = f"- ({wl.n_qubits} wires)"
         else:
             note = "" if finished else f"did not finish in {cap_s:.0f} s"
         dev = None if p_out is None else float((p_out - ref_out).abs().max())
@@ -173,10 +412,26 @@ def main(argv=None) -> int:
     ap.add_argument("--cap", type=float, default=None, help="seconds default.mixed may take per step")
     ap.add_argument("--out", default=None)
     ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--against", default=None, help="another checkout's root: time its qhybrid against this one")
+    ap.add_argument("--tc-python", default=None, help="a python with jax and tensorcircuit-ng: time DMCircuit against qhybrid")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--tc-worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--data", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.worker:
+        _worker(args.worker)
+        return 0
+    if args.tc_worker:
+        _tc_worker(args.tc_worker, args.data)
+        return 0
     repeats = args.repeats or (1 if args.quick else 5)
     cap = args.cap or (60.0 if args.quick else 300.0)
-    table = markdown(run(args.workloads, repeats, cap))
+    if args.against:
+        table = against_markdown(against(args.workloads, args.against, repeats), args.against)
+    elif args.tc_python:
+        table = tc_markdown(tc_against(args.workloads, args.tc_python, repeats))
+    else:
+        table = markdown(run(args.workloads, repeats, cap))
     print(table)
     if args.out:
         with open(args.out, "w") as f:

@@ -6,7 +6,7 @@ import pennylane as qml
 import torch
 
 import qhybrid
-from qhybrid.devices.tensornet.engines.mixed.cones import ConePlan, cone_plan
+from qhybrid.devices.tensornet.engines.mixed.cones import MixedConeProgram
 
 N = 14
 EDGES = [(i, (i + 1) % N) for i in range(N)]
@@ -17,8 +17,8 @@ def _layers(gamma, beta):
     return [
         [qml.Hadamard(i) for i in range(N)],
         [qml.DepolarizingChannel(0.02, i) for i in range(N)],
-        [qml.IsingZZ(2 * gamma, wires=[u, v]) for u, v in EDGES],
-        [qml.AmplitudeDamping(0.05, i) for i in range(N)],
+        [qml.IsingZZ(2 * (gamma[e] if gamma.ndim else gamma), wires=[u, v]) for e, (u, v) in enumerate(EDGES)],
+        [qml.AmplitudeDamping(0.05 + 0.01 * (i % 3) * (gamma.ndim > 0), i) for i in range(N)],
         [qml.RX(2 * beta, i) for i in range(N)],
         [qml.PhaseFlip(0.03, i) for i in range(N)],
     ]
@@ -28,17 +28,19 @@ def _ops(gamma, beta):
     return [op for layer in _layers(gamma, beta) for op in layer]
 
 
-def _hamiltonian():
-    return qml.Hamiltonian([1.0] * len(EDGES) + [0.5, -0.25], [qml.Z(u) @ qml.Z(v) for u, v in EDGES] + [qml.X(0), qml.Identity(3)])
+def _hamiltonian(coefficients=None):
+    if coefficients is None:
+        coefficients = [1.0] * len(EDGES) + [0.5, -0.25]
+    return qml.Hamiltonian(coefficients, [qml.Z(u) @ qml.Z(v) for u, v in EDGES] + [qml.X(0), qml.Identity(3)])
 
 
-def _brute_force(gamma, beta):
+def _brute_force(gamma, beta, coefficients=None):
     """Sum over terms of default.mixed on each term's naive light cone, layer by layer (an operator is kept when it
     shares a wire with the cone after its layer; within a layer the operators commute or are disjoint), wires
     relabelled to 0..k-1."""
     layers = _layers(gamma, beta)
     total = 0.0
-    for coeff, term in zip(*_hamiltonian().terms()):
+    for coeff, term in zip(*_hamiltonian(coefficients).terms()):
         wires = set(term.wires) if term.name != "Identity" else set()
         if not wires:
             total = total + coeff
@@ -57,20 +59,37 @@ def _brute_force(gamma, beta):
     return total
 
 
+def _check_against_brute_force(gamma, beta, diff_method, coefficients=None):
+    """Value and gradients (the angles, and trainable coefficients where given) of the noisy ring's Hamiltonian
+    against the brute-force reference; the device used."""
+    dev = qhybrid.device("tensornet", wires=N)
+
+    @qhybrid.qnode(dev, diff_method=diff_method)
+    def circuit(gamma, beta):
+        _ops(gamma, beta)  # constructing the operators queues them
+        return qml.expval(_hamiltonian(coefficients))
+
+    ours = circuit(gamma, beta)
+    ref = _brute_force(gamma, beta, coefficients)
+    torch.testing.assert_close(ours, ref, atol=1e-10, rtol=0)
+    leaves = [gamma, beta] + ([coefficients] if coefficients is not None else [])
+    for g, h in zip(torch.autograd.grad(ours, leaves), torch.autograd.grad(ref, leaves)):
+        torch.testing.assert_close(g, h, atol=1e-10, rtol=0)
+    return dev
+
+
 def test_cones_match_brute_force_reference():
     gamma = torch.tensor(0.37, dtype=torch.float64, requires_grad=True)
     beta = torch.tensor(0.21, dtype=torch.float64, requires_grad=True)
-    dev = qhybrid.device("tensornet", wires=N)
+    dev = _check_against_brute_force(gamma, beta, "adjoint")
+    (plan,) = [p for p in dev._cache._programs.values() if isinstance(p, MixedConeProgram)]
+    assert plan.narrower and len(plan.classes) == 2  # every edge term is one class, X_0 the other
 
-    @qhybrid.qnode(dev, diff_method="adjoint")
-    def circuit(gamma, beta):
-        _ops(gamma, beta)  # constructing the operators queues them
-        return qml.expval(_hamiltonian())
 
-    ours = circuit(gamma, beta)
-    ref = _brute_force(gamma, beta)
-    torch.testing.assert_close(ours, ref, atol=1e-10, rtol=0)
-    for g, h in zip(torch.autograd.grad(ours, [gamma, beta]), torch.autograd.grad(ref, [gamma, beta])):
-        torch.testing.assert_close(g, h, atol=1e-10, rtol=0)
-    (plan,) = [p for p in dev._cache._programs.values() if isinstance(p, ConePlan)]
-    assert plan.narrower and plan.n_classes == 2  # every edge term is one class, X_0 the other
+def test_cones_with_their_own_parameters_match_brute_force_reference():
+    """Every edge its own angle and the damping varying by wire (a class's members run as stacked rows), and
+    trainable Hamiltonian coefficients."""
+    gamma = torch.linspace(0.1, 0.9, N, dtype=torch.float64).requires_grad_(True)
+    beta = torch.tensor(0.21, dtype=torch.float64, requires_grad=True)
+    coefficients = torch.linspace(-1.0, 1.0, len(EDGES) + 2, dtype=torch.float64).requires_grad_(True)
+    _check_against_brute_force(gamma, beta, "backprop", coefficients)

@@ -1,23 +1,24 @@
 """Wide noisy circuits by light cones: every Pauli term of every expectation value keeps only the operators in its
 reverse light cone (``engines.lightcone.cones``: a trace-preserving channel whose wires no kept operator touches
-later drops out exactly, as a commuting gate does), relabelled onto the cone's own wires, and runs as an exact
-density matrix of the cone. Cones that are the same circuit up to relabelling (equal canonical keys) share one
-sub-tape, each cone a variant of it with its own parameters, so the simulator stacks a class into one
-density-matrix program. The cones and their sub-tapes are found once per structure (``ConePlan``, in the plan
-cache); a call only gathers each cone's parameters.
+later drops out exactly, as a commuting gate does) and runs as an exact density matrix of the cone.
+
+This is the pure engine's ``ConeProgram`` (``engines.lightcone.program``) with a density-matrix program per
+class: cones that are the same circuit up to relabelling form one class (one sub-tape, its members' parameters
+gathered by one index table), the class runs once per distinct parameter row (a QAOA layer's one angle and one
+noise strength on every edge: one row), and the measured sentences are one product of the terms' values with
+their coefficients. Everything that depends only on the structure (cones, classes, tables, programs) is built
+once, in the plan cache.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
-
-import pennylane as qml
 import torch
 from pennylane.measurements import ExpectationMP
 
-from ....._variant import Variant
-from ..._gates import typed_tensor
-from ..lightcone.cones import make_cone
+from ..lightcone.choice import EngineChoice
+from ..lightcone.program import ConeProgram
+from ..lightcone.values import ConeValues
+from .program import MixedProgram
 
 CONE_MIN_WIRES = 12
 """Noisy circuits on more wires than this measure Pauli-sentence expectation values cone by cone."""
@@ -31,67 +32,44 @@ def cones_apply(structure, tape) -> bool:
                for mp in tape.measurements)
 
 
-class ConePlan:
-    """Per measurement, its Pauli terms: ``(measurement, word, cone index | None)``; per cone, its class sub-tape
-    and the flat parameter positions (in the full tape) that feed it."""
+class _Sub:
+    """The variant a class program reads its measurement from."""
 
-    def __init__(self, structure, tape):
-        position = {w: i for i, w in enumerate(structure.sim_wires)}
-        self.terms: list[list[tuple]] = []  # per measurement: (word key, cone index or None for the identity)
-        self.cones: list[tuple] = []  # (sub-tape of the class, parameter positions)
-        classes: dict = {}
-        for mp in tape.measurements:
-            per = []
-            for pw in mp.obs.pauli_rep:
-                word = {position[w]: letter for w, letter in pw.items()}
-                if not word:
-                    per.append((pw, None))
-                    continue
-                cone = make_cone(structure, word)
-                sub = classes.get(cone.key)
-                if sub is None:
-                    sub = classes[cone.key] = _class_tape(structure, tape, cone)
-                positions = [j for si in cone.slots for j in range(*structure.slots[si].params)]
-                per.append((pw, len(self.cones)))
-                self.cones.append((sub, positions))
-            self.terms.append(per)
-        self.n_classes = len(classes)
-        widths = [len(sub.wires) for sub, _ in self.cones]
-        self.narrower = all(w < len(structure.sim_wires) for w in widths)
+    def __init__(self, tape):
+        self.tape = tape
+
+
+class MixedConeProgram(ConeProgram):
+    """``ConeProgram`` whose classes run as stacked density-matrix programs (``MixedProgram``)."""
+
+    def __init__(self, structure, stacked: frozenset, stack_size: int, opts, tape):
+        # the width rule at the circuit's width: no whole-circuit network (channels have none), no engine choice
+        super().__init__(structure, stacked, stack_size, opts, tape, state_max_wires=len(structure.sim_wires))
+        self.choices = [EngineChoice(f"cone class of {c.width} wires, {len(c.terms)} terms", "density matrix",
+                                     "a noisy cone", None, None, None, None) for c in self.classes]
+        self.narrower = all(c.width < len(structure.sim_wires) for c in self.classes)
         """Whether every cone is narrower than the circuit (else the whole density matrix runs: a cone as wide
         as its circuit gains nothing, and measuring it by cones again would not end)."""
 
+    def _program(self, c, k: int, closed: bool) -> MixedProgram:
+        key = ("mixed", id(c), k)
+        program = self._programs.get(key)
+        if program is None:
+            members = frozenset(si for si, s in enumerate(c.structure.slots) if s.params[1] > s.params[0])
+            stacked, size = (members, k) if k > 1 else (frozenset(), 0)
+            program = self._programs[key] = MixedProgram(c.structure, stacked, size, self.opts, c.tape)
+        return program
 
-def _class_tape(structure, tape, cone) -> qml.tape.QuantumScript:
-    """The cone's operators on wires ``0 .. k-1``, measuring its word there."""
-    wire_of = {structure.sim_wires[pos]: label for pos, label in cone.labels.items()}
-    ops = [tape.operations[structure.slots[si].op_index].map_wires(wire_of) for si in cone.slots]
-    letters = [getattr(qml, letter)(w) for w, letter in cone.word]
-    obs = qml.prod(*letters) if len(letters) > 1 else letters[0]
-    return qml.tape.QuantumScript(ops, [qml.expval(obs)])
+    def _run_state(self, c, columns: torch.Tensor, dtype, device) -> torch.Tensor:
+        """``[K]`` values of the class for ``K`` parameter rows ``columns``."""
+        k = columns.shape[0]
+        program = self._program(c, k, closed=False)
+        values = ConeValues(c.structure, c.tape, columns if k > 1 else columns[0], k > 1, dtype, device)
+        self.executions += 1
+        return program.run(values, _Sub(c.tape), c.structure, (k,) if k > 1 else ())[0].reshape(k)
 
 
-def cone_plan(structure, tape, cache) -> ConePlan:
-    return cache.get(("mixed-cones", structure.key), lambda: ConePlan(structure, tape))
-
-
-def run_cones(structure, group: Sequence[Variant], opts, simulate_pure, cache) -> list[tuple]:
-    """Expectation values of each variant as sums of its terms' cone values (one ``simulate_pure`` call)."""
-    plan = cone_plan(structure, group[0].tape, cache)
-    real = torch.empty((), dtype=opts.dtype).real.dtype
-    cones = [Variant(sub, [v.params[j] for j in positions]) for v in group for sub, positions in plan.cones]
-    values = simulate_pure(cones, None, opts, cache) if cones else []
-    one = torch.ones((), dtype=real, device=opts.device)
-    out = []
-    for g, v in enumerate(group):
-        base = g * len(plan.cones)
-        results = []
-        for mp, terms in zip(v.tape.measurements, plan.terms):
-            coefficients = mp.obs.pauli_rep  # the variant's own coefficients (observables are bound)
-            total = torch.zeros((), dtype=real, device=opts.device)
-            for pw, k in terms:
-                term = one if k is None else values[base + k][0]
-                total = total + typed_tensor(coefficients[pw], real, opts.device) * term
-            results.append(total)
-        out.append(tuple(results))
-    return out
+def cone_program(structure, stacked: frozenset, stack_size: int, opts, tape, cache) -> MixedConeProgram:
+    """The structure's ``MixedConeProgram`` for this stack, built once (plan cache)."""
+    key = ("mixed-cones", structure.key, stacked, stack_size, opts.dtype, str(opts.device))
+    return cache.get(key, lambda: MixedConeProgram(structure, stacked, stack_size, opts, tape))

@@ -30,6 +30,7 @@ from ..statevector.blocks import _full_monomial, _monomial
 from .evolve import apply_monomial, monomial_rows, apply_superoperator, apply_unitary, local_superoperator, local_unitary, product_density
 from .heisenberg import heisenberg_applies, heisenberg_expvals
 from .measure import DensityReader
+from .pauli import PauliWalk
 
 
 class MixedProgram:
@@ -79,9 +80,12 @@ class MixedProgram:
                 w = slot.wires[0]
                 (pending.setdefault(w, []) if w in started else self.local[w]).append(si)
                 continue
-            flush(slot.wires)
-            started.update(slot.wires)
             mono = _monomial(np.asarray(qml.matrix(tape.operations[slot.op_index]))) if slot.kind == "const" else None
+            # a permutation that waits on some wire flushes every waiting wire, so the rest of a CNOT ring
+            # composes with it into one gather instead of being split by the fused steps of the wires it reaches
+            waits = any(w in pending for w in slot.wires)
+            flush(sorted(pending) if mono is not None and waits else slot.wires)
+            started.update(slot.wires)
             if mono is not None:  # a permutation with phases: two gathers, composed with the one before
                 src, vals = _full_monomial(n, slot.wires, *mono)
                 if self.steps and self.steps[-1][0] == "monomial":
@@ -93,6 +97,7 @@ class MixedProgram:
             self.steps.append(("channel" if slot.kind == "channel" else "unitary", (si,), slot.wires))
         flush(sorted(pending))
         self._monomials: dict = {}
+        self._pauli_walk = None
         self.matrix_slots = [si for si, s in enumerate(structure.slots) if s.kind in ("fast", "const", "matrix")]
 
     # --- run ----------------------------------------------------------------------------------------
@@ -105,6 +110,12 @@ class MixedProgram:
         rho = self.final_state(values, lead_shape)
         reader = DensityReader(rho, self.n, lead_shape, structure.sim_wires, values.dtype)
         return [reader.measure(mp) for mp in variant.tape.measurements]
+
+    def pauli_walk(self) -> PauliWalk:
+        """The Heisenberg walk's Pauli-basis form of this program (its Clifford tables built at the first use)."""
+        if self._pauli_walk is None:
+            self._pauli_walk = PauliWalk(self)
+        return self._pauli_walk
 
     def final_state(self, values, lead_shape) -> torch.Tensor:
         """The ``[4**n, S, B]`` density matrix after every operator (``S``, ``B``: 1 where absent)."""
@@ -151,12 +162,9 @@ class MixedProgram:
         slot = self.structure.slots[si]
         if slot.kind != "channel":
             return values.matrix(si)
-        dtype, device = values.dtype, values.device
-        if si in self.stacked:  # rows may differ: stack their superoperators
-            ops = [(v.tape.operations[slot.op_index], v.params[slot.params[0] : slot.params[1]]) for v in values.group]
-            return torch.stack([superoperator(op, p, dtype, device) for op, p in ops])
         op = values.group[0].tape.operations[slot.op_index]
-        return superoperator(op, values.group[0].params[slot.params[0] : slot.params[1]], dtype, device)
+        # stacked rows that differ come as columns with a leading stack axis: the superoperator broadcasts
+        return superoperator(op, values._params(si), values.dtype, values.device)
 
     def _fused(self, values, slots) -> tuple[str, torch.Tensor]:
         """Single-wire operators in order as one unitary, or (a channel among them) one superoperator."""

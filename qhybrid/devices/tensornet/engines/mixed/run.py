@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..._values import _Values, _stacked_slots
-from .cones import cone_plan, cones_apply, run_cones
+from .cones import cone_program, cones_apply
 from .program import MixedProgram
 from .trajectories import run_trajectories
 
@@ -22,12 +22,15 @@ def run_mixed(structure, group: Sequence, opts, cache, simulate_pure=None) -> li
     With ``opts.noise == "trajectories"`` they run as pure-state trajectories through ``simulate_pure``."""
     if getattr(opts, "noise", "exact") == "trajectories":
         return run_trajectories(group, opts, simulate_pure, structure.sim_wires, cache)
-    if cones_apply(structure, group[0].tape) and cone_plan(structure, group[0].tape, cache).narrower:
-        return run_cones(structure, group, opts, simulate_pure, cache)
     stacked = _stacked_slots(structure, group)
     stack_size = len(group) if stacked else 0
-    key = ("mixed", structure.key, stacked, stack_size, opts.dtype, str(opts.device))
-    program = cache.get(key, lambda: MixedProgram(structure, stacked, stack_size, opts, group[0].tape))
+    program = None
+    if cones_apply(structure, group[0].tape):
+        program = cone_program(structure, stacked, stack_size, opts, group[0].tape, cache)
+        program = program if program.narrower else None
+    if program is None:
+        key = ("mixed", structure.key, stacked, stack_size, opts.dtype, str(opts.device))
+        program = cache.get(key, lambda: MixedProgram(structure, stacked, stack_size, opts, group[0].tape))
     lead_shape = ((stack_size,) if stacked else ()) + ((structure.batch_size,) if structure.batch_size is not None else ())
     values = _Values(structure, group, stacked, opts)
     outs = program.run(values, group[0], structure, lead_shape)
