@@ -226,8 +226,8 @@ class TensorNetworkDevice(MPSMethod, Device):
         for v in variants:
             if v.tape.shots.has_partitioned_shots:
                 raise UnsupportedOperationError(
-                    f"Shot vectors ({v.tape.shots}) are served through PennyLane's API "
-                    "(qml.qnode on qml.device('qhybrid.tensornet')); qhybrid.execute takes one shot count."
+                    f"Shot vector {v.tape.shots} reached simulate_variants, which takes one shot count per tape: "
+                    "split it first (qhybrid.execute, qhybrid.qnode and the device's execute run one tape per setting)."
                 )
         tapes = [v.bound_tape(detach=True) for v in variants]
         out = []
