@@ -1,0 +1,47 @@
+"""One intra-op thread for small CPU state work, scoped to the call and the caller's setting restored.
+
+torch runs an op on its whole intra-op thread team once it is large enough for ``at::parallel_for`` (32768
+elements) or, for matrix products, whenever MKL decides to. A small circuit's step is hundreds of such ops
+on a few-MiB state (W1: 8 qubits x batch 128 = 32768 amplitudes, 16x16 Kronecker blocks against
+[16, 2048] slices): each parallel region costs a fork and a join, and between regions the idle team spins on
+the cores the next op needs. On two cores W1's plain qnode step took 10.2 ms at two threads against 7.2 ms at
+one (``docs/THREADS.md``). Work up to :data:`SMALL_WORK_AMPLITUDES` amplitudes therefore runs at one thread.
+
+``torch.set_num_threads`` costs well under a microsecond; it is set for the calling thread's ATen/OpenMP/MKL
+team only for the duration and restored afterwards, also when the body raises.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import torch
+
+SMALL_WORK_AMPLITUDES = 1 << 17
+"""State work of at most this many amplitudes (state size times batch, 2 MiB in complex128) runs at one
+intra-op thread on the CPU: below it the thread team's fork, join and spin cost more than the split work
+saves (W1, 32768 amplitudes: 1.4x faster at one thread than at two); above it the caller's setting stands
+(W5, 2**22 amplitudes)."""
+
+
+@contextmanager
+def threads_for(amplitudes: int, device: torch.device) -> Iterator[None]:
+    """Run the body at one intra-op thread when ``amplitudes`` of CPU state work are too few to share.
+
+    >>> with threads_for(32768, torch.device("cpu")):
+    ...     torch.get_num_threads()
+    1
+    """
+    threads = torch.get_num_threads()
+    if threads == 1 or device.type != "cpu" or amplitudes > SMALL_WORK_AMPLITUDES:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+__all__ = ["SMALL_WORK_AMPLITUDES", "threads_for"]
