@@ -14,9 +14,11 @@ team only for the duration and restored afterwards, also when the body raises.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import torch
+
+from .._variant import Variant
 
 SMALL_WORK_AMPLITUDES = 1 << 17
 """State work of at most this many amplitudes (state size times batch, 2 MiB in complex128) runs at one
@@ -44,4 +46,23 @@ def threads_for(amplitudes: int, device: torch.device) -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-__all__ = ["SMALL_WORK_AMPLITUDES", "threads_for"]
+def state_work(variants: Sequence[Variant], wires) -> int:
+    """Amplitudes of the state vectors that ``variants`` describe (``2**wires`` times the broadcast size,
+    summed), counted only up to just past :data:`SMALL_WORK_AMPLITUDES`; wide circuits count as large whichever
+    engine runs them.
+
+    >>> import pennylane as qml
+    >>> tape = qml.tape.QuantumScript([qml.RX(0.1, 0)], [qml.expval(qml.Z(1))])
+    >>> state_work([Variant.of(tape)] * 3, wires=None)
+    12
+    """
+    total = 0
+    for v in variants:
+        n = len(wires) if wires is not None else v.tape.num_wires
+        total += (1 << n) * (v.tape.batch_size or 1)
+        if total > SMALL_WORK_AMPLITUDES:
+            break
+    return total
+
+
+__all__ = ["SMALL_WORK_AMPLITUDES", "state_work", "threads_for"]
