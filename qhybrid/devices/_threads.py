@@ -13,8 +13,9 @@ team only for the duration and restored afterwards, also when the body raises.
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 
@@ -65,4 +66,28 @@ def state_work(variants: Sequence[Variant], wires) -> int:
     return total
 
 
-__all__ = ["SMALL_WORK_AMPLITUDES", "state_work", "threads_for"]
+def _work_device(device, variants: Sequence[Variant]) -> torch.device:
+    """Where a device runs ``variants``: its own ``torch_device``, else where their tensors live (an
+    accelerator before the CPU)."""
+    if getattr(device, "torch_device", None) is not None:
+        return torch.device(device.torch_device)
+    first = variants[0]
+    tensors = first.gather.inputs if first.gather is not None else first.params  # no gather run for this
+    return next((t.device for t in tensors if isinstance(t, torch.Tensor) and t.device.type != "cpu"), torch.device("cpu"))
+
+
+def small_work_threads(simulate: Callable) -> Callable:
+    """A device's ``simulate_variants(variants)`` run inside :func:`threads_for` the state work of its
+    variants (``state_work`` over the device's ``wires``)."""
+
+    @functools.wraps(simulate)
+    def run(device, variants: Sequence[Variant]):
+        if not variants:
+            return simulate(device, variants)
+        with threads_for(state_work(variants, device.wires), _work_device(device, variants)):
+            return simulate(device, variants)
+
+    return run
+
+
+__all__ = ["SMALL_WORK_AMPLITUDES", "small_work_threads", "state_work", "threads_for"]

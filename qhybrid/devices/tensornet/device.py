@@ -22,7 +22,7 @@ from pennylane.transforms.core import CompilePipeline
 from ...errors import GradientError, UnsupportedOperationError, refuse_function_transforms
 from ...typing import Backend, Optimizer
 from ..._variant import Variant, tape_parameters
-from .._threads import state_work, threads_for
+from .._threads import small_work_threads
 from .plugin.autograd import execute_traced, is_traced
 from .engines.network.pathfind import DEFAULT_PLAN_TIME, PathSettings
 from .engines.lightcone.spread import check_spread_option
@@ -195,21 +195,13 @@ class TensorNetworkDevice(MPSMethod, Device):
         return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time, spread,
                           self._mps, **trajectory_fields(self))
 
+    @small_work_threads  # one intra-op thread for small states (devices/_threads)
     def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
         """Run each (tape, parameters) variant; variants of one structure share one contraction.
 
         Each result is a tuple with one torch tensor per measurement, differentiable in the parameters.
-        Variants with an empty batch get empty results (``_empty_batch``). Small state work runs at one
-        intra-op thread (``devices/_threads``).
+        Variants with an empty batch get empty results (``_empty_batch``).
         """
-        if not variants:
-            return []
-        first = variants[0]
-        seen = first.gather.inputs if first.gather is not None else first.params
-        with threads_for(state_work(variants, self.wires), self.torch_device or _tensor_device(seen)):
-            return self._simulate_variants(variants)
-
-    def _simulate_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
         with_empty = with_empty_batches(variants, self.simulate_variants)
         if with_empty is not None:
             return with_empty
