@@ -49,7 +49,7 @@ def threads_for(amplitudes: int, device: torch.device) -> Iterator[None]:
 
 def state_work(variants: Sequence[Variant], wires) -> int:
     """Amplitudes of the state vectors that ``variants`` describe (``2**wires`` times the broadcast size,
-    summed), counted only up to just past :data:`SMALL_WORK_AMPLITUDES`; wide circuits count as large whichever
+    summed, counted only up to just past :data:`SMALL_WORK_AMPLITUDES`); wide circuits count as large whichever
     engine runs them.
 
     >>> import pennylane as qml
@@ -58,9 +58,13 @@ def state_work(variants: Sequence[Variant], wires) -> int:
     12
     """
     total = 0
+    seen: dict[int, int] = {}  # per tape object: shifted and stacked variants share their tapes
     for v in variants:
-        n = len(wires) if wires is not None else v.tape.num_wires
-        total += (1 << n) * (v.tape.batch_size or 1)
+        amplitudes = seen.get(id(v.tape))
+        if amplitudes is None:
+            n = len(wires) if wires is not None else v.tape.num_wires
+            amplitudes = seen[id(v.tape)] = (1 << n) * (v.tape.batch_size or 1)
+        total += amplitudes
         if total > SMALL_WORK_AMPLITUDES:
             break
     return total
