@@ -1,46 +1,43 @@
-"""``qml.Tracker`` records for the device runs qhybrid makes itself (``qhybrid.execute``, QNodes, JPCs), and
-the rule that a shot vector is one execution however a device splits it.
+"""``qml.Tracker`` records for the device runs qhybrid makes itself (``qhybrid.execute``, QNodes, JPCs).
 
-PennyLane's workflow is tracked by the devices' ``simulator_tracking``; qhybrid's own entry points call
-``simulate_variants`` directly, so they record here: one batch per device call, one execution per
-variant, and the shots drawn. A device that runs a shot vector as one job per setting (qhybrid.aer) marks
-the split tapes' shots with :class:`ShotVectorPart`, so both kinds of record count the vector once, as
-default.qubit does.
+PennyLane's workflow is tracked by PennyLane's ``simulator_tracking`` on each device's ``execute``;
+qhybrid's own entry points call ``simulate_variants`` directly, so they record here, with the records
+that wrapper makes for the same tapes: a ``batches`` record per device call, then one record per circuit
+with its ``simulations``, ``executions`` and ``shots`` (PennyLane's count: one per measurement group,
+times the broadcast size) and its ``resources`` and ``errors`` (no ``results``: the record is made
+before the run). The settings of a split shot vector
+(:class:`~qhybrid.devices._shot_vectors.ShotVectorPart`) are one circuit, as on default.qubit.
 """
 
 from __future__ import annotations
 
-from functools import wraps
 from typing import Sequence
 
 from pennylane.devices.qubit.sampling import get_num_shots_and_executions
-from pennylane.measurements import Shots
 from pennylane.tape import QuantumScript
 
 from .._variant import Variant
+from ._shot_vectors import vector_setting
 
 
-class ShotVectorPart(Shots):
-    """The shots of one setting of a shot vector that a device runs as its own job; ``first`` marks the
-    setting that stands for the whole vector's execution. A ``Shots`` in every other respect (equal to
-    ``Shots(shots)``), and it survives ``tape.copy`` (``Shots(part)`` is ``part``).
-
-    >>> ShotVectorPart(10, first=False) == Shots(10)
-    True
-    """
-
-    def __new__(cls, shots, first: bool = True):  # Shots.__new__ takes no ``first``
-        return shots if isinstance(shots, cls) else object.__new__(cls)
-
-    def __init__(self, shots, first: bool = True):
-        if shots is self:  # ``Shots(part)`` hands the part back and Python re-runs __init__ on it
-            return
-        super().__init__(shots)
-        object.__setattr__(self, "first", first)  # Shots freezes itself in __init__
-
-
-def _continues_a_vector(tape: QuantumScript) -> bool:
-    return isinstance(tape.shots, ShotVectorPart) and not tape.shots.first
+def _circuits(variants: Sequence[Variant]) -> list[tuple[QuantumScript, int]]:
+    """(tape, shots) per circuit: a later setting of a shot vector adds its shots to the circuit of setting 0
+    it belongs to (the n-th part of setting k joins the n-th part of setting 0, whichever order they come in)."""
+    circuits: list[list] = []
+    firsts: list[int] = []  # positions in ``circuits`` of the setting-0 parts, in order
+    joined: dict[int, int] = {}  # setting -> parts of it joined so far
+    for v in variants:
+        setting = vector_setting(v.tape)
+        _, shots = get_num_shots_and_executions(v.tape)
+        if not setting:
+            if setting == 0:
+                firsts.append(len(circuits))
+            circuits.append([v.tape, shots])
+            continue
+        n = joined.get(setting, 0)
+        joined[setting] = n + 1
+        circuits[firsts[n]][1] += shots
+    return [(tape, shots) for tape, shots in circuits]
 
 
 def track_run(device, variants: Sequence[Variant]) -> None:
@@ -56,38 +53,16 @@ def track_run(device, variants: Sequence[Variant]) -> None:
     tracker = getattr(device, "tracker", None)
     if tracker is None or not tracker.active:
         return
-    shots = sum(int(v.tape.shots.total_shots) for v in variants if v.tape.shots)
-    runs = sum(1 for v in variants if not _continues_a_vector(v.tape))
-    update = {"batches": 1, "executions": runs, "simulations": runs}
-    if shots:
-        update["shots"] = shots
-    tracker.update(**update)
+    tracker.update(batches=1)
     tracker.record()
+    for tape, shots in _circuits(variants):
+        executions, _ = get_num_shots_and_executions(tape)
+        specs = tape.specs
+        update = {"simulations": 1, "executions": executions, "resources": specs["resources"], "errors": specs["errors"]}
+        if tape.shots:
+            update["shots"] = shots
+        tracker.update(**update)
+        tracker.record()
 
 
-def track_execute(execute):
-    """``Device.execute`` with PennyLane's ``simulator_tracking`` records, except that the later parts of a
-    split shot vector add their shots but no execution (use on the undecorated ``execute``)."""
-
-    @wraps(execute)
-    def tracked(self, circuits, execution_config=None):
-        results = execute(self, circuits, execution_config)
-        if self.tracker.active:
-            single = isinstance(circuits, QuantumScript)
-            batch, batch_results = ((circuits,), (results,)) if single else (circuits, results)
-            self.tracker.update(batches=1)
-            self.tracker.record()
-            for r, c in zip(batch_results, batch):
-                executions, shots = get_num_shots_and_executions(c)
-                runs = 0 if _continues_a_vector(c) else 1
-                update = {"simulations": runs, "executions": executions * runs, "results": r}
-                if c.shots:
-                    update["shots"] = shots
-                self.tracker.update(**update, resources=c.specs["resources"], errors=c.specs["errors"])
-                self.tracker.record()
-        return results
-
-    return tracked
-
-
-__all__ = ["ShotVectorPart", "track_execute", "track_run"]
+__all__ = ["track_run"]

@@ -14,6 +14,7 @@ import pennylane as qml
 import torch
 
 from ._compile import quantum_boundary
+from ..devices._shot_vectors import split_shot_vectors
 from ..gradients._execute import ExecuteTapes, execute_variants
 from ..gradients.jpc import get_jpc
 from ..gradients.launcher import Launcher
@@ -58,13 +59,14 @@ def execute(
     shots = getattr(device, "shots", None)
     if shots:  # a device's own shots apply to tapes that set none (as PennyLane's QNode does)
         tapes = [t if t.shots else t.copy(shots=shots) for t in tapes]
+    tapes, regroup = split_shot_vectors(tapes)  # a shot vector runs as one tape per setting
     variants, postprocess = preprocess(device, tapes)  # the device's program, cached per structure
     shots = next((t.shots for t in tapes if t.shots), None)
     if result_device is None:
         result_device = call_device([t.get_parameters(trainable_only=False) for t in tapes])
         result_device = result_device or getattr(device, "torch_device", None)
     result_device = None if result_device is None else torch.device(result_device)
-    return run_prepared(variants, postprocess, device, diff_method, gradient_device, shots=shots, result_device=result_device)
+    return regroup(run_prepared(variants, postprocess, device, diff_method, gradient_device, shots=shots, result_device=result_device))
 
 
 def run_prepared(

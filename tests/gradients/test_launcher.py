@@ -133,8 +133,8 @@ def test_structure_key_ignores_values():
     [
         ("tensornet", "adjoint", None, [1], [1]),  # the forward keeps what the backward needs
         ("tensornet", "backprop", None, [1], [1]),
-        ("tensornet", "parameter-shift", None, [1, 1], [1, 4]),  # forward, then all shifted runs at once
-        ("aer", "parameter-shift", 100, [1, 1], [1, 4]),
+        ("tensornet", "parameter-shift", None, [1, 1], [1] * 5),  # forward, then all shifted runs in one call
+        ("aer", "parameter-shift", 100, [1, 1], [1] * 5),
     ],
 )
 def test_tracker_records_qhybrids_own_device_calls(name, method, shots, batches, executions):

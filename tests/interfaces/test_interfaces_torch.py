@@ -203,6 +203,31 @@ def test_device_shots_reach_qhybrid_qnodes_with_statistical_accuracy():
     assert abs(x.grad + torch.sin(x.detach())) < 5 * se_grad
 
 
+@pytest.mark.parametrize("name", ["tensornet", "aer"])
+def test_shot_vectors_give_a_result_per_setting_and_parameter_shift_gradients(name):
+    """A shot vector runs one tape per setting; results come as a tuple over settings (as PennyLane's), each
+    within its own statistical error, and parameter-shift differentiates their sum."""
+    settings = (4000, 4000, 16000)
+    dev = qhybrid.device(name, wires=2, shots=[(4000, 2), 16000], seed=5)
+
+    @qhybrid.qnode(dev, diff_method="parameter-shift")
+    def f(x):
+        qml.RX(x, 0)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.Z(1)), qml.probs(wires=[0])
+
+    x = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    out = f(x)
+    assert isinstance(out, tuple) and len(out) == len(settings)
+    exact = torch.cos(x.detach())
+    for (z, probs), n in zip(out, settings):
+        assert probs.shape == (2,) and abs(z - exact) < 5 * torch.sqrt((1 - exact**2) / n)
+        assert abs(probs[0] - (1 + exact) / 2) < 5 * torch.sqrt((1 - exact**2) / 4 / n)
+    sum(z for z, _ in out).backward()
+    se_grad = sum(2 / (4 * n) for n in settings) ** 0.5
+    assert abs(x.grad + len(settings) * torch.sin(x.detach())) < 5 * se_grad
+
+
 def test_torch_func_transforms_are_refused_naming_the_alternatives():
     dev = qhybrid.device("tensornet", wires=2)
 

@@ -145,7 +145,7 @@ def test_same_structure_batch_is_one_execution():
     w, _ = inputs(layer, 16)
     with qml.Tracker(dev) as tracker, torch.no_grad():
         out = layer(w)
-    assert tracker.totals["batches"] == 1 and tracker.totals["executions"] == 1
+    assert tracker.totals["batches"] == 1 and tracker.totals["simulations"] == 1  # one broadcast circuit
     assert len(layer._plans) == 1
     with torch.no_grad():
         torch.testing.assert_close(out[3], layer(w[3]), atol=1e-12, rtol=0)
@@ -160,7 +160,7 @@ def test_batch_of_structures_grouped_and_put_back_in_order(diff_method):
     ws = [w.requires_grad_(True) for w in ws]
     with qml.Tracker(dev) as tracker, torch.no_grad():
         layer(ws, graphs=graphs)
-    assert tracker.totals["batches"] == 1 and tracker.totals["executions"] == 3  # three structures
+    assert tracker.totals["batches"] == 1 and tracker.totals["simulations"] == 3  # three structures
     outs = layer(ws, graphs=graphs)
     sum(o for o in outs).backward()
     for g, w, o in zip(graphs, ws, outs):

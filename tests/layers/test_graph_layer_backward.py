@@ -125,7 +125,7 @@ def qgnn(diff_method, dev, n_features=2):
 def shifted_runs(layer, dev, w, x):
     with qml.Tracker(dev) as tracker:
         layer(w, x).sum().backward()
-    return tracker.totals["executions"]
+    return tracker.totals["simulations"]  # circuits run (executions count measurement groups x batch, as on default.qubit)
 
 
 def test_parameter_shift_skips_node_features_without_grad():
@@ -146,7 +146,7 @@ def test_parameter_shift_skips_edge_weights_and_frozen_parameters():
     layer.requires_grad_(False)
     with qml.Tracker(dev) as tracker, torch.no_grad():
         layer(w)
-    assert tracker.totals["executions"] == 1  # nothing to differentiate: forward only
+    assert tracker.totals["simulations"] == 1  # nothing to differentiate: forward only
     # frozen gamma/beta, weights that need a gradient: only the 2 x 5 cost gates are shifted, not the mixers
     assert shifted_runs(layer, dev, w.requires_grad_(True), None) == 1 + 2 * (2 * 5)
     layer.requires_grad_(True)

@@ -70,7 +70,7 @@ def tape_shots(tape: qml.tape.QuantumScript, default: qml.measurements.Shots) ->
     if shots.has_partitioned_shots:
         raise UnsupportedOperationError(
             f"Shot vector {shots} reached the Aer job runner; shot vectors return one result per shot setting, "
-            "so run them through qhybrid.execute or a QNode (the device's preprocessing splits them)."
+            "so run them through qhybrid.execute, a QNode or the device's execute (each splits them)."
         )
     return int(shots.total_shots)
 

@@ -16,7 +16,7 @@ from pennylane.measurements import MeasurementProcess, Shots
 from pennylane.tape import QuantumScript
 from pennylane.transforms.core import CompilePipeline
 
-from .._tracking import ShotVectorPart, track_execute
+from .._shot_vectors import split_shot_vectors
 from ..._variant import Variant, tape_parameters
 from ...errors import UnsupportedOperationError
 from ..tensornet._options import CacheInfo, PlanCache
@@ -192,18 +192,25 @@ class AerDevice(Device):
             return False
         return is_ready(op, self._basis)
 
-    def _ready(self, tape: QuantumScript) -> bool:
-        """Whether a tape can go to Aer as it is (else it is run through this device's preprocessing)."""
+    def _expansion(self, tape: QuantumScript) -> str | None:
+        """What a tape needs before it goes to Aer: None (run as it is), ``"sampling"`` (split measurements
+        that cannot share one set of samples) or ``"preprocess"`` (this device's whole preprocessing, then
+        that split)."""
         shots = tape.shots if tape.shots else self.shots
         if shots.has_partitioned_shots:
-            return True  # reported by the runner with a clear message
-        if not all(is_ready(op, self._basis) for op in tape.operations):
-            return False
+            return None  # reported by the runner with a clear message
         supported = supported_sample if shots else supported_analytic
-        if not all(supported(mp) for mp in tape.measurements):
-            return False
+        if not all(is_ready(op, self._basis) for op in tape.operations) or not all(
+            supported(mp) for mp in tape.measurements
+        ):
+            return "preprocess"
         wires = self.wires if self.wires is not None else tape.wires
-        return not (shots and sampling_groups_conflict(tape, wires))
+        return "sampling" if shots and sampling_groups_conflict(tape, wires) else None
+
+    def _expansion_program(self, kind: str) -> CompilePipeline:
+        program = self.preprocess_transforms() if kind == "preprocess" else CompilePipeline()
+        program.add_transform(split_for_sampling, default_shots=self.shots, wires=self.wires)
+        return program
 
     def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple]:
         """Run each (tape, parameters) variant: one Aer job per circuit structure in the batch.
@@ -211,22 +218,26 @@ class AerDevice(Device):
         Each result is a tuple with one entry per measurement: float64 (complex128 for states) torch
         tensors on the parameters' device, a dict (list of dicts when broadcast) for counts. Tapes that
         were not preprocessed for this device (e.g. gradient runs of tapes preprocessed for tensornet)
-        are first run through :meth:`preprocess_transforms`, parameter set by parameter set.
+        are first run through :meth:`preprocess_transforms`, parameter set by parameter set; so are sampled
+        measurements that cannot share one set of samples (split into qubit-wise commuting groups here, not
+        in the preprocessing, so that PennyLane's tracker counts the tape as default.qubit does).
         """
-        ready_memo: dict[int, bool] = {}
+        expansions: dict[int, str | None] = {}  # per tape object: variants share their tapes
+        programs: dict[str, CompilePipeline] = {}
         direct: list[Variant] = []
         plan: list[tuple] = []  # ("direct", index) or ("expanded", start, count, postprocess, n_measurements)
-        program = None
         for v in variants:
-            ready = ready_memo.get(id(v.tape))
-            if ready is None:
-                ready = ready_memo[id(v.tape)] = self._ready(v.tape)
-            if ready:
+            key = id(v.tape)
+            if key not in expansions:
+                expansions[key] = self._expansion(v.tape)
+            kind = expansions[key]
+            if kind is None:
                 plan.append(("direct", len(direct)))
                 direct.append(v)
                 continue
-            program = program or self.preprocess_transforms()
-            tapes, post = program((v.bound_tape(),))
+            if kind not in programs:
+                programs[kind] = self._expansion_program(kind)
+            tapes, post = programs[kind]((v.bound_tape(),))
             plan.append(("expanded", len(direct), len(tapes), post, len(v.tape.measurements)))
             direct.extend(Variant(t, tape_parameters(t)) for t in tapes)
         raw = simulate(direct, self._context(), self.shots) if direct else []
@@ -249,7 +260,6 @@ class AerDevice(Device):
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> CompilePipeline:
         program = CompilePipeline()
         program.add_transform(refuse_mid_circuit_measurements, name=self.name)
-        program.add_transform(apply_shots, default_shots=self.shots)
         program.add_transform(validate_device_wires, self.wires, name=self.name)
         program.add_transform(
             decompose,
@@ -259,7 +269,6 @@ class AerDevice(Device):
             error=UnsupportedOperationError,
         )
         program.add_transform(validate_aer_measurements, default_shots=self.shots, name=self.name)
-        program.add_transform(split_for_sampling, default_shots=self.shots, wires=self.wires)
         return program
 
     def supports_derivatives(self, execution_config: ExecutionConfig | None = None, circuit=None) -> bool:
@@ -273,7 +282,9 @@ class AerDevice(Device):
         tapes = [circuits] if single else list(circuits)
         flat, spans = [], []
         for t in tapes:
-            split, post = apply_shots(t, default_shots=self.shots)
+            if not t.shots and self.shots.has_partitioned_shots:
+                t = t.copy(shots=self.shots)
+            split, post = split_shot_vectors(t)  # one Aer job per setting, results a tuple over settings
             spans.append((len(flat), len(split), post))
             flat.extend(split)
         variants = [Variant.of(t) for t in flat]
@@ -284,26 +295,7 @@ class AerDevice(Device):
         return results[0] if single else results
 
 
-# one Aer job per shot setting, but the tracker counts a shot vector once (as default.qubit does)
-AerDevice.execute = track_execute(AerDevice.execute.__wrapped__)
-
-
 # --- transforms -----------------------------------------------------------------------------
-
-
-@qml.transform
-def apply_shots(tape: QuantumScript, default_shots: Shots = Shots(None)):
-    """Split a shot vector (the tape's, else the device's) into one tape per setting.
-
-    The results of a split tape come back as a tuple over shot settings, as PennyLane returns them.
-    Other tapes are left as they are: a tape without shots runs with the shots of whichever device
-    runs it, so a gradient device keeps its own (exact or sampled) setting.
-    """
-    shots = tape.shots if tape.shots else default_shots
-    if not shots.has_partitioned_shots:
-        return (tape,), _first
-    settings = [s.shots for s in shots.shot_vector for _ in range(s.copies)]
-    return tuple(tape.copy(shots=ShotVectorPart(s, first=i == 0)) for i, s in enumerate(settings)), tuple
 
 
 @qml.transform
@@ -355,4 +347,4 @@ def _pennylane_structure(result: tuple, as_torch: bool):
     return result[0] if len(result) == 1 else result
 
 
-__all__ = ["AerDevice", "apply_shots", "validate_aer_measurements", "split_for_sampling", "METHODS"]
+__all__ = ["AerDevice", "validate_aer_measurements", "split_for_sampling", "METHODS"]

@@ -22,6 +22,7 @@ from pennylane.transforms.core import CompilePipeline
 from ...errors import GradientError, UnsupportedOperationError, refuse_function_transforms
 from ...typing import Backend, Optimizer
 from ..._variant import Variant, tape_parameters
+from .._threads import small_work_threads
 from .plugin.autograd import execute_traced, is_traced
 from .engines.network.pathfind import DEFAULT_PLAN_TIME, PathSettings
 from .engines.lightcone.spread import check_spread_options
@@ -197,6 +198,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time, spread,
                           self._mps, **trajectory_fields(self), spread_slices=self.spread_slices)
 
+    @small_work_threads  # one intra-op thread for small states (devices/_threads)
     def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
         """Run each (tape, parameters) variant; variants of one structure share one contraction.
 
@@ -229,8 +231,8 @@ class TensorNetworkDevice(MPSMethod, Device):
         for v in variants:
             if v.tape.shots.has_partitioned_shots:
                 raise UnsupportedOperationError(
-                    f"Shot vectors ({v.tape.shots}) are served through PennyLane's API "
-                    "(qml.qnode on qml.device('qhybrid.tensornet')); qhybrid.execute takes one shot count."
+                    f"Shot vector {v.tape.shots} reached simulate_variants, which takes one shot count per tape: "
+                    "split it first (qhybrid.execute, qhybrid.qnode and the device's execute run one tape per setting)."
                 )
         tapes = [v.bound_tape(detach=True) for v in variants]
         out = []

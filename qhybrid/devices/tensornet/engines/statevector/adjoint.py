@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ...._threads import threads_for
 from . import kernels
 from .buffers import fresh
 from .zwords import z_expvals
@@ -46,6 +47,11 @@ class AdjointProgram(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, actions, n, S, B, signs, *tensors):
+        with threads_for((1 << n) * S * B, tensors[0].device):
+            return AdjointProgram._forward(ctx, actions, n, S, B, signs, tensors)
+
+    @staticmethod
+    def _forward(ctx, actions, n, S, B, signs, tensors):
         psi, keep = run_keeping(actions, tensors, n, S, B)
         if any(psi is t for t in tensors):
             psi = psi.clone()  # saved below: must not be an input
@@ -55,6 +61,11 @@ class AdjointProgram(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
+        with threads_for((1 << ctx.n) * ctx.S * ctx.B, g.device):
+            return AdjointProgram._backward(ctx, g)
+
+    @staticmethod
+    def _backward(ctx, g):
         *tensors, psi = ctx.saved_tensors
         needs = list(ctx.needs_input_grad[5:])
         signs = ctx.signs
@@ -105,6 +116,11 @@ class BoundNode(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, bound, fallback, dtype, device, *inputs):
+        with threads_for(bound.amplitudes, torch.device(device)):
+            return BoundNode._forward(ctx, bound, fallback, dtype, device, inputs)
+
+    @staticmethod
+    def _forward(ctx, bound, fallback, dtype, device, inputs):
         actions, tensors, record = bound.tensors(inputs, dtype, device, derivatives=any(ctx.needs_input_grad[4:]))
         B = bound.structure.batch_size or 1
         psi, keep = run_keeping(actions, tensors, bound.n, 1, B)
@@ -121,6 +137,11 @@ class BoundNode(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *gs):
+        with threads_for(ctx.bound.amplitudes, ctx.run[3].device):
+            return BoundNode._backward(ctx, gs)
+
+    @staticmethod
+    def _backward(ctx, gs):
         inputs = ctx.saved_tensors
         needs = list(ctx.needs_input_grad[4:])
         if torch.is_grad_enabled():  # a higher derivative: torch reverse mode over a differentiable rerun

@@ -59,6 +59,8 @@ class BoundProgram:
         self.n = program.n
         self.signs = program.measure_signs
         self._consts: dict = {}
+        self.amplitudes = (1 << self.n) * (structure.batch_size or 1)
+        """State work of one run (amplitudes times batch): what decides its intra-op threads."""
 
     @classmethod
     def bind(cls, program, structure, maps, tape) -> "BoundProgram | None":

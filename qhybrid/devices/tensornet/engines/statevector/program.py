@@ -38,6 +38,7 @@ import numpy as np
 import pennylane as qml
 import torch
 
+from ...._threads import threads_for
 from . import diagonal, kernels
 from ..._structure import TapeStructure
 from .allocator import tune_allocator as _tune_allocator
@@ -219,6 +220,10 @@ class StateVectorProgram:
     def _run(self, values, signs):
         S = self.stack_size or 1
         B = self.structure.batch_size or 1
+        with threads_for((1 << self.n) * S * B, values.device):  # small states: one intra-op thread
+            return self._run_states(values, signs, S, B)
+
+    def _run_states(self, values, signs, S: int, B: int):
         _tune_allocator((1 << self.n) * S * B * values.dtype.itemsize)
         grad = torch.is_grad_enabled()
         if grad and self.max_memory < math.inf:
