@@ -194,9 +194,8 @@ class TensorNetworkDevice(MPSMethod, Device):
             max_memory = DEFAULT_MEMORY_FRACTION * _available_memory()
         itemsize = self.dtype.itemsize
         paths = PathSettings(self.optimizer, float(max_memory) / itemsize, self.path_cache)
-        spread = self.spread_classes
-        return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time, spread,
-                          self._mps, **trajectory_fields(self), spread_slices=self.spread_slices)
+        return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time,
+                          self.spread_classes, self._mps, **trajectory_fields(self), spread_slices=self.spread_slices)
 
     @small_work_threads  # one intra-op thread for small states (devices/_threads)
     def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
