@@ -56,7 +56,11 @@ def quimb_step(n, edges, p):
 
     from .peers.quimb_peer import SIMPLIFY, _qaoa, _ZZ
 
-    opt = ctg.ReusableHyperOptimizer(methods=["greedy"], max_repeats=QUIMB_REPEATS, parallel=False, progbar=False)
+    # QHYBRID_QUIMB_PATHS: a directory keeping quimb's trees across runs (its first step then reads them)
+    opt = ctg.ReusableHyperOptimizer(
+        methods=["greedy"], max_repeats=QUIMB_REPEATS, parallel=False, progbar=False,
+        directory=os.environ.get("QHYBRID_QUIMB_PATHS") or None,
+    )
     gamma, beta = _angles(p)
     assert qtn is not None
 
