@@ -25,6 +25,7 @@ from ..._structure import TapeStructure
 from ..._values import _differences
 from ..network.programs import ClosedProgram
 from ..statevector.program import StateVectorProgram
+from .budget import plan_shares
 from .classes import ConeClass, cone_measurable, group_cones, measured_words, sentences
 from .choice import EngineChoice, choose_class
 from .coefficients import data_map
@@ -102,7 +103,7 @@ class ConeProgram:
         # closed classes' networks are planned at their first run with a new stack size, each within its
         # share of what the whole-circuit network and the choice left of the structure's planning budget
         left = max(opts.plan_time - (time.perf_counter() - started), 0.0)
-        self._wide_opts = replace(opts, plan_time=left / max(sum(self._closed_class.values()), 1))
+        self._plan_time = plan_shares(self.classes, self.choices, left, opts.plan_time > 0)
         self.position = {t: i for i, t in enumerate(t for c in self.classes for t in c.terms)}
         self._maps = self._data_maps(tape, pos)
         self.reads_observable_data = all(
@@ -160,7 +161,7 @@ class ConeProgram:
             members = frozenset(si for si, s in enumerate(c.structure.slots) if s.params[1] > s.params[0])
             stacked, size = (members, k) if k > 1 else (frozenset(), 0)
             if closed:
-                program = ClosedProgram(c.structure, stacked, size, self._wide_opts, c.tape)
+                program = ClosedProgram(c.structure, stacked, size, replace(self.opts, plan_time=self._plan_time[id(c)]), c.tape)
             else:
                 program = StateVectorProgram(c.structure, stacked, size, c.tape, self.opts.dtype, self.opts.max_memory)
             self._programs[key] = program
