@@ -93,6 +93,7 @@ def test_deep_search_falls_back_to_cotengras_partitioner_without_kahypar(monkeyp
 
     monkeypatch.setattr(ctg, "HyperOptimizer", spy)
     monkeypatch.setattr(hyper, "DEEP_MIN_S", 0.0)
+    monkeypatch.setattr(hyper, "PARTITION_MIN_S", 0.0)  # partitioned trees in any deep search
     problem = _random_network(4, n=16, hyperedges=2)
     greedy = pathfind.find_paths([problem], "greedy")[0]
     found = hyper.improve(problem, 5.0, greedy)  # two trials (max_repeats above), far within 5 s

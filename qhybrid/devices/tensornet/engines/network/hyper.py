@@ -13,9 +13,10 @@ Measured on the Q100 p=4 cones (loaded 2-core machine): steps 1+2 take 0.3-0.5 s
 2^20.4 flops where greedy gave 2^38.0 / 2^33.5 / 2^28.8; cotengra's ``HyperOptimizer`` with reconfiguration
 after every trial took 20-90 s for the same or worse (2^24.3-2^25.6), and kahypar partitions were worse
 than random greedy on these hyperedge networks (2^30.7 before reconfiguration). So the full
-``HyperOptimizer`` (methods greedy + kahypar, or greedy + labels where kahypar is not installed, the same
+``HyperOptimizer`` (greedy trials, plus kahypar, or labels where kahypar is not installed, the same
 reconfiguration after each trial) runs only on what a network's share of the budget leaves after steps
-1-2, and only when that is at least ``DEEP_MIN_S``. The better tree is kept; slicing to the memory target
+1-2, and only when that is at least ``DEEP_MIN_S``; partitioned trees join only from ``PARTITION_MIN_S``.
+The better tree is kept; slicing to the memory target
 follows in ``pathfind`` (``sliced_path``, cotengra's ``slice_and_reconfigure_``).
 
 >>> from .problem import Problem
@@ -48,9 +49,14 @@ RECONF_OPTS = {"subtree_size": 8, "maxiter": 64}
 optimally, the 64 costliest. On Q100 p=4 cones: 2^29.4 -> 2^25.2 flops in 0.3 s; cotengra's default (up to
 1024 subtrees) reached the same in 1.5 s, subtrees of 10 leaves 2^24.5 in 1.9 s."""
 
-DEEP_MIN_S = 1.0
+DEEP_MIN_S = 0.5
 """A network's budget share must leave at least this many seconds after steps 1-2 for cotengra's
-``HyperOptimizer`` to run (one kahypar trial of a 400-tensor network takes about a second)."""
+``HyperOptimizer`` to run (one greedy trial with its reconfiguration: 0.2-0.4 s on a 400-tensor cone)."""
+
+PARTITION_MIN_S = 30.0
+"""The deep search also tries partitioned trees (kahypar, or cotengra's ``labels``) only on a share this
+long: on Q100 p=4 cones a kahypar trial took 1-5 s and, within 3 s, gave 2^24-2^52 flops where greedy
+trials with reconfiguration gave 2^22-2^26 (and the trials' split between methods halves the greedy ones)."""
 
 DEEP_MAX_REPEATS = 64
 """Trial cap of the deep search (its time limit normally stops it first)."""
@@ -74,9 +80,10 @@ def partitioner() -> str:
     return "kahypar"
 
 
-def deep_methods() -> list[str]:
-    """cotengra ``HyperOptimizer`` methods of the deep search: greedy trees and partitioned ones."""
-    return ["greedy", partitioner()]
+def deep_methods(seconds: float = PARTITION_MIN_S) -> list[str]:
+    """cotengra ``HyperOptimizer`` methods of a deep search of ``seconds``: greedy trees, and partitioned ones
+    from ``PARTITION_MIN_S`` on."""
+    return ["greedy", partitioner()] if seconds >= PARTITION_MIN_S else ["greedy"]
 
 
 def improve(problem: Problem, seconds: float, start: Found | None = None, max_elements: float = math.inf) -> Found:
@@ -96,8 +103,7 @@ def improve(problem: Problem, seconds: float, start: Found | None = None, max_el
     left = seconds - (time.perf_counter() - began)
     if left >= DEEP_MIN_S:
         opt = ctg.HyperOptimizer(
-            methods=deep_methods(), max_repeats=DEEP_MAX_REPEATS, max_time=left, parallel=False, optlib="random",
-            minimize="flops", reconf_opts=dict(RECONF_OPTS), progbar=False, on_trial_error="ignore",
+            methods=deep_methods(left), max_repeats=DEEP_MAX_REPEATS, max_time=left, parallel=False, minimize="flops", reconf_opts=dict(RECONF_OPTS), progbar=False, on_trial_error="ignore",
         )  # fmt: skip
         try:
             best = _keep(problem, opt.search(inputs, output, sizes), best, max_elements)

@@ -7,6 +7,11 @@ microseconds per call is never run. Paths are remembered per network topology wi
 left out, so a structure seen before at another batch size is not searched again (it gets its budget
 once): it takes its remembered path, or the greedy one where that is cheaper at the new size.
 
+Networks whose quick path costs at least ``hyper.HYPER_MIN_FLOPS`` (deep light cones) get the hyper tier
+first (``hyper.improve``: randomised greedy trees refined by subtree reconfiguration, whatever the
+budget, then cotengra's hyper-optimiser within the network's share of ``plan_time``, in proportion to
+its flops); the randomised search above then has what is left for the cheaper ones.
+
 A path is never accepted only because the budget ran out: one whose largest intermediate is above the
 memory the device allows (or whose step needs more indices than einsum has letters) gets a further
 search of its own, minimising the largest intermediate (``RESCUE_TIME_S``), before the memory guard
@@ -103,6 +108,7 @@ class SearchStats:
     shared: int = 0  # networks that took the path of an isomorphic one planned in the same call
     rescues: int = 0  # further searches of networks whose best path would not fit in memory
     hyper: int = 0  # networks given the hyper tier (hyper.improve)
+    hyper_seconds: float = 0.0  # time those took
     time_limits: list[float] = field(default_factory=list)  # max_time each search optimiser was built with
 
 
@@ -262,7 +268,9 @@ def _hyper_tier(problems: Sequence[Problem], found: list[Found], plan_time: floa
     for k in sorted(picked, key=lambda k: -found[k].flops):
         STATS.hyper += 1
         share = plan_time * found[k].flops / total
+        began = time.perf_counter()
         found[k] = hyper.improve(problems[k], share, found[k], max_elements)
+        STATS.hyper_seconds += time.perf_counter() - began
 
 
 def _rescue(problem: Problem, found: Found, optimizer: str, max_elements: float) -> Found:
