@@ -186,3 +186,50 @@ def test_plan_shares_follow_the_flops():
     assert plan_shares([a, c], [choices[0], choices[2]], 0.0, False) == {id(a): 0.0, id(c): 0.0}
     unpriced = [Choice("closed network", None), Choice("closed network", 5.0)]
     assert plan_shares([a, c], unpriced, 1.0, True) == {id(a): 0.5, id(c): 0.5}  # equal parts
+
+
+# One process: a 9-node QAOA p=2 measured by light-cone classes, each a hyper-planned closed network with
+# paths kept in argv[1]; prints what the planner did.
+_SCRIPT = r"""
+import json, sys, torch, pennylane as qml, qhybrid
+from qhybrid.devices.tensornet import _simulate
+from qhybrid.devices.tensornet.engines.lightcone import program, whole
+from qhybrid.devices.tensornet.engines.network import hyper, pathfind
+_simulate.STATE_MODE_MAX_WIRES = 0; program.CONE_STATE_MAX_WIRES = 0; whole.WHOLE_NETWORK_MAX_ELEMENTS = 0
+hyper.HYPER_MIN_FLOPS = 0
+n = 9
+edges = [(i, (i + 1) % n) for i in range(n)] + [(0, 3), (2, 6)]
+cost = qml.dot([1.0] * len(edges), [qml.Z(u) @ qml.Z(v) for u, v in edges])
+def f(g, b):
+    for i in range(n): qml.Hadamard(i)
+    for l in range(2):
+        for u, v in edges: qml.IsingZZ(2 * g[l], wires=[u, v])
+        for i in range(n): qml.RX(2 * b[l], wires=i)
+    return qml.expval(cost)
+dev = qhybrid.device("tensornet", wires=n, path_cache=sys.argv[1])
+value = qhybrid.qnode(dev, diff_method=None)(f)(torch.tensor([0.3, 0.5]), torch.tensor([0.2, -0.4]))
+s = pathfind.STATS
+print(json.dumps({"value": repr(float(value)), "hyper": s.hyper, "disk_hits": s.disk_hits}))
+"""
+
+
+def test_a_second_process_reads_the_cone_classes_hyper_paths(tmp_path):
+    """Cone classes' networks are the same structures in every process (their canonical wire order must
+    not depend on Python's per-process string hashing), so a second process plans none of them."""
+    import json
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+
+    def run(seed):
+        env = {**os.environ, "PYTHONPATH": str(root), "PYTHONHASHSEED": str(seed), "OMP_NUM_THREADS": "1"}
+        out = subprocess.run([sys.executable, "-c", _SCRIPT, str(tmp_path)], capture_output=True, text=True,
+                             env=env, cwd=root, check=True)  # fmt: skip
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    first, second = run(1), run(2)
+    assert first["hyper"] >= 5
+    assert second["hyper"] == 0 and second["disk_hits"] >= first["hyper"]
+    assert second["value"] == first["value"]  # bit for bit: the same paths
