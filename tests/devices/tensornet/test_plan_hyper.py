@@ -24,14 +24,7 @@ from qhybrid.devices.tensornet.engines.network.path_cache import PathStore, vali
 from qhybrid.devices.tensornet.engines.network.problem import Problem, _evaluate
 
 TOL = 1e-10
-
-
-@pytest.fixture(autouse=True)
-def _fresh_planner():
-    pathfind.clear_memo()
-    pathfind.reset_stats()
-    yield
-    pathfind.clear_memo()
+pytestmark = pytest.mark.usefixtures("fresh_planner")  # tests/devices/tensornet/conftest.py
 
 
 @pytest.fixture
