@@ -108,7 +108,7 @@ def test_store_round_trip_and_unwritable_directory(tmp_path):
     store = PathStore(tmp_path / "new" / "dir")
     assert store.load(inputs, output, sizes) is None
     store.save(inputs, output, sizes, ((1, 2), (0, 1)), searched=False)
-    assert store.load(inputs, output, sizes) == (((1, 2), (0, 1)), False)
+    assert store.load(inputs, output, sizes) == (((1, 2), (0, 1)), False, ())
     assert not list((tmp_path / "new" / "dir").glob(".*.tmp"))  # the temporary file was renamed
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -154,3 +154,34 @@ def test_isomorphic_networks_are_planned_once():
     found = _pathfind.find_paths(probs, "greedy", plan_time=0)
     assert stats.shared == 1 and stats.quick == 2
     assert found[0].path == found[1].path
+
+
+def test_keys_never_lend_a_path_to_another_structure(tmp_path):
+    """Structures that differ anywhere get different keys, and an entry is checked against the reader's
+    canonical structure, so even a forged (or colliding) key cannot hand a path to another network."""
+    base = ([(0, 1), (1, 2), (2, 3)], (0, 3), {0: 2, 1: 3, 2: 4, 3: 5})
+    variants = [
+        ([(1, 0), (1, 2), (2, 3)], (0, 3), base[2]),  # one tensor's index order
+        ([(1, 2), (0, 1), (2, 3)], (0, 3), base[2]),  # tensor order
+        ([(0, 1), (1, 2), (2, 3)], (3, 0), base[2]),  # output order
+        ([(0, 1), (1, 2), (2, 3)], (0, 3), {0: 2, 1: 3, 2: 4, 3: 6}),  # an extent
+        ([(0, 1), (1, 2), (2, 1)], (0,), {0: 2, 1: 3, 2: 4}),  # a hyperedge where there was a bond
+    ]
+    keys = {structure_key(*base)} | {structure_key(*v) for v in variants}
+    assert len(keys) == 1 + len(variants)
+    store = PathStore(tmp_path)
+    store.save(*base, ((0, 1), (0, 1)), searched=True)
+    for v in variants:  # every other structure's file made a copy of base's entry, its key forged
+        entry = json.loads((tmp_path / f"{structure_key(*base)}.json").read_text())
+        entry["structure"] = structure_key(*v)
+        (tmp_path / f"{structure_key(*v)}.json").write_text(json.dumps(entry))
+        assert store.load(*v) is None
+    assert store.load(*base) == (((0, 1), (0, 1)), True, ())
+
+
+def test_sliced_indices_are_stored_in_canonical_labels(tmp_path):
+    inputs, output, sizes = [(0, 1), (1, 2), (2, 3)], (0, 3), {0: 2, 1: 8, 2: 8, 3: 2}
+    store = PathStore(tmp_path)
+    store.save(inputs, output, sizes, ((0, 1), (0, 1)), searched=True, sliced=(2,))
+    renamed = [(10, 11), (11, 12), (12, 13)], (10, 13), {10: 2, 11: 8, 12: 8, 13: 2}
+    assert store.load(*renamed).sliced == (12,)  # the same index, in the reader's numbering

@@ -17,6 +17,7 @@ edges of a graph listed in any order) then usually get the same form.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -145,14 +146,14 @@ def _colours(slots: Sequence[Slot], keys, layers: list[list[int]], word: dict[in
     for at, layer in enumerate(layers):
         for si in layer:
             k = keys[si]
-            colour[("g", si)] = hash((k[0], k[1], k[3], k[4], slots[si].params[1] - slots[si].params[0], at))
+            colour[("g", si)] = _stable_hash((k[0], k[1], k[3], k[4], slots[si].params[1] - slots[si].params[0], at))
             gate_wires[si] = slots[si].wires
             sym = slots[si].name in SYMMETRIC_GATES
             for pos, w in enumerate(slots[si].wires):
                 pos = 0 if sym else pos
                 wire_gates.setdefault(w, []).append((at, pos, si))
     for w in set(wire_gates) | set(word):
-        colour[("w", w)] = hash(("w", word.get(w, "I")))
+        colour[("w", w)] = _stable_hash(("w", word.get(w, "I")))
     classes = len(set(colour.values()))
     for _ in range(WL_MAX_ROUNDS):
         new = {}
@@ -160,17 +161,24 @@ def _colours(slots: Sequence[Slot], keys, layers: list[list[int]], word: dict[in
             around = [colour[("w", w)] for w in wires]
             if slots[si].name in SYMMETRIC_GATES:
                 around.sort()
-            new[("g", si)] = hash((colour[("g", si)], tuple(around)))
+            new[("g", si)] = _stable_hash((colour[("g", si)], tuple(around)))
         for w in colour.keys() - new.keys():
             if w[0] == "w":
                 seen = sorted((at, pos, colour[("g", si)]) for at, pos, si in wire_gates.get(w[1], ()))
-                new[w] = hash((colour[w], tuple(seen)))
+                new[w] = _stable_hash((colour[w], tuple(seen)))
         colour = new
         count = len(set(colour.values()))
         if count == classes:
             break
         classes = count
     return colour
+
+
+def _stable_hash(value) -> int:
+    """A hash of ``value`` (ints, strings, tuples of them) equal in every process: Python's ``hash`` of a
+    string changes with each process's seed, which made the tie-breaking colours, and so a class's
+    canonical wire order and network, differ between processes (their paths on disk were never found)."""
+    return int.from_bytes(hashlib.blake2b(repr(value).encode(), digest_size=8).digest(), "little")
 
 
 def make_cone(structure: TapeStructure, word: dict[int, str]) -> Cone:

@@ -14,7 +14,6 @@ distinct parameter row runs once (``shared.run_distinct``).
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import torch
@@ -25,6 +24,7 @@ from ..._structure import TapeStructure
 from ..._values import _differences
 from ..network.programs import ClosedProgram
 from ..statevector.program import StateVectorProgram
+from .budget import plan_shares
 from .classes import ConeClass, cone_measurable, group_cones, measured_words, sentences
 from .choice import EngineChoice, choose_class
 from .coefficients import data_map
@@ -87,7 +87,6 @@ class ConeProgram:
         words, per_measurement = measured_words(tape, structure)
         self.term_of = {tuple(sorted(w.items())): t for t, w in enumerate(words)}
         widths = [_width(structure, w) for w in words]
-        started = time.perf_counter()
         candidate_wires = WHOLE_NETWORK_CANDIDATE_WIRES if rule is None else rule
         self.closed = closed_program(plain, per_measurement, widths, candidate_wires, structure, stacked, stack_size, opts, tape)
         self.closed_measurements = self.closed.only if self.closed is not None else frozenset()
@@ -102,9 +101,9 @@ class ConeProgram:
         """Per class (in ``classes`` order): its ``EngineChoice``, decided once with the structure."""
         self._closed_class = {id(c): ch.engine == "closed network" for c, ch in zip(self.classes, self.choices)}
         # closed classes' networks are planned at their first run with a new stack size, each within its
-        # share of what the whole-circuit network and the choice left of the structure's planning budget
-        left = max(opts.plan_time - (time.perf_counter() - started), 0.0)
-        self._wide_opts = replace(opts, plan_time=left / max(sum(self._closed_class.values()), 1))
+        # share of the structure's planning budget by its network's flops (what the choice took is not path
+        # search: charging it left Q100 p=4's classes nothing)
+        self._plan_time = plan_shares(self.classes, self.choices, opts.plan_time, opts.plan_time > 0)
         self.position = {t: i for i, t in enumerate(t for c in self.classes for t in c.terms)}
         self._maps = self._data_maps(tape, pos)
         self.reads_observable_data = all(
@@ -162,7 +161,7 @@ class ConeProgram:
             members = frozenset(si for si, s in enumerate(c.structure.slots) if s.params[1] > s.params[0])
             stacked, size = (members, k) if k > 1 else (frozenset(), 0)
             if closed:
-                program = ClosedProgram(c.structure, stacked, size, self._wide_opts, c.tape)
+                program = ClosedProgram(c.structure, stacked, size, replace(self.opts, plan_time=self._plan_time[id(c)]), c.tape)
             else:
                 program = StateVectorProgram(c.structure, stacked, size, c.tape, self.opts.dtype, self.opts.max_memory)
             self._programs[key] = program

@@ -42,8 +42,11 @@ def closed_program(plain, per_measurement, widths, state_max_wires, structure, s
     candidates = _promising(candidates, structure, stacked, stack_size, opts, tape)
     if not plain and not candidates:
         return None
+    # judged by its largest intermediate, mostly to be refused (a QAOA Hamiltonian's 150 word networks): no
+    # hyper tier for it, which the cone classes get (60 s of planning that Q100 p=4 threw away)
+    judged = replace(opts, optimizer=replace(PathSettings.of(opts.optimizer), hyper=False)) if candidates else opts
     try:
-        program = ClosedProgram(structure, stacked, stack_size, opts, tape, only=plain + candidates)
+        program = ClosedProgram(structure, stacked, stack_size, judged, tape, only=plain + candidates)
     except ContractionTooLargeError:
         if not candidates:
             raise

@@ -2,6 +2,11 @@
 
 A network's key is a hash of its index structure and extents only (indices relabelled in order of first
 appearance, so two builds that number their indices differently share an entry); values never enter it.
+The entry also holds that canonical structure itself, compared on reading: two structures whose keys
+collided (or a file copied under another name) can never lend each other a path. An entry keeps the
+path (tensor positions, independent of index numbering), whether it is final (planned within a budget,
+or by the hyper tier), and the sliced indices (canonical labels, mapped back to the reader's numbering).
+
 One small JSON file per network under the store's directory, written atomically (a temporary file then
 ``os.replace``). An entry that cannot be read, is not for this structure or whose path is not a valid
 contraction of it is ignored (and overwritten by the next plan); a directory that cannot be written
@@ -10,9 +15,9 @@ only means paths are not kept.
 >>> import tempfile
 >>> store = PathStore(tempfile.mkdtemp())
 >>> inputs, output, sizes = [(0, 1), (1, 2)], (0, 2), {0: 2, 1: 3, 2: 4}
->>> store.save(inputs, output, sizes, ((0, 1),), searched=True)
+>>> store.save(inputs, output, sizes, ((0, 1),), searched=True, sliced=(1,))
 >>> store.load(inputs, output, sizes)
-(((0, 1),), True)
+StoredPath(path=((0, 1),), searched=True, sliced=(1,))
 """
 
 from __future__ import annotations
@@ -22,13 +27,21 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 CACHE_ENV = "QHYBRID_CACHE_DIR"
 """Environment variable naming qhybrid's cache directory (paths go in its ``paths`` folder)."""
 
-FORMAT = 1
-"""Entry format; entries of another format are ignored."""
+FORMAT = 2
+"""Entry format; entries of another format are ignored (2: the canonical structure and sliced indices kept)."""
+
+
+class StoredPath(NamedTuple):
+    """A path read from the store: linear path, whether final, sliced indices in the reader's numbering."""
+
+    path: tuple[tuple[int, ...], ...]
+    searched: bool
+    sliced: tuple = ()
 
 
 def default_directory() -> Path:
@@ -41,8 +54,10 @@ def default_directory() -> Path:
     return base / "qhybrid" / "paths"
 
 
-def structure_key(inputs: Sequence[Sequence[int]], output: Sequence[int], sizes: dict) -> str:
-    """A hash of the network's index structure and extents, independent of how indices are numbered."""
+def canonical(inputs: Sequence[Sequence[int]], output: Sequence[int], sizes: dict) -> tuple[dict, dict]:
+    """The network's structure with indices relabelled 0, 1, ... in order of first appearance (tensors in
+    order, then the output), and that relabelling: equal for two numberings of one network, different for
+    any two networks that differ in a tensor's indices (or their order), the output or an extent."""
     label: dict = {}
     for ix in (*inputs, output):
         for i in ix:
@@ -52,7 +67,16 @@ def structure_key(inputs: Sequence[Sequence[int]], output: Sequence[int], sizes:
         "output": [label[i] for i in output],
         "sizes": [int(sizes[i]) for i in label],
     }
+    return canon, label
+
+
+def _digest(canon: dict) -> str:
     return hashlib.sha256(json.dumps(canon, separators=(",", ":")).encode()).hexdigest()
+
+
+def structure_key(inputs: Sequence[Sequence[int]], output: Sequence[int], sizes: dict) -> str:
+    """A hash of the network's index structure and extents, independent of how indices are numbered."""
+    return _digest(canonical(inputs, output, sizes)[0])
 
 
 def valid_path(path, n: int) -> bool:
@@ -81,25 +105,32 @@ class PathStore:
     def _file(self, key: str) -> Path:
         return self.directory / f"{key}.json"
 
-    def load(self, inputs, output, sizes, key: str | None = None) -> tuple[tuple[tuple[int, ...], ...], bool] | None:
-        """The stored path and whether it is final (planned within a budget), or None (absent, unreadable,
-        mismatched); ``key``: the structure key if already computed."""
-        key = key or structure_key(inputs, output, sizes)
+    def load(self, inputs, output, sizes, key: str | None = None) -> StoredPath | None:
+        """The stored path, whether it is final and its sliced indices, or None (absent, unreadable, for
+        another structure, not a valid contraction); ``key``: the structure key if already computed."""
+        canon, label = canonical(inputs, output, sizes)
+        key = key or _digest(canon)
         try:
             entry = json.loads(self._file(key).read_text())
-            if entry.get("format") != FORMAT or entry.get("structure") != key:
+            if entry.get("format") != FORMAT or entry.get("structure") != key or entry.get("canonical") != canon:
                 return None
             path = entry["path"]
             if not valid_path(path, len(inputs)):
                 return None
-            return tuple(tuple(step) for step in path), bool(entry.get("searched", False))
+            index = {c: i for i, c in label.items()}
+            sliced = tuple(sorted(index[c] for c in entry.get("sliced", ())))
+            return StoredPath(tuple(tuple(step) for step in path), bool(entry.get("searched", False)), sliced)
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             return None
 
-    def save(self, inputs, output, sizes, path, searched: bool, key: str | None = None) -> None:
+    def save(self, inputs, output, sizes, path, searched: bool, key: str | None = None, sliced=()) -> None:
         """Write the entry atomically; an unwritable directory only means the path is not kept."""
-        key = key or structure_key(inputs, output, sizes)
-        entry = {"format": FORMAT, "structure": key, "searched": bool(searched), "path": [list(s) for s in path]}
+        canon, label = canonical(inputs, output, sizes)
+        key = key or _digest(canon)
+        entry = {
+            "format": FORMAT, "structure": key, "canonical": canon, "searched": bool(searched),
+            "path": [list(s) for s in path], "sliced": sorted(label[i] for i in sliced),
+        }  # fmt: skip
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{key[:16]}.", suffix=".tmp")
@@ -114,4 +145,4 @@ class PathStore:
             pass
 
 
-__all__ = ["PathStore", "default_directory", "structure_key", "valid_path", "CACHE_ENV"]
+__all__ = ["PathStore", "StoredPath", "default_directory", "structure_key", "canonical", "valid_path", "CACHE_ENV"]

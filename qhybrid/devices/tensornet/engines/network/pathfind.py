@@ -7,6 +7,11 @@ microseconds per call is never run. Paths are remembered per network topology wi
 left out, so a structure seen before at another batch size is not searched again (it gets its budget
 once): it takes its remembered path, or the greedy one where that is cheaper at the new size.
 
+Networks whose quick path costs at least ``hyper.HYPER_MIN_FLOPS`` (deep light cones) get the hyper tier
+first (``hyper.improve``: randomised greedy trees refined by subtree reconfiguration, whatever the
+budget, then cotengra's hyper-optimiser within the network's share of ``plan_time``, in proportion to
+its flops); the randomised search above then has what is left for the cheaper ones.
+
 A path is never accepted only because the budget ran out: one whose largest intermediate is above the
 memory the device allows (or whose step needs more indices than einsum has letters) gets a further
 search of its own, minimising the largest intermediate (``RESCUE_TIME_S``), before the memory guard
@@ -28,6 +33,7 @@ from typing import Sequence
 
 import opt_einsum as oe
 
+from . import hyper
 from .path_cache import PathStore, structure_key
 from .problem import MAX_STEP_INDICES, Found, Problem, _evaluate, _numel
 
@@ -67,15 +73,18 @@ STORE_MIN_TENSORS = 16
 @dataclass(frozen=True)
 class PathSettings:
     """How paths are found: the method (``"auto"``, ``"cotengra"``, ``"greedy"``, ``"optimal"``), the most
-    elements an intermediate may have, and where paths are kept on disk (None: nowhere).
+    elements an intermediate may have, where paths are kept on disk (None: nowhere), and whether costly
+    networks get the hyper tier (``hyper.improve``; off for networks planned only to be judged, such as the
+    whole-circuit alternative to light cones).
 
     >>> PathSettings.of("greedy")
-    PathSettings(method='greedy', max_elements=inf, store=None)
+    PathSettings(method='greedy', max_elements=inf, store=None, hyper=True)
     """
 
     method: str = "auto"
     max_elements: float = math.inf
     store: PathStore | None = None
+    hyper: bool = True
 
     @classmethod
     def of(cls, optimizer: "str | PathSettings") -> "PathSettings":
@@ -98,6 +107,8 @@ class SearchStats:
     disk_writes: int = 0  # paths written to the disk store
     shared: int = 0  # networks that took the path of an isomorphic one planned in the same call
     rescues: int = 0  # further searches of networks whose best path would not fit in memory
+    hyper: int = 0  # networks given the hyper tier (hyper.improve)
+    hyper_seconds: float = 0.0  # time those took
     time_limits: list[float] = field(default_factory=list)  # max_time each search optimiser was built with
 
 
@@ -189,7 +200,7 @@ def _search(problem: Problem, optimizer: str, seconds: float, minimize: str = "f
     opt = _search_optimizer(optimizer, seconds, minimize=minimize)
     STATS.searches += 1
     STATS.time_limits.append(seconds)
-    found = _evaluate(problem, opt(*problem.sets(), problem.sizes))
+    found = _evaluate(problem, opt(*problem.symbolic()))
     STATS.trials += _trials(opt)
     return _settled(found)
 
@@ -210,8 +221,18 @@ def _from_store(problems: Sequence[Problem], keys: Sequence[str], store: PathSto
             hit = store.load(p.inputs, p.output, p.sizes, key=key)
             if hit is not None:
                 STATS.disk_hits += 1
-                found[k] = replace(_evaluate(p, hit[0]), searched=hit[1])
+                found[k] = replace(_with_slices(p, hit.path, hit.sliced), searched=hit.searched)
     return found
+
+
+def _with_slices(problem: Problem, path, sliced: tuple = ()) -> Found:
+    """The path's cost with ``sliced`` indices summed outside it (every slice counted in ``flops``)."""
+    if not sliced:
+        return _evaluate(problem, path)
+    rest = Problem.of([tuple(i for i in ix if i not in sliced) for ix in problem.inputs], problem.output, problem.sizes)
+    inner = _evaluate(rest, path)
+    slices = math.prod(problem.sizes[i] for i in sliced)
+    return Found(inner.path, inner.flops * slices, inner.largest, True, inner.widest, tuple(sliced))
 
 
 def _budgeted_search(problems, found: list[Found], optimizer: str, plan_time: float, start: float, max_elements):
@@ -232,6 +253,24 @@ def _budgeted_search(problems, found: list[Found], optimizer: str, plan_time: fl
         better = _search(problems[k], optimizer, seconds)
         if _better(better, found[k], max_elements):  # (_find settles every path afterwards)
             found[k] = better
+
+
+def _hyper_tier(problems: Sequence[Problem], found: list[Found], plan_time: float, max_elements: float) -> None:
+    """Networks whose path costs at least ``hyper.HYPER_MIN_FLOPS`` and is not settled: each gets
+    ``hyper.improve``'s randomised greedy trees and subtree reconfiguration whatever the budget (a path far
+    above the best is never kept for want of time), and its deep search within its share of ``plan_time``,
+    in proportion to its path's flops (the time goes where the flops are), costliest first."""
+    picked = [
+        k for k, (p, f) in enumerate(zip(problems, found))
+        if not f.searched and p.n > OPTIMAL_MAX_TENSORS and f.flops >= hyper.HYPER_MIN_FLOPS
+    ]  # fmt: skip
+    total = sum(found[k].flops for k in picked)
+    for k in sorted(picked, key=lambda k: -found[k].flops):
+        STATS.hyper += 1
+        share = plan_time * found[k].flops / total
+        began = time.perf_counter()
+        found[k] = hyper.improve(problems[k], share, found[k], max_elements)
+        STATS.hyper_seconds += time.perf_counter() - began
 
 
 def _rescue(problem: Problem, found: Found, optimizer: str, max_elements: float) -> Found:
@@ -273,8 +312,8 @@ def sliced_path(problem: Problem, path, max_elements: float) -> Found | None:
 
     if _numel(problem.output, problem.sizes) > max_elements:
         return None
-    inputs = [list(ix) for ix in problem.inputs]
-    tree = ctg.ContractionTree.from_path(inputs, list(problem.output), problem.sizes, path=[list(p) for p in path])
+    inputs, output, sizes = problem.symbolic()
+    tree = ctg.ContractionTree.from_path(inputs, output, sizes, path=[list(p) for p in path])
     target = max(int(max_elements), 1)
     try:
         tree.slice_(target_size=target, allow_outer=False)
@@ -284,13 +323,11 @@ def sliced_path(problem: Problem, path, max_elements: float) -> Found | None:
             tree.slice_and_reconfigure_(target_size=target, allow_outer=False, reconf_opts={"subtree_size": 6})
     except Exception:  # noqa: BLE001 - cotengra could not reach the target: the memory guard refuses
         return None
-    sliced = tuple(sorted(tree.sliced_inds))
+    index = {symbol: i for symbol, i in zip(sizes, problem.sizes)}  # symbolic() keeps the extents' order
+    sliced = tuple(sorted(index[symbol] for symbol in tree.sliced_inds))
     if not sliced or set(sliced) & set(problem.output):
         return None
-    rest = Problem.of([tuple(i for i in ix if i not in sliced) for ix in problem.inputs], problem.output, problem.sizes)
-    inner = _evaluate(rest, [tuple(p) for p in tree.get_path()])
-    slices = math.prod(problem.sizes[i] for i in sliced)
-    return Found(inner.path, inner.flops * slices, inner.largest, True, inner.widest, sliced)
+    return _with_slices(problem, [tuple(p) for p in tree.get_path()], sliced)
 
 
 def find_paths(
@@ -323,6 +360,8 @@ def _find(problems: Sequence[Problem], keys: Sequence[str], settings: PathSettin
     stored = _from_store(problems, keys, settings.store)
     found = [s if s is not None else _quick(p, method) for p, s in zip(problems, stored)]
     if settings.searches and plan_time > 0:
+        if settings.hyper:
+            _hyper_tier(problems, found, plan_time, limit)
         _budgeted_search(problems, found, method, plan_time, start, limit)
         for k, p in enumerate(problems):
             if not found[k].fits(limit) and p.n > OPTIMAL_MAX_TENSORS:
@@ -338,8 +377,8 @@ def _find(problems: Sequence[Problem], keys: Sequence[str], settings: PathSettin
                     _MEMO.popitem(last=False)
     if settings.store is not None:
         for p, key, s, f in zip(problems, keys, stored, found):
-            if p.n >= STORE_MIN_TENSORS and (s is None or s.path != f.path or s.searched != f.searched):
-                settings.store.save(p.inputs, p.output, p.sizes, f.path, f.searched, key=key)
+            if p.n >= STORE_MIN_TENSORS and (s is None or (s.path, s.searched, s.sliced) != (f.path, f.searched, f.sliced)):
+                settings.store.save(p.inputs, p.output, p.sizes, f.path, f.searched, key=key, sliced=f.sliced)
                 STATS.disk_writes += 1
     return found
 

@@ -40,6 +40,20 @@ class Problem:
         """Inputs and output as opt_einsum's path optimisers take them."""
         return [frozenset(ix) for ix in self.inputs], frozenset(self.output)
 
+    def symbolic(self) -> tuple[list[tuple[str, ...]], tuple[str, ...], dict[str, int]]:
+        """Inputs, output and extents with every index a one-character symbol (``opt_einsum.get_symbol``),
+        as cotengra takes them: its Rust backend (``cotengrust``, used whenever installed) refuses integer
+        indices, and so do cotengra's tree refinements that call it.
+
+        >>> Problem.of([(0, 1)], (1,), {0: 2, 1: 3}).symbolic()
+        ([('a', 'b')], ('b',), {'a': 2, 'b': 3})
+        """
+        from opt_einsum import get_symbol
+
+        inputs = [tuple(get_symbol(i) for i in ix) for ix in self.inputs]
+        sizes = {get_symbol(i): int(s) for i, s in self.sizes.items()}
+        return inputs, tuple(get_symbol(i) for i in self.output), sizes
+
 
 @dataclass(frozen=True)
 class Found:
