@@ -22,6 +22,7 @@ from ..._gates import constant_matrix, fast_matrix
 from ...backends import get_backend
 from ...backends.torch_backend import TorchBackend
 from ..network.many import ManyTrees, NotTogether
+from ..network.together import gate_view
 
 TOGETHER_MIN_MEMBERS = 2
 """Closed classes run together once they hold at least this many members (one network gains nothing)."""
@@ -102,10 +103,7 @@ class ClassesTogether:
             at, shape = name
             pos = at + np.arange(int(np.prod(shape))).reshape(shape)
         if o.kind == "slot":
-            k = dim.bit_length() - 1
-            pos = np.diagonal(pos).reshape((2,) * k) if o.diagonal else pos.reshape((2,) * (2 * k))
-            if o.select is not None:
-                pos = pos[o.select]
+            pos = gate_view(pos, o)
         elif o.diagonal:
             pos = np.diagonal(pos, axis1=-2, axis2=-1)
         return pos + (self.table_size if o.conj else 0)

@@ -95,12 +95,16 @@ def _view_positions(at: int, shape, stacked, o) -> np.ndarray:
     matrix (as ``_Values`` builds it) and its selection."""
     pos = at + np.arange(int(np.prod(shape))).reshape(shape)
     if stacked is not None:
-        pos = pos[stacked[1]]
-        wires = pos.shape[-1].bit_length() - 1
-        pos = np.diagonal(pos).reshape((2,) * wires) if o.diagonal else pos.reshape((2,) * (2 * wires))
-    if o.select is not None:
-        pos = pos[o.select]
-    return pos
+        return gate_view(pos[stacked[1]], o)
+    return pos if o.select is None else pos[o.select]
+
+
+def gate_view(matrix: np.ndarray, o) -> np.ndarray:
+    """A gate matrix's ``[D, D]`` element positions as slot operand ``o`` reads them (``_Values.slot`` /
+    ``_Values.diagonal``, then the operand's selection): its diagonal or its ``(2,) * 2k`` tensor."""
+    wires = matrix.shape[-1].bit_length() - 1
+    pos = np.diagonal(matrix).reshape((2,) * wires) if o.diagonal else matrix.reshape((2,) * (2 * wires))
+    return pos if o.select is None else pos[o.select]
 
 
 def together(contractions, values) -> Together | None:
@@ -117,4 +121,4 @@ def together(contractions, values) -> Together | None:
         return None
 
 
-__all__ = ["Together", "together"]
+__all__ = ["Together", "together", "gate_view"]
