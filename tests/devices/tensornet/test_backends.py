@@ -220,10 +220,10 @@ def test_device_contracts_its_plans_through_the_chosen_backend(monkeypatch):
     planned, limits = [], []
     original = TorchBackend.contract
 
-    def spy(self, plan, operands, *, max_memory=None):
+    def spy(self, plan, operands, *, max_memory=None, keep=True):
         planned.append(plan)
         limits.append(max_memory)
-        return original(self, plan, operands, max_memory=max_memory)
+        return original(self, plan, operands, max_memory=max_memory, keep=keep)
 
     monkeypatch.setattr(TorchBackend, "contract", spy)
     state = torch.tensor([0.6, 0.0, 0.0, 0.8], dtype=torch.complex128)

@@ -83,3 +83,27 @@ def test_closed_classes_together_second_derivatives(closed_classes_runs):
     want = torch.autograd.functional.hessian(lambda v: ref(v[:2], v[2:]), x)
     assert closed_classes_runs
     assert torch.allclose(hess, want, atol=1e-10)
+
+
+def test_classes_beyond_the_kept_budget_recompute(monkeypatch, closed_classes_runs):
+    """Classes run one by one whose kept intermediates would exceed max_memory together recompute them in
+    the backward: same values and gradients as default.qubit, and some class did recompute."""
+    monkeypatch.setattr(closed_classes, "TOGETHER_MIN_MEMBERS", 10**9)  # one by one
+    from qhybrid.devices.tensornet.engines.network import tree_grad
+
+    admitted = []
+    admit = tree_grad.KeptBudget.admit
+    monkeypatch.setattr(tree_grad.KeptBudget, "__init__", lambda self, max_bytes: setattr(self, "left", 3000.0))
+    monkeypatch.setattr(tree_grad.KeptBudget, "admit", lambda self, p, s: admitted.append(admit(self, p, s)) or admitted[-1])
+    circuit = _circuit(*CASES["irregular-xyz"][:3])
+    gamma, beta = torch.tensor([0.4, -0.9], dtype=torch.float64), torch.tensor([1.1, 0.3], dtype=torch.float64)
+    g, b = gamma.clone().requires_grad_(), beta.clone().requires_grad_()
+    value = qhybrid.qnode(qhybrid.device("tensornet", wires=8))(circuit)(g, b)
+    grads = torch.autograd.grad(value, (g, b))
+    rg, rb = gamma.clone().requires_grad_(), beta.clone().requires_grad_()
+    want = qml.QNode(circuit, qml.device("default.qubit"), interface="torch")(rg, rb)
+    want_grads = torch.autograd.grad(want, (rg, rb))
+    assert False in admitted  # the budget ran out for some class
+    assert abs(float(value) - float(want)) < 1e-10
+    for a, w in zip(grads, want_grads):
+        assert torch.allclose(a, w, atol=1e-10)

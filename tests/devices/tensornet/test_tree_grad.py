@@ -75,3 +75,61 @@ def test_one_autograd_node_per_contraction():
     out = contract_tree(plan, ops)
     assert type(out.grad_fn).__name__ == "_TreeContractionBackward"
     assert {type(n[0]).__name__ for n in out.grad_fn.next_functions} == {"AccumulateGrad"}
+
+
+@pytest.mark.parametrize("seed", range(0, 24, 3))
+def test_recomputed_tree_matches_autograd(seed):
+    """keep=False: the forward keeps only the operands and the backward runs the steps again."""
+    plan, operands, sizes = _network(seed)
+    wanted = [o for o in operands if o.requires_grad]
+    if not wanted:
+        pytest.skip("no operand needs a gradient")
+    weight = torch.randn([sizes[i] for i in plan.output], dtype=operands[0].dtype)
+    out = contract_tree(plan, operands, keep=False)
+    assert type(out.grad_fn).__name__ == "_RecomputedTreeBackward"
+    torch.testing.assert_close(out, plan.contract(operands), atol=1e-12, rtol=1e-12)
+    ref = torch.autograd.grad(_loss(plan.contract(operands), weight), wanted, allow_unused=True)
+    got = torch.autograd.grad(_loss(out, weight), wanted, allow_unused=True)
+    for g, h in zip(got, ref):
+        if h is None:
+            assert g is None or not g.abs().any()
+            continue
+        torch.testing.assert_close(g, h, atol=1e-10, rtol=1e-10)
+
+
+def test_recomputed_tree_second_derivatives():
+    plan, operands, sizes = _network(7)
+    operands = [o.detach().requires_grad_() for o in operands]
+    weight = torch.randn([sizes[i] for i in plan.output], dtype=operands[0].dtype)
+
+    def curvature(contract):
+        grads = torch.autograd.grad(_loss(contract(operands), weight), operands, create_graph=True)
+        total = sum((g.abs() ** 2).sum() for g in grads)
+        return torch.autograd.grad(total, operands, allow_unused=True)
+
+    for g, h in zip(curvature(lambda o: contract_tree(plan, o, keep=False)), curvature(plan.contract)):
+        if h is not None:
+            torch.testing.assert_close(g, h, atol=1e-9, rtol=1e-9)
+
+
+def test_recomputed_tree_saves_only_its_operands():
+    plan = ContractionPlan([(0, 1), (1, 2), (2, 3), (3, 4)], (0, 4), {i: 3 for i in range(5)}, optimizer="greedy")
+    ops = [torch.randn(3, 3, dtype=torch.complex128, requires_grad=True) for _ in range(4)]
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
+        contract_tree(plan, ops, keep=False)
+    assert saved == [9] * 4
+    saved.clear()
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
+        contract_tree(plan, ops, keep=True)
+    assert sum(saved) == 4 * 9 + plan.held_elements
+
+
+def test_held_elements_counts_every_intermediate():
+    plan = ContractionPlan([(0, 1), (1, 2), (2, 3)], (0, 3), {0: 2, 1: 3, 2: 4, 3: 5}, optimizer="greedy")
+    nodes, indices = plan.binary_tree()
+    # two pairwise steps: one intermediate of two of the output's or open indices, then the output (2 x 5)
+    assert len(nodes) == 2 and plan.held_elements == sum(
+        __import__("math").prod(plan._sizes[i] for i in indices[k]) for k in nodes
+    )
+    assert 10 <= plan.held_elements <= 10 + 2 * 4 * 5

@@ -39,8 +39,11 @@ class Backend:
     def __init__(self, device: torch.device | str = "cpu"):
         self.device = torch.device(device)
 
-    def contract(self, plan, operands: Sequence[torch.Tensor], *, max_memory: float | None = None) -> torch.Tensor:
-        """The contraction of ``operands`` along ``plan``; differentiable w.r.t. the operands."""
+    def contract(
+        self, plan, operands: Sequence[torch.Tensor], *, max_memory: float | None = None, keep: bool = True
+    ) -> torch.Tensor:
+        """The contraction of ``operands`` along ``plan``; differentiable w.r.t. the operands; ``keep``: whether
+        intermediates may be kept for the backward (else recomputed there, where the backend can)."""
         raise NotImplementedError
 
     def clear(self) -> None:

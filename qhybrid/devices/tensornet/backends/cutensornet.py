@@ -197,7 +197,9 @@ class CuTensorNetBackend(Backend):
         if reason not in self.fallbacks:
             self.fallbacks.append(reason)
 
-    def contract(self, plan, operands: Sequence[torch.Tensor], *, max_memory: float | None = None) -> torch.Tensor:
+    def contract(
+        self, plan, operands: Sequence[torch.Tensor], *, max_memory: float | None = None, keep: bool = True
+    ) -> torch.Tensor:
         if len(operands) != len(plan.inputs):
             raise ValueError(
                 f"The plan contracts {len(plan.inputs)} tensors but {len(operands)} operands were given; "

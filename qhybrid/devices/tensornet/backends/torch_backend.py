@@ -26,14 +26,16 @@ class TorchBackend(Backend):
 
     name = "torch"
 
-    def contract(self, plan, operands: Sequence[torch.Tensor], *, max_memory: float | None = None) -> torch.Tensor:
+    def contract(
+        self, plan, operands: Sequence[torch.Tensor], *, max_memory: float | None = None, keep: bool = True
+    ) -> torch.Tensor:
         # max_memory: the plan's largest intermediate was checked against it when the plan was made
         if len(operands) != len(plan.inputs):
             raise ValueError(
                 f"The plan contracts {len(plan.inputs)} tensors but {len(operands)} operands were given; "
                 "pass one operand per network tensor, in the plan's order."
             )
-        return contract_tree(plan, operands)
+        return contract_tree(plan, operands, keep)
 
 
 __all__ = ["TorchBackend"]

@@ -31,6 +31,7 @@ from .coefficients import data_map
 from .cones import cone_slots, make_cone
 from .shared import run_distinct
 from .closed_classes import run_together
+from ..network.tree_grad import KeptBudget
 from .spread import spread_group, spread_terms
 from .values import ConeValues
 from .whole import closed_program
@@ -91,6 +92,7 @@ class ConeProgram:
         self.closed = closed_program(plain, per_measurement, widths, candidate_wires, structure, stacked, stack_size, opts, tape)
         self.closed_measurements = self.closed.only if self.closed is not None else frozenset()
         self._programs: dict = {}
+        self._kept = KeptBudget(opts.max_memory)  # this step's room for kept intermediates (_run_classes)
         self._together: dict = {}  # (dtype, device, classes) -> those closed classes' ClassesTogether, or None
         kept = sorted({t for m, ts in per_measurement.items() if m not in self.closed_measurements for t in ts})
         cones = [make_cone(structure, words[t]) for t in kept]
@@ -185,6 +187,7 @@ class ConeProgram:
         batch = c.structure.batch_size
         lead = ((k,) if k > 1 else ()) + ((batch,) if batch is not None else ())
         self.executions += 1
+        program.admit(self._kept)
         out = program.run(values, _Sub(c.tape), c.structure, lead)[0]
         return out.reshape(k, -1) if batch is not None else out.reshape(k)
 
@@ -205,6 +208,8 @@ class ConeProgram:
         """Every class of this step, run: ``[rows, members, B']`` values each, in ``self.classes`` order
         (the one place the step's independent classes are executed); closed classes together where they can."""
         done = run_together(self, params, values)
+        # the closed classes' trees keep their intermediates for the backward while their sum fits max_memory
+        self._kept = KeptBudget(self.opts.max_memory)
         return [done[id(c)] if id(c) in done else self._class_values(c, params, values) for c in self.classes]
 
     def _data_maps(self, tape, pos) -> dict:

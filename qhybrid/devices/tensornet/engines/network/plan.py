@@ -86,6 +86,7 @@ class ContractionPlan:
         self.steps = self._compile(found.path) if not self.sliced else self._inner.steps
         self._too_wide = any(not step.equation for step in self.steps)
         self._tape = None
+        self._held = None
 
     def _compile(self, path) -> list[_Step]:
         """The path as a binary tree, cut into einsum calls of at most ``CHUNK_LETTERS`` indices each."""
@@ -98,6 +99,18 @@ class ContractionPlan:
         if getattr(self, "_tree", None) is None:
             self._tree = _binary_tree(self.inputs, self.output, self.path)
         return self._tree
+
+    @property
+    def held_elements(self) -> int:
+        """Elements of every intermediate (the result included) the tree's backward keeps from its forward
+        (``tree_grad``); 0 for a sliced plan, whose slices are recomputed one at a time in the backward."""
+        if self._held is None:
+            if self.sliced:
+                self._held = 0
+            else:
+                nodes, indices = self.binary_tree()
+                self._held = sum(_numel(indices[k], self._sizes) for k in nodes)
+        return self._held
 
     def tree_tape(self):
         """The pairwise steps with their cotangent equations (``tree_grad``), built once per plan."""

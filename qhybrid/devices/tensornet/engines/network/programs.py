@@ -30,11 +30,12 @@ class _Contraction:
         self.backend = get_backend(opts.backend, opts.device)
         self.max_memory = opts.max_memory
         self.spread_slices = opts.spread_slices
+        self.keep = True  # whether the backward may keep the forward's intermediates (ClosedProgram.admit)
 
     def contract(self, operands) -> torch.Tensor:
         if self.spread_slices is not False:  # the slices of sliced plans over torch.distributed ranks
             return contract_spread(self.spread_slices, self.plan, operands, self.backend, self.max_memory)
-        return self.backend.contract(self.plan, operands, max_memory=self.max_memory)
+        return self.backend.contract(self.plan, operands, max_memory=self.max_memory, keep=self.keep)
 
 
 class StateProgram:
@@ -75,6 +76,13 @@ class ClosedProgram:
         plans = plan_networks(nets, opts.optimizer, opts.plan_time, vary=BATCH)
         for spec, net, plan in zip(specs, nets, plans):
             self._contraction(spec, net, plan)
+
+    def admit(self, budget) -> None:
+        """Let each term's contraction keep its intermediates for the backward while they fit ``budget`` (a
+        ``tree_grad.KeptBudget`` shared by one step's networks); the others recompute theirs."""
+        itemsize = self.opts.dtype.itemsize
+        for c in self._terms.values():
+            c.keep = budget.admit(c.plan, itemsize)
 
     def _cheaper_by_word(self, spec) -> bool:
         """Whether a sentence's words, each over its own light cone, cost less than the one united network."""

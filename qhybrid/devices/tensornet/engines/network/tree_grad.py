@@ -14,6 +14,11 @@ broadcast back over indices only ``A`` holds (they were summed within the step) 
 operand holds with extent 1 (an index broadcast from it). A backward asked to build its own graph (higher
 derivatives) recomputes the contraction with autograd instead, and differentiates that.
 
+With ``keep=False`` the forward keeps only the operands, and the backward computes the intermediates again
+before walking the tree: one more forward in exchange for holding nothing between the passes. A step that
+runs many networks (the closed cone classes of a deep QAOA: ~150 trees whose kept intermediates sum to tens
+of GiB) keeps them only while their sum fits its memory target (``KeptBudget``), and recomputes the rest.
+
 >>> from qhybrid.devices.tensornet.engines.network.plan import ContractionPlan
 >>> plan = ContractionPlan([(0, 1), (1, 2)], (0, 2), {0: 2, 1: 3, 2: 4})
 >>> a, b = torch.ones(2, 3, requires_grad=True), torch.ones(3, 4)
@@ -75,14 +80,40 @@ class TreeTape:
         self.root = max(nodes) if nodes else 0
 
 
-def contract_tree(plan, operands: Sequence[torch.Tensor]) -> torch.Tensor:
-    """``plan.contract(operands)`` as one autograd node whose backward walks the tree (see the module)."""
+def contract_tree(plan, operands: Sequence[torch.Tensor], keep: bool = True) -> torch.Tensor:
+    """``plan.contract(operands)`` as one autograd node whose backward walks the tree (see the module);
+    ``keep``: whether the forward's intermediates are kept for the backward (else recomputed there)."""
     if plan.too_wide or not torch.is_grad_enabled() or not any(o.requires_grad for o in operands):
         return plan.contract(operands)  # (a plan too wide for einsum is refused there)
     if plan.sliced:  # each slice within the memory target: its backward recomputes it, one slice at a time
         inner = plan._inner
         return plan.contract_slices(operands, lambda ops: checkpoint(_contract_list(inner), *ops, use_reentrant=False))
+    if not keep:
+        return _RecomputedTree.apply(plan, *operands)
     return _TreeContraction.apply(plan, *operands)[0]
+
+
+class KeptBudget:
+    """What the trees of one step may keep for their backward, together: ``admit(plan, itemsize)`` says
+    whether a tree's intermediates (``plan.held_elements``) still fit beside those admitted before; a tree
+    that does not fit recomputes them in its backward (``contract_tree(..., keep=False)``).
+
+    >>> from qhybrid.devices.tensornet.engines.network.plan import ContractionPlan
+    >>> plan = ContractionPlan([(0, 1), (1, 2), (2, 3)], (), {0: 4, 1: 4, 2: 4, 3: 4})
+    >>> budget = KeptBudget(1.5 * plan.held_elements * 8)
+    >>> budget.admit(plan, 8), budget.admit(plan, 8)
+    (True, False)
+    """
+
+    def __init__(self, max_bytes: float):
+        self.left = max_bytes
+
+    def admit(self, plan, itemsize: int) -> bool:
+        need = plan.held_elements * itemsize
+        if need > self.left:
+            return False
+        self.left -= need
+        return True
 
 
 def _contract_list(plan):
@@ -131,6 +162,36 @@ class _TreeContraction(torch.autograd.Function):
         return (None, *_backward(tape, values, needs, grad))
 
 
+class _RecomputedTree(torch.autograd.Function):
+    """As ``_TreeContraction``, keeping only the operands: the backward runs the steps again first."""
+
+    @staticmethod
+    def forward(plan, *operands):
+        with torch.no_grad():
+            return plan.contract(operands)  # the working list frees each step's operands as it goes
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        plan, *operands = inputs
+        ctx.plan = plan
+        ctx.save_for_backward(*operands)
+
+    @staticmethod
+    def backward(ctx, grad):
+        plan, operands = ctx.plan, ctx.saved_tensors
+        needs = ctx.needs_input_grad[1:]
+        if torch.is_grad_enabled():
+            wanted = [o for o, w in zip(operands, needs) if w]
+            with torch.enable_grad():
+                out = plan.contract(operands)
+                got = iter(torch.autograd.grad(out, wanted, grad, create_graph=True, allow_unused=True))
+            return (None, *(next(got) if w else None for w in needs))
+        tape = plan.tree_tape()
+        with torch.no_grad():
+            values = _run(tape, operands)
+        return (None, *_backward(tape, values, needs, grad))
+
+
 def _backward(tape: TreeTape, values: list, needs, grad) -> list:
     """Cotangents of the inputs from the output's, along the steps in reverse (``values``: the inputs, then
     every step's result, as the forward computed them)."""
@@ -175,4 +236,4 @@ def _fit(g: torch.Tensor, like: torch.Tensor, missing: tuple[int, ...]) -> torch
     return g if g.dtype == like.dtype else g.to(like.dtype)
 
 
-__all__ = ["contract_tree", "TreeTape"]
+__all__ = ["contract_tree", "TreeTape", "KeptBudget"]
