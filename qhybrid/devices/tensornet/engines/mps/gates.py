@@ -63,15 +63,15 @@ def apply_gate(mps: MPS, mat: torch.Tensor, sites, towards: int | None = None) -
     for j in range(1, k):
         pos, target = sites[j], first + j
         for q in range(pos - 1, target - 1, -1):
-            _split_block(mps, q, 2, None, towards=q - 1)
+            apply_block(mps, q, 2, None, towards=q - 1)
             swaps.append(q)
     back = towards if towards is not None else first + k
-    _split_block(mps, first, k, mat, towards=back if not swaps else first + k)
+    apply_block(mps, first, k, mat, towards=back if not swaps else first + k)
     for q in reversed(swaps):
-        _split_block(mps, q, 2, None, towards=back if q == swaps[0] else q + 2)
+        apply_block(mps, q, 2, None, towards=back if q == swaps[0] else q + 2)
 
 
-def _split_block(mps: MPS, start: int, k: int, mat: torch.Tensor | None, towards: int | None) -> None:
+def apply_block(mps: MPS, start: int, k: int, mat: torch.Tensor | None, towards: int | None) -> None:
     """Merge sites ``start..start+k-1``, apply ``mat`` (None: swap a pair), split back with truncation."""
     stop = start + k - 1
     if mps.centre < start:
