@@ -1,9 +1,10 @@
-"""Gates on a batched MPS: one-site gates contract into their site; a k-site gate merges its (made adjacent)
-sites into one block, multiplies, and splits it back with k-1 truncated SVDs (quimb's "swap+split").
+"""Gates on a batched MPS: one-site gates contract into their site; a block of k contiguous sites is merged,
+multiplied by a gate (or its two sites exchanged: a SWAP) and split back with k-1 truncated SVDs (quimb's
+"swap+split"). Every split leaves the orthogonality centre on the side of the next block, so a sweep of
+blocks moves the centre once.
 
-Non-adjacent wires are brought next to the gate's first wire by SWAPs (each a two-site split, so the bond
-cap holds throughout) and moved back after. Every split leaves the orthogonality centre on the side of the
-next gate, so a sweep of gates moves the centre once.
+Circuits run the blocks of :mod:`.route`'s plan (:func:`apply_block`); :func:`apply_gate` applies one gate
+on any sites by SWAPs to the first wire and back, leaving the chain's order as it was.
 """
 
 from __future__ import annotations
