@@ -13,7 +13,8 @@ Two freedoms are used.
   changes and the plan returns where every wire ended. Moving it back (another d - 1 splits) is chosen only
   when the layout left behind would cost the next gates more; which wire moves, and whether the gate's split
   also exchanges its two wires (free: a SWAP times the gate is one split), is chosen the same way, by the
-  SWAPs the next :data:`LOOKAHEAD_PER_SITE` x n gates would need.
+  SWAPs the next :data:`LOOKAHEAD_PER_SITE` x n gates would need. A gate ready on the two wires a SWAP
+  exchanges is applied in that SWAP's split, at no cost.
 
 A StronglyEntanglingLayers ring-closing CNOT then costs d - 1 splits instead of 2d - 1 and turns the chain's
 order one step around the ring, where the next layer's gates are as near as before.
@@ -100,22 +101,25 @@ class _Router:
         self.window = max(LOOKAHEAD_PER_SITE * n_sites, 1)
 
     def run(self):
-        waiting, successors = _dependencies(self.gates)
-        ready = [g for g in range(len(self.gates)) if waiting[g] == 0]
+        self.waiting, self.successors = _dependencies(self.gates)
+        self.ready = [g for g in range(len(self.gates)) if self.waiting[g] == 0]
         self.done = [False] * len(self.gates)
         self.next_unapplied = 0
-        while ready:
-            g = min(ready, key=lambda g: (self._cost(g), g))
-            ready.remove(g)
+        while self.ready:
+            g = min(self.ready, key=lambda g: (self._cost(g), g))
+            self.ready.remove(g)
             self._apply(g)
-            self.done[g] = True
-            while self.next_unapplied < len(self.gates) and self.done[self.next_unapplied]:
-                self.next_unapplied += 1
-            for s in successors[g]:
-                waiting[s] -= 1
-                if waiting[s] == 0:
-                    ready.append(s)
+            self._finish(g)
         return tuple(self.blocks), tuple(self.pos)
+
+    def _finish(self, g) -> None:
+        self.done[g] = True
+        while self.next_unapplied < len(self.gates) and self.done[self.next_unapplied]:
+            self.next_unapplied += 1
+        for s in self.successors[g]:
+            self.waiting[s] -= 1
+            if self.waiting[s] == 0:
+                self.ready.append(s)
 
     # --- costs -------------------------------------------------------------------------------
 
@@ -149,9 +153,17 @@ class _Router:
     # --- moves -------------------------------------------------------------------------------
 
     def _swap(self, q: int) -> None:
-        """A SWAP block of sites ``q, q + 1``."""
-        self.blocks.append(Block(q, 2))
-        self._exchange(self.pos, self.at, q)
+        """A SWAP block of sites ``q, q + 1``; a ready gate on exactly those two wires rides along (the gate
+        and the SWAP are one split: the gate is free)."""
+        pair = {self.at[q], self.at[q + 1]}
+        rider = next((g for g in self.ready if len(self.gates[g][0]) == 2 and set(self.gates[g][0]) == pair), None)
+        if rider is None:
+            self.blocks.append(Block(q, 2))
+            self._exchange(self.pos, self.at, q)
+        else:
+            self.ready.remove(rider)
+            self._gate_block(rider, swap_after=True)
+            self._finish(rider)
         self.centre = q
 
     @staticmethod
