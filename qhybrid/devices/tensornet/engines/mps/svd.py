@@ -128,11 +128,9 @@ def split_backward(g_left, g_right, u, s, svh, vh, k: int) -> torch.Tensor:
     if g_right is not None:
         out = u[..., :k] @ g_right
     pad = torch.zeros(*lead, r, r, dtype=cdtype, device=u.device)
-    if g_left is not None:
-        gu = torch.zeros_like(u)
-        gu[..., :k] = g_left
-        uhgu = u.mH @ gu
-        pad = pad + uhgu
+    if g_left is not None:  # the cotangent of U is zero beyond the k kept columns
+        uhg = u.mH @ g_left
+        pad[..., :k] = uhg
     if g_right is not None:
         pad[..., :k] = pad[..., :k] + svh @ g_right.mH
     j = pad - pad.mH
@@ -144,8 +142,8 @@ def split_backward(g_left, g_right, u, s, svh, vh, k: int) -> torch.Tensor:
         term = u @ (f.to(cdtype) * j) @ svh
         out = term if out is None else out + term
     if m > r and g_left is not None:  # tall: the kept columns also turn out of theta's column space
-        gus = (gu - u @ uhgu) * _inverse(s, ZERO_BROADENING).to(cdtype).unsqueeze(-2)
-        term = gus @ vh
+        gus = (g_left - u @ uhg) * _inverse(s[..., :k], ZERO_BROADENING).to(cdtype).unsqueeze(-2)
+        term = gus @ vh[..., :k, :]
         out = term if out is None else out + term
     if out is None:
         out = torch.zeros(*lead, m, svh.shape[-1], dtype=cdtype, device=u.device)
