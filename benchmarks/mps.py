@@ -228,8 +228,8 @@ def markdown(report):
         f"Machine: {report['machine']}; torch threads {report['threads']}; load average before {report['load_before']}"
         f", after {report['load_after']}. Versions: {report['versions']}.",
         "Times: median over repeats after one warm-up, systems alternating in one process. qhybrid and quimb: value +",
-        "gradient of every trainable weight; default.tensor: values only (no gradient of its own), per-wire and global",
-        "measurements as separate executions (what a PennyLane user runs).",
+        "gradient of every trainable weight; quimb.values and default.tensor: values only (default.tensor has no",
+        "gradient of its own; per-wire and global measurements as separate executions, what a PennyLane user runs).",
         "",
         f"Reference check (check20, 20-wire SEL 2 layers, no bond cap, vs default.qubit): values {report['check']['max_value_dev']:.1e},"
         f" gradients {report['check']['max_grad_dev']:.1e}.",
@@ -241,7 +241,7 @@ def markdown(report):
         for s, row in rows.items():
             lines.append(
                 f"| {wl} | {s} | {row.get('median_s', float('nan')):.2f} | {row.get('median_cpu_s', float('nan')):.2f} | "
-                f"{row.get('discarded_weight', '')} | "
+                f"{row.get('load', '')} | {row.get('discarded_weight', '')} | "
                 f"{row.get('max_dev_vs_qhybrid', '')} | {row.get('status', '')} |"
             )
     return "\n".join(lines) + "\n"
