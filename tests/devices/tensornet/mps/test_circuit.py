@@ -171,3 +171,25 @@ def test_routed_truncation_is_accounted():
         zi = z[(torch.arange(512) >> (8 - i)) & 1]  # Z_i on each basis state (wire 0 the leading bit)
         err = abs(float(((exact.abs() ** 2) * zi).sum() - ((approx.abs() ** 2) * zi).sum()))
         assert err <= 2 * np.sqrt(infidelity) + 1e-12
+
+
+@pytest.mark.xfail(strict=True, reason="known: a bond cap that only cuts zero Schmidt values (padded bonds) "
+                   "falls among tied zeros, where the truncated map has no linear derivative (mps2.md)")
+def test_gradient_when_the_cap_only_cuts_zero_schmidt_values():
+    n, depth = 12, 8
+
+    def circuit(theta):
+        for d in range(depth):
+            for i in range(n):
+                qml.RY(theta[d, i], wires=i)
+            for i in range(d % 2, n - 1, 2):
+                qml.CNOT([i, i + 1])
+        return [qml.expval(qml.PauliZ(i)) for i in range(n)]
+
+    theta = torch.rand(depth, n, dtype=torch.float64, generator=torch.Generator().manual_seed(3)).requires_grad_(True)
+    ours, ref, dev = run_both(circuit, n, theta, mps_options={"max_bond_dim": 16})
+    assert dev.last_truncation.discarded_weight == 0.0
+    assert torch.allclose(torch.stack(ours), torch.stack(ref), atol=1e-12)
+    g1 = torch.autograd.grad(sum(o.sum() for o in ours), theta)[0]
+    g2 = torch.autograd.grad(sum(o.sum() for o in ref), theta)[0]
+    assert torch.allclose(g1, g2, atol=1e-10)
