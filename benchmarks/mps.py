@@ -125,16 +125,27 @@ def run_default_tensor(circuit, n, chi, args, trainable):
     return torch.tensor(np.array([np.asarray(o).reshape(-1) for o in out])), None, None
 
 
-def run_quimb(circuit, n, chi, args, trainable):
+QUIMB_GATE_OPTS = {"cutoff": 1e-10}
+"""Gate options of quimb's CircuitMPS: its default cutoff (with cutoff=0 the zero singular values of padded
+bonds make torch's svd_backward raise its complex phase error even on small circuits)."""
+
+
+def run_quimb(circuit, n, chi, args, trainable, gradient=True):
     """quimb CircuitMPS with torch arrays: gate matrices from PennyLane (torch), local expectations
-    through quimb, the gradient by torch autodiff."""
+    through quimb, the gradient by torch autodiff (``gradient=False``: values only, under no_grad)."""
+    if gradient is False:
+        with torch.no_grad():
+            values, _, _ = run_quimb(circuit, n, chi, [a.detach() for a in args], [], gradient=None)
+        return values, None, None
     import quimb.tensor as qtn
 
     tape = qml.workflow.construct_tape(qml.QNode(circuit, qml.device("default.qubit", wires=n), interface="torch"))(*args)
     tape = qml.transforms.decompose(tape, gate_set={"RX", "RY", "RZ", "Rot", "CNOT", "IsingZZ", "Hadamard"})[0][0]
     if tape.batch_size:
         raise NotImplementedError("quimb's CircuitMPS has no batch axis")
-    circ = qtn.CircuitMPS(n, max_bond=chi, cutoff=0.0, to_backend=torch.as_tensor, dtype="complex128")
+    circ = qtn.CircuitMPS(
+        n, max_bond=chi, cutoff=0.0, to_backend=torch.as_tensor, dtype="complex128", gate_opts=dict(QUIMB_GATE_OPTS)
+    )
     for op in tape.operations:
         mat = qml.matrix(op)
         mat = mat if isinstance(mat, torch.Tensor) else torch.as_tensor(mat)
@@ -142,11 +153,24 @@ def run_quimb(circuit, n, chi, args, trainable):
     z = torch.tensor([[1, 0], [0, -1]], dtype=torch.complex128)
     values = [circ.local_expectation(z, m.wires[0]) for m in tape.measurements if len(m.wires) == 1]
     values = torch.stack([torch.as_tensor(v).real for v in values])
+    if gradient is None:
+        return values.reshape(-1, 1), None, None
     grads = torch.autograd.grad(values.sum(), [args[i] for i in trainable])
     return values.detach().reshape(-1, 1), grads, None
 
 
-SYSTEMS = {"qhybrid": run_qhybrid, "default.tensor": run_default_tensor, "quimb": run_quimb}
+def run_quimb_values(circuit, n, chi, args, trainable):
+    """quimb's values alone: a lower bound on its value + gradient time (its torch gradient fails, see the
+    results' notes)."""
+    return run_quimb(circuit, n, chi, args, trainable, gradient=False)
+
+
+SYSTEMS = {
+    "qhybrid": run_qhybrid,
+    "default.tensor": run_default_tensor,
+    "quimb": run_quimb,
+    "quimb.values": run_quimb_values,
+}
 
 
 def reference_check():
@@ -173,10 +197,11 @@ def bench(name, systems, repeats):
             try:
                 v, _, trunc = SYSTEMS[s](circuit, n, chi, args, trainable)
             except Exception as exc:  # a peer that cannot run a workload is recorded, not raised
-                rows[s]["status"] = f"fails: {type(exc).__name__}: {str(exc)[:80]}"
+                rows[s]["status"] = f"fails: {type(exc).__name__}: {str(exc)[:160]}"
                 continue
             dt, cpu = time.perf_counter() - t0, time.process_time() - c0
             if r:
+                rows[s].setdefault("load", []).append(round(os.getloadavg()[0], 2))
                 rows[s]["times"].append(dt)
                 rows[s]["cpu"].append(cpu)
             values[s] = v
@@ -203,20 +228,20 @@ def markdown(report):
         f"Machine: {report['machine']}; torch threads {report['threads']}; load average before {report['load_before']}"
         f", after {report['load_after']}. Versions: {report['versions']}.",
         "Times: median over repeats after one warm-up, systems alternating in one process. qhybrid and quimb: value +",
-        "gradient of every trainable weight; default.tensor: values only (no gradient of its own), per-wire and global",
-        "measurements as separate executions (what a PennyLane user runs).",
+        "gradient of every trainable weight; quimb.values and default.tensor: values only (default.tensor has no",
+        "gradient of its own; per-wire and global measurements as separate executions, what a PennyLane user runs).",
         "",
         f"Reference check (check20, 20-wire SEL 2 layers, no bond cap, vs default.qubit): values {report['check']['max_value_dev']:.1e},"
         f" gradients {report['check']['max_grad_dev']:.1e}.",
         "",
-        "| workload | system | median wall s | median CPU s | discarded weight | max |value - qhybrid| | status |",
-        "|---|---|---|---|---|---|---|",
+        "| workload | system | median wall s | median CPU s | load (1 min) | discarded weight | max |value - qhybrid| | status |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for wl, rows in report["workloads"].items():
         for s, row in rows.items():
             lines.append(
                 f"| {wl} | {s} | {row.get('median_s', float('nan')):.2f} | {row.get('median_cpu_s', float('nan')):.2f} | "
-                f"{row.get('discarded_weight', '')} | "
+                f"{row.get('load', '')} | {row.get('discarded_weight', '')} | "
                 f"{row.get('max_dev_vs_qhybrid', '')} | {row.get('status', '')} |"
             )
     return "\n".join(lines) + "\n"
@@ -229,6 +254,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--name", default="mps", help="results file stem: <name>.md, <name>_<threads>t.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
@@ -248,20 +274,20 @@ def main(argv=None):
     except ImportError:
         pass
     for wl in args.workloads:
-        systems = [s for s in args.systems if not (wl == "sel50b16" and s == "quimb")]
+        systems = [s for s in args.systems if not (wl == "sel50b16" and s.startswith("quimb"))]
         report["workloads"][wl] = bench(wl, systems, args.repeats)
         print(wl, json.dumps(report["workloads"][wl]), flush=True)
-        md = _save(report, Path(args.out), args.threads)  # after each workload: a long run keeps what it measured
+        md = _save(report, Path(args.out), args.threads, args.name)  # after each workload: a long run keeps what it measured
     print(md)
     return report, md
 
 
-def _save(report, out: Path, threads: int) -> str:
+def _save(report, out: Path, threads: int, name: str = "mps") -> str:
     report["load_after"] = os.getloadavg()[0]
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"mps_{threads}t.json").write_text(json.dumps(report, indent=1))
+    (out / f"{name}_{threads}t.json").write_text(json.dumps(report, indent=1))
     md = markdown(report)
-    (out / "mps.md").write_text(md)
+    (out / f"{name}.md").write_text(md)
     return md
 
 

@@ -25,7 +25,7 @@ def test_bitstring_frequencies_match_the_exact_distribution():
     tape = qml.tape.QuantumScript(_ops(w), [])
     params = [p for op in tape.operations for p in op.data]
     site_of = {i: i for i in range(N)}
-    mps, _ = build_mps(tape, params, site_of, N, 1, torch.complex128, "cpu", None, 0.0)
+    mps, _, _ = build_mps(tape, params, site_of, N, 1, torch.complex128, "cpu", None, 0.0)  # both in chain order
     probs = (to_state_vector(mps).abs() ** 2)[0].numpy()
     bits = sample_bits(mps, SHOTS, np.random.default_rng(7))[0]
     index = (bits.astype(int) * (1 << np.arange(N - 1, -1, -1))).sum(-1)

@@ -36,16 +36,28 @@ def test_exact_split_gradient_equals_the_blocks_on_degenerate_spectra(m, n, dtyp
     assert torch.allclose(ours, true, atol=1e-10)
 
 
+@pytest.mark.parametrize("m, n", [(6, 5), (5, 6), (5, 5)])  # tall: torch's SVD; wide, square: the Gram route
 @pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
-def test_truncated_split_gradient_equals_torchs_on_simple_spectra(dtype):
-    theta = _block(6, 5, [1.0, 0.6, 0.4, 0.2, 0.1], dtype).requires_grad_(True)
-    w1, w2 = torch.randn(3, 6, dtype=dtype), torch.randn(5, 2, dtype=dtype)
+def test_truncated_split_gradient_equals_torchs_on_simple_spectra(m, n, dtype):
+    theta = _block(m, n, [1.0, 0.6, 0.4, 0.2, 0.1], dtype).requires_grad_(True)
+    w1, w2 = torch.randn(3, m, dtype=dtype), torch.randn(n, 2, dtype=dtype)
     left, right, _, k = split(theta, 3, 0.0, "right")
     ours = torch.autograd.grad(_loss(left, right, w1, w2), theta)[0]
     u, s, vh = torch.linalg.svd(theta, full_matrices=False)
     ref_right = (s[..., :3, None].to(dtype) * vh[..., :3, :]) * (s.norm() / s[..., :3].norm()).to(dtype)
     theirs = torch.autograd.grad(_loss(u[..., :3], ref_right, w1, w2), theta)[0]
     assert k == 3 and torch.allclose(ours, theirs, atol=1e-10)
+    assert torch.allclose(left @ right, u[..., :3] @ ref_right, atol=1e-12)  # the same truncated block
+
+
+def test_gram_route_is_exact_on_rank_deficient_and_batched_blocks():
+    """U from eigh is unitary whatever the spectrum: U (U^H theta) is theta to machine precision, zero and
+    repeated singular values included; the singular values match torch's."""
+    theta = torch.cat([_block(4, 8, s, torch.complex128) for s in ([1.0, 0.5, 0.0, 0.0], [0.7, 0.7, 0.7, 1e-9])])
+    left, right, discarded, k = split(theta, None, 0.0, "right")
+    assert k == 4 and torch.allclose(left @ right, theta, atol=1e-14) and (discarded == 0).all()
+    assert torch.allclose(left.mH @ left, torch.eye(4, dtype=theta.dtype).expand(2, 4, 4), atol=1e-14)
+    assert torch.allclose(right.norm(dim=-1), torch.linalg.svdvals(theta), atol=1e-12)
 
 
 def test_ties_across_the_cut_give_finite_gradients():

@@ -1,7 +1,8 @@
 """``method="mps"`` of the tensornet device: a batched, differentiable matrix product state with truncated SVDs.
 
 Modules: ``svd`` (the stable-backward SVD and truncated split), ``state`` (the MPS and its canonical form),
-``gates`` (gate application, swaps for distant wires), ``schedule`` (gate order), ``circuit`` (tape to MPS),
+``gates`` (gate and SWAP blocks on contiguous sites), ``route`` (gate order and wire placement along the
+chain), ``circuit`` (tape to MPS),
 ``measure`` (environments, expectations, reduced densities), ``observables`` (observables as terms),
 ``readout`` (measurement processes), ``sample`` (sequential sampling), ``settings`` (options, truncation
 report), ``run`` (the entry point). See docs/MPS.md.

@@ -1,5 +1,7 @@
 """A tape and its parameters to a batched MPS: gate matrices (differentiable in the parameters), one-site
-gates fused into the next gate on their wire, applied in an order that keeps the centre moving little."""
+gates fused into the next gate on their wire (not into a diagonal one: diagonal gates commute, which the
+router uses), run as the blocks of :func:`.route.plan` (an order that keeps the centre moving little, distant
+wires moved next to each other and left there)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ import torch
 
 from .....errors import UnsupportedOperationError
 from ..._gates import constant_matrix, fast_matrix, generic_matrix, global_phase, has_fast_builder
-from .gates import apply_gate, apply_one_site, entry_site
-from .schedule import schedule
+from pennylane.ops.qubit.attributes import diagonal_in_z_basis
+
+from .gates import apply_block, apply_one_site, in_site_order
+from .route import plan
 from .state import MPS, product_state
 
 SKIPPED = frozenset({"Identity", "Barrier", "Snapshot"})
@@ -66,12 +70,13 @@ def build_mps(
     device,
     max_bond: int | None,
     cutoff: float,
-) -> tuple[MPS, torch.Tensor | None]:
-    """The final MPS of ``tape`` run with ``params`` (``tape_parameters`` order), and the global phase
-    (``[B]`` or None) of its GlobalPhase gates, which only a state read sees."""
+) -> tuple[MPS, torch.Tensor | None, dict]:
+    """The final MPS of ``tape`` run with ``params`` (``tape_parameters`` order), the global phase
+    (``[B]`` or None) of its GlobalPhase gates, which only a state read sees, and where each wire ended
+    (``{wire: site}``: distant gates move wires along the chain)."""
     bits, skip = _initial_bits(tape, params, site_of, n_sites)
     mps = product_state(bits, batch, dtype, device, max_bond, cutoff)
-    gates: list[tuple[tuple[int, ...], torch.Tensor]] = []
+    gates: list[tuple[tuple[int, ...], torch.Tensor, bool]] = []
     phase = None
     start = 0
     for index, op in enumerate(tape.operations):
@@ -94,21 +99,31 @@ def build_mps(
                 f"{op.name} acts on {len(op.wires)} wires; method='mps' applies gates on at most "
                 f"{GATE_MAX_WIRES} wires. Decompose it (qml.transforms.decompose) first."
             )
-        gates.append((tuple(site_of[w] for w in op.wires), _gate_matrix(op, p, dtype, device)))
-    _apply_fused(mps, gates)
-    return mps, phase
+        sites = tuple(site_of[w] for w in op.wires)
+        gates.append((sites, _gate_matrix(op, p, dtype, device), op.name in diagonal_in_z_basis))
+    final = _apply_fused(mps, gates)
+    return mps, phase, {w: final[s] for w, s in site_of.items()}
 
 
-def _apply_fused(mps: MPS, gates: list) -> None:
-    """Apply ``gates`` with each run of one-site gates multiplied into the next multi-site gate on its wire."""
-    pending: dict[int, torch.Tensor] = {}
-    multi = []
-    for sites, mat in gates:
+def _fuse(gates: list) -> list:
+    """``gates`` (``(sites, matrix, diagonal)``) with each run of one-site gates multiplied into the next
+    multi-site gate on its wire; runs before a diagonal gate that are not diagonal themselves stay one-site
+    gates of their own (fused, the gate would no longer commute with its diagonal neighbours)."""
+    pending: dict[int, tuple[torch.Tensor, bool]] = {}
+    nodes = []
+    for sites, mat, diagonal in gates:
         if len(sites) == 1:
             s = sites[0]
-            pending[s] = mat if s not in pending else mat @ pending[s]
+            if s in pending:
+                before, was_diagonal = pending[s]
+                mat, diagonal = mat @ before, diagonal and was_diagonal
+            pending[s] = (mat, diagonal)
             continue
-        factors = [pending.pop(s, None) for s in sites]
+        if diagonal:
+            for s in sites:
+                if s in pending and not pending[s][1]:
+                    nodes.append(((s,), *pending.pop(s)))
+        factors = [pending.pop(s, (None, True))[0] for s in sites]
         if any(f is not None for f in factors):
             eye = torch.eye(2, dtype=mat.dtype, device=mat.device)
             before = None
@@ -116,11 +131,35 @@ def _apply_fused(mps: MPS, gates: list) -> None:
                 f = eye if f is None else f
                 before = f if before is None else _kron(before, f)
             mat = mat @ before
-        multi.append((sites, mat))
-    order = schedule([sites for sites, _ in multi], mps.n_sites)
-    for pos, j in enumerate(order):
-        sites, mat = multi[j]
-        towards = entry_site(multi[order[pos + 1]][0]) if pos + 1 < len(order) else None
-        apply_gate(mps, mat, list(sites), towards)
-    for s, m in pending.items():
-        apply_one_site(mps, m, s)
+        nodes.append((sites, mat, diagonal))
+    nodes.extend(((s,), m, d) for s, (m, d) in pending.items())
+    return nodes
+
+
+def _block_matrix(mat: torch.Tensor, offsets: tuple[int, ...], swap_after: bool) -> torch.Tensor:
+    """A gate's matrix over its block's sites in chain order (wire j at ``offsets[j]``), times a SWAP of the
+    two sites when the block also exchanges them."""
+    mat, _ = in_site_order(mat, offsets)
+    if swap_after:
+        lead = mat.shape[:-2]
+        mat = mat.reshape(*lead, 2, 2, 4).transpose(-3, -2).reshape(*lead, 4, 4)
+    return mat
+
+
+def _apply_fused(mps: MPS, gates: list) -> tuple[int, ...]:
+    """Apply ``gates`` (fused, see :func:`_fuse`) by the router's plan; returns ``final[slot] = site``."""
+    nodes = _fuse(gates)
+    blocks, final = plan(tuple((sites, diagonal) for sites, _, diagonal in nodes), mps.n_sites)
+    next_start: list[int | None] = [None] * len(blocks)  # where the next multi-site block starts
+    upcoming = None
+    for i in range(len(blocks) - 1, -1, -1):
+        next_start[i] = upcoming
+        if blocks[i].width > 1:
+            upcoming = blocks[i].start
+    for block, towards in zip(blocks, next_start):
+        if block.width == 1:
+            apply_one_site(mps, nodes[block.gate][1], block.start)
+            continue
+        mat = None if block.gate is None else _block_matrix(nodes[block.gate][1], block.offsets, block.swap_after)
+        apply_block(mps, block.start, block.width, mat, towards)
+    return final

@@ -1,9 +1,10 @@
-"""Gates on a batched MPS: one-site gates contract into their site; a k-site gate merges its (made adjacent)
-sites into one block, multiplies, and splits it back with k-1 truncated SVDs (quimb's "swap+split").
+"""Gates on a batched MPS: one-site gates contract into their site; a block of k contiguous sites is merged,
+multiplied by a gate (or its two sites exchanged: a SWAP) and split back with k-1 truncated SVDs (quimb's
+"swap+split"). Every split leaves the orthogonality centre on the side of the next block, so a sweep of
+blocks moves the centre once.
 
-Non-adjacent wires are brought next to the gate's first wire by SWAPs (each a two-site split, so the bond
-cap holds throughout) and moved back after. Every split leaves the orthogonality centre on the side of the
-next gate, so a sweep of gates moves the centre once.
+Circuits run the blocks of :mod:`.route`'s plan (:func:`apply_block`); :func:`apply_gate` applies one gate
+on any sites by SWAPs to the first wire and back, leaving the chain's order as it was.
 """
 
 from __future__ import annotations
@@ -63,15 +64,15 @@ def apply_gate(mps: MPS, mat: torch.Tensor, sites, towards: int | None = None) -
     for j in range(1, k):
         pos, target = sites[j], first + j
         for q in range(pos - 1, target - 1, -1):
-            _split_block(mps, q, 2, None, towards=q - 1)
+            apply_block(mps, q, 2, None, towards=q - 1)
             swaps.append(q)
     back = towards if towards is not None else first + k
-    _split_block(mps, first, k, mat, towards=back if not swaps else first + k)
+    apply_block(mps, first, k, mat, towards=back if not swaps else first + k)
     for q in reversed(swaps):
-        _split_block(mps, q, 2, None, towards=back if q == swaps[0] else q + 2)
+        apply_block(mps, q, 2, None, towards=back if q == swaps[0] else q + 2)
 
 
-def _split_block(mps: MPS, start: int, k: int, mat: torch.Tensor | None, towards: int | None) -> None:
+def apply_block(mps: MPS, start: int, k: int, mat: torch.Tensor | None, towards: int | None) -> None:
     """Merge sites ``start..start+k-1``, apply ``mat`` (None: swap a pair), split back with truncation."""
     stop = start + k - 1
     if mps.centre < start:

@@ -107,10 +107,8 @@ class MPSReader:
         psi = to_state_vector(self.mps)
         if self.phase is not None:
             psi = psi * self.phase.reshape(-1, 1)
-        if list(wires):
-            _, perm = self._sites(wires)
-            psi = _permute_bits(psi, perm, 1)
-        return psi
+        _, perm = self._sites(wires)  # the chain's order may differ from the wires' (routing moves wires)
+        return _permute_bits(psi, perm, 1)
 
 
 def _permute_bits(t: torch.Tensor, perm: list[int], n_axes: int) -> torch.Tensor:

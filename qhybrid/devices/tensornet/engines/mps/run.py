@@ -27,7 +27,7 @@ def run_mps(variants: Sequence[Variant], device_wires, opts) -> list[tuple[torch
         wires = site_order(tape, device_wires)
         site_of = {w: i for i, w in enumerate(wires)}
         batch = tape.batch_size
-        mps, phase = build_mps(
+        mps, phase, site_of = build_mps(
             tape, v.params, site_of, len(wires), batch or 1, opts.dtype, opts.device,
             settings.max_bond_dim, settings.cutoff,
         )

@@ -58,11 +58,11 @@ def _sample_tape(tape: QuantumScript, device_wires, settings, opts, rng):
         rotation = mp.diagonalizing_gates()
         circuit = QuantumScript(list(tape.operations) + list(rotation), [], shots=None)
         with torch.no_grad():
-            mps, _ = build_mps(
+            mps, _, placed = build_mps(
                 circuit, [torch.as_tensor(np.asarray(p)) if not isinstance(p, torch.Tensor) else p.detach() for p in tape_parameters(circuit)],
                 site_of, len(wires), batch or 1, opts.dtype, opts.device, settings.max_bond_dim, settings.cutoff,
             )
-            bits = sample_bits(mps, shots.total_shots, rng)
+            bits = sample_bits(mps, shots.total_shots, rng)[..., [placed[w] for w in wires]]
         members = []
         for b in range(bits.shape[0]):
             outs, start = [], 0
