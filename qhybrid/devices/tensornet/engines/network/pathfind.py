@@ -73,18 +73,20 @@ STORE_MIN_TENSORS = 16
 @dataclass(frozen=True)
 class PathSettings:
     """How paths are found: the method (``"auto"``, ``"cotengra"``, ``"greedy"``, ``"optimal"``), the most
-    elements an intermediate may have, where paths are kept on disk (None: nowhere), and whether costly
-    networks get the hyper tier (``hyper.improve``; off for networks planned only to be judged, such as the
-    whole-circuit alternative to light cones).
+    elements an intermediate may have, where paths are kept on disk (None: nowhere), whether costly
+    networks get the hyper tier (``hyper.improve``) and whether a path that would not fit ``max_elements``
+    gets the rescue search (``RESCUE_TIME_S``); both off for networks planned only to be judged, such as
+    the whole-circuit alternative to light cones, which is refused rather than rescued.
 
     >>> PathSettings.of("greedy")
-    PathSettings(method='greedy', max_elements=inf, store=None, hyper=True)
+    PathSettings(method='greedy', max_elements=inf, store=None, hyper=True, rescue=True)
     """
 
     method: str = "auto"
     max_elements: float = math.inf
     store: PathStore | None = None
     hyper: bool = True
+    rescue: bool = True
 
     @classmethod
     def of(cls, optimizer: "str | PathSettings") -> "PathSettings":
@@ -385,7 +387,7 @@ def _find(problems: Sequence[Problem], keys: Sequence[str], settings: PathSettin
             _hyper_tier(problems, found, plan_time, limit)
         _budgeted_search(problems, found, method, plan_time, start, limit)
         for k, p in enumerate(problems):
-            if not found[k].fits(limit) and p.n > OPTIMAL_MAX_TENSORS:
+            if settings.rescue and not found[k].fits(limit) and p.n > OPTIMAL_MAX_TENSORS:
                 found[k] = _rescue(p, found[k], method, limit)
         # each structure gets its planning budget once, across batch sizes and processes: what it found is
         # final (remembered for other batch sizes; kept on disk)
