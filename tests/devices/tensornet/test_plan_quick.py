@@ -80,43 +80,56 @@ def test_judged_networks_get_no_rescue_search(fresh_planner, monkeypatch):
     assert fresh_planner.rescues == 1
 
 
-def _qaoa(n, edges, p):
-    cost = qml.dot([0.3 + 0.1 * k for k in range(len(edges))], [qml.Z(u) @ qml.Z(v) for u, v in edges])
+def _diagonal_circuit(n, pairs, p, seed):
+    """Random diagonal gates (IsingZZ, CRZ, MultiRZ, PhaseShift) between RX mixers, one expval of a weighted
+    ZZ Hamiltonian on ``pairs``."""
+    rng = random.Random(seed)
+    cost = qml.dot([0.3 + 0.1 * k for k in range(len(pairs))], [qml.Z(u) @ qml.Z(v) for u, v in pairs])
+    kinds = [rng.choice(("zz", "crz", "multi", "phase")) for _ in pairs]
 
     def circuit(gamma, beta):
         for i in range(n):
             qml.Hadamard(i)
         for layer in range(p):
-            for u, v in edges:
-                qml.IsingZZ(2 * gamma[layer], wires=[u, v])
+            for (u, v), kind in zip(pairs, kinds):
+                if kind == "zz":
+                    qml.IsingZZ(2 * gamma[layer], wires=[u, v])
+                elif kind == "crz":
+                    qml.CRZ(gamma[layer], wires=[v, u])
+                elif kind == "multi":
+                    qml.MultiRZ(gamma[layer], wires=[u, v, (v + 1) % n])
+                else:
+                    qml.PhaseShift(0.7 * gamma[layer], wires=u)
             for i in range(n):
                 qml.RX(2 * beta[layer], wires=i)
-            qml.PhaseShift(0.2 * beta[layer], wires=layer % n)
         return qml.expval(cost)
 
     return circuit
 
 
+def _value_and_grads(node, *angles):
+    """The node's value at ``angles`` and its gradient for each."""
+    leaves = [a.clone().requires_grad_() for a in angles]
+    value = node(*leaves)
+    value.backward()
+    return (value.detach(), *(x.grad for x in leaves))
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_whole_circuit_words_judged_without_rescue_equal_default_qubit(greedy_backend, monkeypatch, seed):
-    """A QAOA Hamiltonian too wide for one state vector: its words judged as one whole-circuit program (no
-    hyper tier, no rescue), kept or sent to the cone classes; values and gradients as default.qubit's."""
+    """A Hamiltonian measured by closed networks: its words judged as one whole-circuit program (no hyper
+    tier, no rescue), kept or sent to the cone classes; values and gradients as default.qubit's."""
     monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 0)
     rng = random.Random(seed)
     n, p = 8, 2
     edges = [(i, (i + 1) % n) for i in range(n)] + [tuple(rng.sample(range(n), 2)) for _ in range(3)]
-    f = _qaoa(n, edges, p)
+    f = _diagonal_circuit(n, edges, p, seed)
     gen = torch.Generator().manual_seed(seed)
     gamma, beta = torch.rand(p, generator=gen, dtype=torch.float64), torch.rand(p, generator=gen, dtype=torch.float64)
 
-    def value_and_grad(node):
-        g, b = gamma.clone().requires_grad_(), beta.clone().requires_grad_()
-        v = node(g, b)
-        v.backward()
-        return v.detach(), g.grad, b.grad
-
-    got = value_and_grad(qhybrid.qnode(qhybrid.device("tensornet", wires=n, path_cache=False))(f))
-    ref = value_and_grad(qml.QNode(f, qml.device("default.qubit", wires=n), interface="torch", diff_method="backprop"))
+    got = _value_and_grads(qhybrid.qnode(qhybrid.device("tensornet", wires=n, path_cache=False))(f), gamma, beta)
+    reference = qml.QNode(f, qml.device("default.qubit", wires=n), interface="torch", diff_method="backprop")
+    ref = _value_and_grads(reference, gamma, beta)
     assert pathfind.STATS.rescues == 0
     for a, b in zip(got, ref):
         torch.testing.assert_close(a, b, atol=TOL, rtol=0)
