@@ -62,6 +62,9 @@ MAX_TRIALS = 1024
 MEMO_SIZE = 4096
 """Searched paths remembered (one per network topology, batch extent left out)."""
 
+QUICK_MEMO_SIZE = 1024
+"""Greedy paths remembered per structure in a process (a 400-tensor cone's path is ~25 KB: 25 MB at most)."""
+
 RESCUE_TIME_S = 10.0
 """Seconds of further search (for the narrowest path) a network gets when its best path within the budget
 would not fit in memory, before it is refused."""
@@ -189,7 +192,7 @@ def _quick(problem: Problem, optimizer: str, key: str | None = None) -> Found:
                 best = sweep
         if key is not None:
             _QUICK[key] = best
-            if len(_QUICK) > MEMO_SIZE:
+            if len(_QUICK) > QUICK_MEMO_SIZE:
                 _QUICK.popitem(last=False)
     remembered = _MEMO.get(problem.key) if problem.key is not None else None
     if remembered is not None:  # this topology had its budget (at another batch size): no new search
