@@ -226,3 +226,29 @@ def test_a_second_process_reads_the_cone_classes_hyper_paths(tmp_path):
     assert first["hyper"] >= 5
     assert second["hyper"] == 0 and second["disk_hits"] >= first["hyper"]
     assert second["value"] == first["value"]  # bit for bit: the same paths
+
+
+def test_hyper_rounds_draw_new_seeds_while_they_pay(monkeypatch):
+    """Step 3: further rounds of randomised greedy trees and reconfiguration, each with a new seed, while
+    the payback rule allows (at most MAX_ROUNDS); one round where it does not. Never worse than one round."""
+    from cotengra.pathfinders import path_basic
+
+    seeds = []
+    original = path_basic.RandomGreedyOptimizer
+
+    def spy(*args, **kwargs):
+        seeds.append(kwargs["seed"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(path_basic, "RandomGreedyOptimizer", spy)
+    problem = _random_network(8, n=20)
+    monkeypatch.setattr(hyper, "ROUND_PAYBACK_CALLS", 0)
+    one = hyper.improve(problem, 0.0)
+    assert seeds == [hyper.SEED]
+    seeds.clear()
+    monkeypatch.setattr(hyper, "ROUND_PAYBACK_CALLS", math.inf)
+    monkeypatch.setattr(hyper, "MAX_ROUNDS", 3)
+    three = hyper.improve(problem, 0.0)
+    assert seeds == [hyper.SEED, hyper.SEED + 1, hyper.SEED + 2]
+    assert three.flops <= one.flops and three.searched
+    assert valid_path([list(s) for s in three.path], problem.n)

@@ -23,28 +23,21 @@ circuit (the pre-cone path) when that network's largest intermediate stays withi
 terms run by cone classes (Q100 at p=3: the whole network would touch 52 indices)."""
 
 
-GREEDY_SLACK = 1 << 12
-"""How far above ``WHOLE_NETWORK_MAX_ELEMENTS`` a whole-circuit network's greedy path may be and still get
-a path search (a search narrows greedy paths by a few powers of two, not by this much)."""
-
-
-GREEDY_CHECK_MIN_WIRES = 32
-"""Circuits on fewer wires skip the greedy check: their whole-circuit network is planned (and refused, if it
-must be) in well under a second anyway."""
-
-
 def closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape):
     """The ClosedProgram of the measurements a closed network of the whole circuit measures (None if
     none): those that are not Pauli sentences, and those with terms too wide for a state vector whose
     whole-circuit network has small intermediates (their sentence as one matrix-product operator, light
     cones united: a CNOT ladder's nested cones share all their work there). One planning budget for all."""
     candidates = [m for m, terms in per_measurement.items() if any(widths[t] > state_max_wires for t in terms)]
-    candidates = _promising(candidates, structure, stacked, stack_size, opts, tape)
     if not plain and not candidates:
         return None
     # judged by its largest intermediate, mostly to be refused (a QAOA Hamiltonian's 150 word networks): no
-    # hyper tier for it, which the cone classes get (60 s of planning that Q100 p=4 threw away)
-    judged = replace(opts, optimizer=replace(PathSettings.of(opts.optimizer), hyper=False)) if candidates else opts
+    # hyper tier for it, which the cone classes get (60 s of planning that Q100 p=4 threw away), and no
+    # rescue search for a path that would not fit (a hopeless network, such as Q100 p=3's whole circuit
+    # where every path touches some 50 indices, is refused after the shared budget, not searched 10 s more)
+    judged = opts
+    if candidates:
+        judged = replace(opts, optimizer=replace(PathSettings.of(opts.optimizer), hyper=False, rescue=False))
     try:
         program = ClosedProgram(structure, stacked, stack_size, judged, tape, only=plain + candidates)
     except ContractionTooLargeError:
@@ -60,28 +53,8 @@ def closed_program(plain, per_measurement, widths, state_max_wires, structure, s
     return program
 
 
-def _promising(candidates: list, structure, stacked, stack_size, opts, tape) -> list:
-    """The candidates whose whole-circuit network a greedy path (no search) already brings within
-    ``GREEDY_SLACK`` times ``WHOLE_NETWORK_MAX_ELEMENTS``. Only those get the full planning budget: for
-    a hopeless one (Q100 at p=3: every path touches some 50 indices) the planner would spend its whole
-    budget and then its rescue search on a network that is refused anyway, in every process, since a
-    path that does not fit is searched again wherever it is found (25 s a process here)."""
-    if not candidates or len(structure.sim_wires) < GREEDY_CHECK_MIN_WIRES:
-        return candidates
-    settings = PathSettings.of(opts.optimizer)
-    quick = replace(opts, optimizer=replace(settings, method="greedy"), plan_time=0.0)
-    try:
-        program = ClosedProgram(structure, stacked, stack_size, quick, tape, only=candidates)
-    except ContractionTooLargeError:
-        return []
-    limit = WHOLE_NETWORK_MAX_ELEMENTS * GREEDY_SLACK
-    return [m for m in candidates if _small(program, tape.measurements[m], limit)]
+def _small(program: ClosedProgram, mp) -> bool:
+    return program.largest_intermediate(mp) <= WHOLE_NETWORK_MAX_ELEMENTS
 
 
-def _small(program: ClosedProgram, mp, limit: float | None = None) -> bool:
-    limit = WHOLE_NETWORK_MAX_ELEMENTS if limit is None else limit
-    return program.largest_intermediate(mp) <= limit
-
-
-
-__all__ = ["closed_program", "WHOLE_NETWORK_MAX_ELEMENTS", "GREEDY_SLACK", "GREEDY_CHECK_MIN_WIRES"]
+__all__ = ["closed_program", "WHOLE_NETWORK_MAX_ELEMENTS"]

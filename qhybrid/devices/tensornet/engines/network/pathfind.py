@@ -62,6 +62,9 @@ MAX_TRIALS = 1024
 MEMO_SIZE = 4096
 """Searched paths remembered (one per network topology, batch extent left out)."""
 
+QUICK_MEMO_SIZE = 1024
+"""Greedy paths remembered per structure in a process (a 400-tensor cone's path is ~25 KB: 25 MB at most)."""
+
 RESCUE_TIME_S = 10.0
 """Seconds of further search (for the narrowest path) a network gets when its best path within the budget
 would not fit in memory, before it is refused."""
@@ -73,18 +76,20 @@ STORE_MIN_TENSORS = 16
 @dataclass(frozen=True)
 class PathSettings:
     """How paths are found: the method (``"auto"``, ``"cotengra"``, ``"greedy"``, ``"optimal"``), the most
-    elements an intermediate may have, where paths are kept on disk (None: nowhere), and whether costly
-    networks get the hyper tier (``hyper.improve``; off for networks planned only to be judged, such as the
-    whole-circuit alternative to light cones).
+    elements an intermediate may have, where paths are kept on disk (None: nowhere), whether costly
+    networks get the hyper tier (``hyper.improve``) and whether a path that would not fit ``max_elements``
+    gets the rescue search (``RESCUE_TIME_S``); both off for networks planned only to be judged, such as
+    the whole-circuit alternative to light cones, which is refused rather than rescued.
 
     >>> PathSettings.of("greedy")
-    PathSettings(method='greedy', max_elements=inf, store=None, hyper=True)
+    PathSettings(method='greedy', max_elements=inf, store=None, hyper=True, rescue=True)
     """
 
     method: str = "auto"
     max_elements: float = math.inf
     store: PathStore | None = None
     hyper: bool = True
+    rescue: bool = True
 
     @classmethod
     def of(cls, optimizer: "str | PathSettings") -> "PathSettings":
@@ -100,6 +105,7 @@ class SearchStats:
     """What the planner did since the last :func:`reset_stats` (for tests and diagnostics)."""
 
     quick: int = 0  # networks given a greedy/sweep/optimal path
+    quick_hits: int = 0  # of those, networks whose greedy/sweep path this process had found before
     searches: int = 0  # randomised searches run
     trials: int = 0  # trials those searches reported
     memo_hits: int = 0  # networks that took a remembered searched path
@@ -114,6 +120,7 @@ class SearchStats:
 
 STATS = SearchStats()
 _MEMO: OrderedDict = OrderedDict()
+_QUICK: OrderedDict = OrderedDict()  # structure key -> its greedy (or sweep) path's Found, this process
 
 
 def reset_stats() -> SearchStats:
@@ -124,6 +131,7 @@ def reset_stats() -> SearchStats:
 
 def clear_memo() -> None:
     _MEMO.clear()
+    _QUICK.clear()
 
 
 def _sweep_path(positions: Sequence[int]) -> list[tuple[int, int]]:
@@ -139,7 +147,13 @@ def _sweep_path(positions: Sequence[int]) -> list[tuple[int, int]]:
 
 def _greedy(problem: Problem):
     """cotengra's greedy path: as fast as opt_einsum's, and on circuits with a batch hyperedge often ten
-    to a thousand times cheaper to contract (its score does not chase the batch index)."""
+    to a thousand times cheaper to contract (its score does not chase the batch index). In Rust where
+    ``cotengrust`` is installed: on the deep QAOA word networks (150 of 200-436 tensors) 6-10x faster than
+    cotengra's Python greedy, and 2^0.8-2^3.9 fewer flops in total (see benchmarks/results/trees.md)."""
+    if hyper.rust_available():
+        from cotengrust import optimize_greedy as rust_greedy
+
+        return rust_greedy(*problem.symbolic())
     from cotengra.pathfinders.path_basic import optimize_greedy
 
     return optimize_greedy(list(problem.inputs), problem.output, problem.sizes)
@@ -156,18 +170,30 @@ def _settled(found: Found) -> Found:
     return replace(found, searched=True)
 
 
-def _quick(problem: Problem, optimizer: str) -> Found:
-    """The instant path: exhaustive for tiny networks, else greedy (or the sweep, or the memo, if cheaper)."""
+def _quick(problem: Problem, optimizer: str, key: str | None = None) -> Found:
+    """The instant path: exhaustive for tiny networks, else greedy (or the sweep, or the memo, if cheaper).
+    ``key``: the structure key, under which the greedy/sweep path is remembered for this process (a word
+    network is priced, judged and planned by separate calls: one greedy pass serves them all)."""
     STATS.quick += 1
     if problem.n == 1:
         return Found(((0,),), 0, 0)
     if optimizer == "optimal" or (optimizer == "auto" and problem.n <= OPTIMAL_MAX_TENSORS):
         return _evaluate(problem, oe.paths.optimal(*problem.sets(), problem.sizes))
-    best = _evaluate(problem, _greedy(problem))
-    if problem.positions is not None and problem.n >= SWEEP_MIN_TENSORS:
-        sweep = _evaluate(problem, _sweep_path(problem.positions))
-        if _better(sweep, best):
-            best = sweep
+    known = _QUICK.get(key) if key is not None else None
+    if known is not None:
+        STATS.quick_hits += 1
+        _QUICK.move_to_end(key)
+        best = replace(known, searched=False)
+    else:
+        best = _evaluate(problem, _greedy(problem))
+        if problem.positions is not None and problem.n >= SWEEP_MIN_TENSORS:
+            sweep = _evaluate(problem, _sweep_path(problem.positions))
+            if _better(sweep, best):
+                best = sweep
+        if key is not None:
+            _QUICK[key] = best
+            if len(_QUICK) > QUICK_MEMO_SIZE:
+                _QUICK.popitem(last=False)
     remembered = _MEMO.get(problem.key) if problem.key is not None else None
     if remembered is not None:  # this topology had its budget (at another batch size): no new search
         STATS.memo_hits += 1
@@ -358,13 +384,13 @@ def _find(problems: Sequence[Problem], keys: Sequence[str], settings: PathSettin
     method, limit = settings.method, settings.max_elements
     start = time.perf_counter()
     stored = _from_store(problems, keys, settings.store)
-    found = [s if s is not None else _quick(p, method) for p, s in zip(problems, stored)]
+    found = [s if s is not None else _quick(p, method, key) for p, s, key in zip(problems, stored, keys)]
     if settings.searches and plan_time > 0:
         if settings.hyper:
             _hyper_tier(problems, found, plan_time, limit)
         _budgeted_search(problems, found, method, plan_time, start, limit)
         for k, p in enumerate(problems):
-            if not found[k].fits(limit) and p.n > OPTIMAL_MAX_TENSORS:
+            if settings.rescue and not found[k].fits(limit) and p.n > OPTIMAL_MAX_TENSORS:
                 found[k] = _rescue(p, found[k], method, limit)
         # each structure gets its planning budget once, across batch sizes and processes: what it found is
         # final (remembered for other batch sizes; kept on disk)
