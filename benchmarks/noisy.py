@@ -55,6 +55,7 @@ WORKLOADS = {
     "NW1-b8": NoisyWorkload("NW1-b8", 8, 8, 4),
     "NW1-b128": NoisyWorkload("NW1-b128", 8, 128, 4),
     "NSEL10-b4": NoisyWorkload("NSEL10-b4", 10, 4, 2),
+    "NSEL12-b64": NoisyWorkload("NSEL12-b64", 12, 64, 2),
     "NQ100p1": NoisyWorkload("NQ100p1", 100, 1, 1, kind="qaoa"),
 }
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import qhybrid
-from qhybrid.devices.tensornet.engines.mixed import pauli, program
+from qhybrid.devices.tensornet.engines.mixed import heisenberg, pauli, program, sparse_walk
 from qhybrid.devices.tensornet.engines.statevector.blocks import _full_monomial, _monomial
 
 from _noisy import apply_spec, first_params, random_spec
@@ -63,15 +63,15 @@ def test_transfer_matrix_steps_pauli_coefficients_back():
 
 @pytest.fixture
 def walks(monkeypatch):
-    """Which basis each walked batch took (True: Pauli)."""
+    """Which batches walked in the Pauli basis (one entry per walk)."""
     seen = []
-    original = program.PauliWalk.walk
+    original = heisenberg.walked_expvals
 
-    def walk(self, o, values):
+    def walk(*args, **kwargs):
         seen.append(True)
-        return original(self, o, values)
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(program.PauliWalk, "walk", walk)
+    monkeypatch.setattr(heisenberg, "walked_expvals", walk)
     return seen
 
 
@@ -85,8 +85,10 @@ def _compare(circuit, n, args, leaves, dtype=torch.complex128, tol=TOL):
         torch.testing.assert_close(g[finite], r[finite].to(g.dtype), atol=tol, rtol=0)
 
 
-@pytest.mark.parametrize("seed", [21, 22, 23])
-def test_random_noisy_batch_walks_in_the_pauli_basis(seed, walks):
+@pytest.mark.parametrize("seed, sparse_share", [(21, 1 / 16), (22, 1.0), (23, 0.0)])
+def test_random_noisy_batch_walks_in_the_pauli_basis(seed, sparse_share, walks, monkeypatch):
+    """Mixed sparse-then-dense, all sparse, and all dense walks (the sparse start's cut-off moved)."""
+    monkeypatch.setattr(sparse_walk, "SPARSE_WALK_MAX_FRACTION", sparse_share)
     n = 4
     ops = random_spec(seed, n, depth=14)
     params = first_params(ops)
