@@ -9,6 +9,7 @@ as "failed under a X GiB cap" instead of stalling the run (or the machine). Figu
     python -m benchmarks.noisy            # NW1 at batch 8 and 128, noisy SEL 10 qubits x 2 layers, batch 4
     python -m benchmarks.noisy --quick    # one repeat each, default.mixed capped at 60 s
     python -m benchmarks.noisy --workloads NSEL12-b64 --repeats 3   # 12 qubits, 2 layers, batch 64 (issue 27)
+    python -m benchmarks.noisy --trajectories --repeats 5   # 24 wires, T = 256: per trajectory vs per pure element
     python -m benchmarks.noisy --against /work/main --workloads NW1-b128 NQ100p1   # this tree vs another, A/B
     python -m benchmarks.noisy --tc-python .venv-peers/bin/python --workloads NW1-b8 NW1-b128  # vs TC-NG DMCircuit
 
@@ -341,6 +342,77 @@ def _cap_memory(gb: float) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+TRAJECTORY_WIRES, TRAJECTORY_LAYERS, TRAJECTORY_COUNT = 24, 2, 256
+"""Issue 27's trajectory target: 24 wires, T = 256 trajectories, against a pure batch of 256 elements."""
+
+
+def trajectory_circuit(n: int, layers: int, noisy: bool):
+    """RY data, then per layer RX, RY on every wire, a CZ brick and (``noisy``) DepolarizingChannel on every wire;
+    one local ``<Z>`` (the pure engine's light cone: a few wires)."""
+    def fn(x, w):
+        for q in range(n):
+            qml.RY(x[..., q], wires=q)
+        for layer in range(layers):
+            for q in range(n):
+                qml.RX(w[layer, q, 0], wires=q)
+                qml.RY(w[layer, q, 1], wires=q)
+            for q in range(layer % 2, n - 1, 2):
+                qml.CZ([q, q + 1])
+            if noisy:
+                for q in range(n):
+                    qml.DepolarizingChannel(NOISE_P, wires=q)
+        return qml.expval(qml.Z(n // 2))
+
+    return fn
+
+
+def trajectory_steps(n: int = TRAJECTORY_WIRES, layers: int = TRAJECTORY_LAYERS, count: int = TRAJECTORY_COUNT):
+    """Two closures: ``count`` trajectories of the noisy circuit (one input), and the pure circuit on a batch of
+    ``count`` inputs; each a value + gradient (weights) step."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.rand(count, n, dtype=torch.float64, generator=g)
+    w = torch.rand(layers, n, 2, dtype=torch.float64, generator=g).requires_grad_(True)
+    noisy = qhybrid.qnode(qhybrid.device("tensornet", wires=n, noise="trajectories", trajectories=count, seed=1))(
+        trajectory_circuit(n, layers, True))
+    pure = qhybrid.qnode(qhybrid.device("tensornet", wires=n))(trajectory_circuit(n, layers, False))
+
+    def step(node, data):
+        def run():
+            out = node(data, w)
+            out.sum().backward()
+            w.grad = None
+            return out.detach()
+
+        return run
+
+    return step(noisy, x[0]), step(pure, x)
+
+
+def trajectories_against_pure(repeats: int) -> list[dict]:
+    """Time per trajectory against time per pure batch element, alternating in this process, one thread."""
+    torch.set_num_threads(1)
+    noisy, pure = trajectory_steps()
+    noisy(), pure()  # plans
+    times = {"noisy": [], "pure": []}
+    for _ in range(repeats):
+        for name, fn in (("noisy", noisy), ("pure", pure)):
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    t_noisy, t_pure = statistics.median(times["noisy"]), statistics.median(times["pure"])
+    return [{"traj_s": t_noisy / TRAJECTORY_COUNT, "pure_s": t_pure / TRAJECTORY_COUNT, "ratio": t_noisy / t_pure,
+             "load": os.getloadavg()[0]}]
+
+
+def trajectories_markdown(rows) -> str:
+    lines = [f"Trajectories ({TRAJECTORY_WIRES} wires, {TRAJECTORY_LAYERS} layers, T = {TRAJECTORY_COUNT}, one local "
+             "<Z>, value + gradient) against the pure circuit on a batch of as many inputs, alternating, median, one "
+             "thread.", "", "| per trajectory (ms) | per pure batch element (ms) | ratio | load avg |", "|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {1e3 * r['traj_s']:.3f} | {1e3 * r['pure_s']:.3f} | {r['ratio']:.2f}x | {r['load']:.2f} |")
+    return "\n".join(lines)
+
+
 def _peer_child(wid: str, repeats: int, queue, memory_gb: float = PEER_MEMORY_CAP_GB) -> None:
     _cap_memory(memory_gb)
     torch.set_num_threads(1)
@@ -458,6 +530,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--against", default=None, help="another checkout's root: time its qhybrid against this one")
     ap.add_argument("--tc-python", default=None, help="a python with jax and tensorcircuit-ng: time DMCircuit against qhybrid")
+    ap.add_argument("--trajectories", action="store_true", help="time per trajectory against a pure batch element")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--tc-worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--data", default=None, help=argparse.SUPPRESS)
@@ -472,7 +545,9 @@ def main(argv=None) -> int:
     PEER_MEMORY_CAP_GB = args.peer_memory_gb or PEER_MEMORY_CAP_GB
     repeats = args.repeats or (1 if args.quick else 5)
     cap = args.cap or (60.0 if args.quick else 300.0)
-    if args.against:
+    if args.trajectories:
+        table = trajectories_markdown(trajectories_against_pure(repeats))
+    elif args.against:
         table = against_markdown(against(args.workloads, args.against, repeats), args.against)
     elif args.tc_python:
         table = tc_markdown(tc_against(args.workloads, args.tc_python, repeats))

@@ -86,3 +86,25 @@ def test_options_are_checked():
         qhybrid.device("tensornet", wires=1, noise="sampled")
     with pytest.raises(ValueError, match="trajectories must be"):
         qhybrid.device("tensornet", wires=1, noise="trajectories", trajectories=0)
+
+
+def test_channels_outside_the_light_cone_are_not_drawn():
+    """The same seed gives the same estimate with or without channels that cannot reach the measured wires (their
+    unitaries cancel in every trajectory, so none is drawn for them), and the cached Kraus decompositions of
+    repeated channels do not mix up channels with other strengths."""
+    def circuit(with_far):
+        ops = [qml.RY(0.4, 0), qml.RX(0.9, 2), qml.CNOT([0, 1]), qml.DepolarizingChannel(0.3, 1)]
+        if with_far:
+            ops += [qml.DepolarizingChannel(0.2, 2), qml.BitFlip(0.4, 3), qml.CNOT([2, 3])]
+        ops += [qml.BitFlip(0.2, 0), qml.DepolarizingChannel(0.1, 1)]
+        return qml.tape.QuantumScript(ops, [qml.expval(qml.Z(0) @ qml.Z(1)), qml.probs(wires=[1])])
+
+    near = _device(wires=4).execute(circuit(False))
+    far = _device(wires=4).execute(circuit(True))
+    for a, b in zip(near, far):
+        assert torch.equal(torch.as_tensor(a), torch.as_tensor(b))
+    exact = qml.device("default.mixed", wires=4).execute(circuit(True))
+    dev = _device(wires=4, count=2000)
+    est = dev.execute(circuit(True))
+    for e, ref, se in zip(est, exact, dev.trajectory_standard_errors[0]):
+        assert np.all(np.abs(np.asarray(e) - np.asarray(ref)) <= SIGMAS * np.asarray(se) + 1e-12)
