@@ -23,6 +23,10 @@ SPARSE_WALK_MAX_FRACTION = 1 / 16
 """The walk turns dense once its strings exceed this share of the dense walk's ``M x 4**n`` coefficients (past
 it, the dense passes are cheaper than gathering and scattering the list)."""
 
+SPARSE_WALK_MAX_STRINGS = 1 << 22
+"""And past this many listed strings whatever the share (the plan's index maps: 32 bytes an entry, a few
+entries a string)."""
+
 SPARSE_EXPVAL_CHUNK = 1 << 16
 """Strings contracted with the samples' Bloch vectors at a time (a ``samples x chunk`` product: 32 MB at 64
 samples), each chunk recomputed in the backward where reverse mode records."""
@@ -39,7 +43,7 @@ class SparseStart:
         self.n, self.observables = n, observables
         self.maps: list[tuple] = []  # per op applied sparsely: ("gather", signs) | ("run", [(w, map)]) | ("matrix", map)
         self.map_entries = 0
-        limit = SPARSE_WALK_MAX_FRACTION * observables * (1 << (2 * n))
+        limit = min(SPARSE_WALK_MAX_FRACTION * observables * (1 << (2 * n)), SPARSE_WALK_MAX_STRINGS)
         slots = walk.program.structure.slots
         low = (np.int64(1) << (2 * n)) - 1
         for kind, a, b in ops:
@@ -52,6 +56,8 @@ class SparseStart:
                 for w in sorted(a):
                     part, new_keys = _spread(new_keys, (w,), _run_mask(b[w], slots, tape_ops), n)
                     parts.append((w, part))
+                    if len(new_keys) > limit:
+                        break  # (checked per wire: the list grows up to 4x a wire)
                 step, entries = ("run", parts), sum(len(part[0]) for _, part in parts)
             else:
                 wires, step_slots = b
