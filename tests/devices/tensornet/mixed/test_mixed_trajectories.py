@@ -108,3 +108,14 @@ def test_channels_outside_the_light_cone_are_not_drawn():
     est = dev.execute(circuit(True))
     for e, ref, se in zip(est, exact, dev.trajectory_standard_errors[0]):
         assert np.all(np.abs(np.asarray(e) - np.asarray(ref)) <= SIGMAS * np.asarray(se) + 1e-12)
+
+
+def test_measured_wires_no_channel_reaches_are_exact():
+    ops = [qml.RY(0.4, 0), qml.DepolarizingChannel(0.3, 1), qml.RX(0.7, 2), qml.CNOT([2, 3])]
+    tape = qml.tape.QuantumScript(ops, [qml.expval(qml.Z(3)), qml.probs(wires=[2])])
+    dev = _device(wires=4, count=8)
+    est = dev.execute(tape)
+    exact = qml.device("default.mixed", wires=4).execute(tape)
+    for e, ref, se in zip(est, exact, dev.trajectory_standard_errors[0]):
+        np.testing.assert_allclose(np.asarray(e), np.asarray(ref), atol=1e-12)
+        np.testing.assert_allclose(np.asarray(se), 0, atol=1e-12)

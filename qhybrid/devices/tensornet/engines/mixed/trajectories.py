@@ -117,16 +117,18 @@ def _check(tape: qml.tape.QuantumScript) -> None:
 def trajectory_tape(tape: qml.tape.QuantumScript, count: int, rng: np.random.Generator, dtype) -> qml.tape.QuantumScript:
     """``tape`` with every channel a ``QubitUnitary`` broadcast over ``batch x count`` drawn unitaries and every
     broadcast parameter repeated ``count`` times (row ``b * count + t`` is trajectory ``t`` of sample ``b``).
-    Channels outside the measured wires' reverse light cone are left out (their unitaries cancel in every
-    trajectory's result): no draws, no ops to build for them."""
+    Channels and unbatched gates outside the measured wires' reverse light cone are left out (they cancel in every
+    trajectory's result): no draws, no ops to build or plan for them."""
     batch = tape.batch_size
     rows = (batch or 1) * count
     cone = _reverse_light_cone(tape)
+    if not any(is_channel(op) and i in cone for i, op in enumerate(tape.operations)):
+        cone = set(range(len(tape.operations)))  # keep the draws: the rows are the trajectories
     ops = []
     for i, op in enumerate(tape.operations):
+        if i not in cone and (is_channel(op) or op.batch_size is None):
+            continue  # outside the measured wires' reverse light cone it cancels in every trajectory
         if is_channel(op):
-            if i not in cone:
-                continue  # a unitary outside the measured wires' reverse light cone cancels in every trajectory
             weights, unitaries = unitary_mixture(op)
             draws = rng.choice(len(weights), size=rows, p=weights)
             ops.append(qml.QubitUnitary(torch.as_tensor(unitaries[draws], dtype=dtype), wires=op.wires))
