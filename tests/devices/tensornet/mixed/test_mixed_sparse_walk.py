@@ -87,3 +87,25 @@ def test_second_derivatives_through_the_sparse_walk(starts):
     for row_a, row_b in zip(h_ours, h_ref):
         for ha, hb in zip(row_a, row_b):
             torch.testing.assert_close(ha, hb, atol=TOL, rtol=0)
+
+
+def test_end_contraction_recomputed_in_chunks_when_memory_is_short(starts, monkeypatch):
+    """A max_memory below the end's kept products: the strings are contracted in chunks, each recomputed in the
+    backward (torch.utils.checkpoint); values and gradients unchanged."""
+    monkeypatch.setattr(sparse_walk, "SPARSE_EXPVAL_CHUNK", 64)
+    chunks = []
+    original = sparse_walk.checkpoint
+    monkeypatch.setattr(sparse_walk, "checkpoint", lambda *a, **k: chunks.append(1) or original(*a, **k))
+    n = 5
+    g = torch.Generator().manual_seed(5)
+    x = torch.rand(16, n, dtype=torch.float64, generator=g).requires_grad_(True)
+    w = torch.rand(2, n, 3, dtype=torch.float64, generator=g).requires_grad_(True)
+    p = torch.tensor(0.03, dtype=torch.float64, requires_grad=True)
+    circuit = _noisy_sel(n, _kraus())
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=n, max_memory=3e5), diff_method="backprop")(circuit)
+    ref = qml.QNode(circuit, qml.device("default.mixed", wires=n), interface="torch")
+    a, b = torch.stack(ours(x, w, p)), torch.stack(ref(x, w, p))
+    assert len(chunks) > 1 and starts and all(steps == total for steps, total in starts)
+    torch.testing.assert_close(a, b, atol=TOL, rtol=0)
+    for ga, gb in zip(torch.autograd.grad(a.sin().sum(), [x, w, p]), torch.autograd.grad(b.sin().sum(), [x, w, p])):
+        torch.testing.assert_close(ga, gb, atol=TOL, rtol=0)

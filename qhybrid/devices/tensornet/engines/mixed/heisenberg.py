@@ -120,7 +120,7 @@ def walked_expvals(walk, keys, m: int, coef: torch.Tensor, values, bloch: list[t
         )
     coef = start.walk(coef, ops)
     if start.steps == len(ops):
-        return start.expvals(coef, bloch)
+        return start.expvals(coef, bloch, max_memory - sparse_bytes)
     rest = ops[start.steps:]
     recording = torch.is_grad_enabled() and any(t.requires_grad for t in _tensors(rest, bloch, coef))
     matrices = sum(len(_paired(a)) if kind == "run" else kind == "matrix" for kind, a, _ in rest)

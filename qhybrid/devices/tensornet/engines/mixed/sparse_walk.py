@@ -78,7 +78,8 @@ class SparseStart:
 
     def call_bytes(self, itemsize: int, samples: int) -> int:
         """Memory one call takes beyond the plan's index maps: each map's weighted coefficients (kept by reverse
-        mode), and one chunk of the end's contraction (three ``samples x chunk`` products)."""
+        mode), and one chunk of the end's contraction (three ``samples x chunk`` products; its products are kept
+        for the backward only where they take at most half of ``max_memory``, see ``expvals``)."""
         return 2 * self.map_entries * itemsize + 3 * samples * min(len(self.rows), SPARSE_EXPVAL_CHUNK) * itemsize
 
     def walk(self, coef: torch.Tensor, ops: list[tuple]) -> torch.Tensor:
@@ -102,15 +103,18 @@ class SparseStart:
         index = (self.rows.to(coef.device)[mine], owner[mine] - first)
         return out.index_put(index, coef[mine]).reshape(out.shape[0], 1, -1)
 
-    def expvals(self, coef: torch.Tensor, bloch: list[torch.Tensor]) -> torch.Tensor:
+    def expvals(self, coef: torch.Tensor, bloch: list[torch.Tensor], max_memory: float = float("inf")) -> torch.Tensor:
         """``[M, L]``: ``sum_k [owner_k = m] coef[k] prod_w bloch[w][l, digit_w(rows[k])]``, the wires in two
-        halves (two small Kronecker products gathered per string), in chunks of strings."""
+        halves (two small Kronecker products gathered per string), in chunks of strings; each chunk recomputed in
+        the backward only where the gathered products reverse mode keeps (two ``samples x strings``) would take
+        more than half of ``max_memory``."""
         n, half = self.n, (self.n + 1) // 2
         left = _kron(bloch[:half])
         right = _kron(bloch[half:]) if n > half else left.new_ones(left.shape[0], 1)
         rows, owner = self.rows.to(coef.device), self.owner.to(coef.device)
         shift = 2 * (n - half)
         recording = torch.is_grad_enabled() and any(t.requires_grad for t in (coef, left, right))
+        recompute = recording and 2 * left.shape[0] * len(rows) * coef.dtype.itemsize > max_memory / 2
 
         def part(c, hi, lo, own, left, right):
             product = left[:, hi] * right[:, lo] * c
@@ -120,7 +124,7 @@ class SparseStart:
         for a in range(0, len(rows), SPARSE_EXPVAL_CHUNK):
             b = min(a + SPARSE_EXPVAL_CHUNK, len(rows))
             args = (coef[a:b], rows[a:b] >> shift, rows[a:b] & ((1 << shift) - 1), owner[a:b], left, right)
-            t = checkpoint(part, *args, use_reentrant=False) if recording and len(rows) > b - a else part(*args)
+            t = checkpoint(part, *args, use_reentrant=False) if recompute else part(*args)
             out = t if out is None else out + t
         return out.T
 
