@@ -33,10 +33,15 @@ def _permutation(ops, n):
 
 
 @pytest.mark.parametrize(
-    "ops", [[qml.CNOT([0, 1])], [qml.CZ([2, 0]), qml.CNOT([1, 2]), qml.SWAP([0, 1]), qml.CNOT([2, 0])]]
+    "ops, n",
+    [
+        ([qml.CNOT([0, 1])], 3),
+        ([qml.CZ([2, 0]), qml.CNOT([1, 2]), qml.SWAP([0, 1]), qml.CNOT([2, 0])], 3),
+        # five wires (the tables' halves of 2 and 3 wires), phases (CY: +-i) and a ring
+        ([qml.CY([4, 1]), qml.CNOT([0, 1]), qml.CNOT([1, 2]), qml.CZ([2, 3]), qml.CNOT([3, 4]), qml.CNOT([4, 0])], 5),
+    ],
 )
-def test_clifford_images_conjugate_every_pauli_string(ops):
-    n = 3
+def test_clifford_images_conjugate_every_pauli_string(ops, n):
     src, vals = _permutation(ops, n)
     u = np.zeros((1 << n, 1 << n), dtype=complex)
     u[np.arange(1 << n), src] = vals  # psi'[x] = vals[x] psi[src[x]]
