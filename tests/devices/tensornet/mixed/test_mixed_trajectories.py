@@ -119,3 +119,19 @@ def test_measured_wires_no_channel_reaches_are_exact():
     for e, ref, se in zip(est, exact, dev.trajectory_standard_errors[0]):
         np.testing.assert_allclose(np.asarray(e), np.asarray(ref), atol=1e-12)
         np.testing.assert_allclose(np.asarray(se), 0, atol=1e-12)
+
+
+@pytest.mark.parametrize("diff_method", ["backprop", "adjoint"])
+def test_trainable_gate_outside_the_light_cone_has_a_zero_derivative(diff_method):
+    def circuit(a, v):
+        qml.RY(a, 0)
+        qml.DepolarizingChannel(0.1, 0)
+        qml.RX(v, 2)
+        qml.DepolarizingChannel(0.1, 2)
+        return qml.expval(qml.Z(0))
+
+    a = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    v = torch.tensor(0.4, dtype=torch.float64, requires_grad=True)
+    out = qhybrid.qnode(_device(wires=3, count=16), diff_method=diff_method)(circuit)(a, v)
+    ga, gv = torch.autograd.grad(out, [a, v])
+    assert torch.isfinite(ga) and float(gv) == 0.0

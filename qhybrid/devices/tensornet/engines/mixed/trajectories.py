@@ -117,8 +117,8 @@ def _check(tape: qml.tape.QuantumScript) -> None:
 def trajectory_tape(tape: qml.tape.QuantumScript, count: int, rng: np.random.Generator, dtype) -> qml.tape.QuantumScript:
     """``tape`` with every channel a ``QubitUnitary`` broadcast over ``batch x count`` drawn unitaries and every
     broadcast parameter repeated ``count`` times (row ``b * count + t`` is trajectory ``t`` of sample ``b``).
-    Channels and unbatched gates outside the measured wires' reverse light cone are left out (they cancel in every
-    trajectory's result): no draws, no ops to build or plan for them."""
+    Channels and unbatched, untrained gates outside the measured wires' reverse light cone are left out (they
+    cancel in every trajectory's result): no draws, no ops to build or plan for them."""
     batch = tape.batch_size
     rows = (batch or 1) * count
     cone = _reverse_light_cone(tape)
@@ -126,7 +126,7 @@ def trajectory_tape(tape: qml.tape.QuantumScript, count: int, rng: np.random.Gen
         cone = set(range(len(tape.operations)))  # keep the draws: the rows are the trajectories
     ops = []
     for i, op in enumerate(tape.operations):
-        if i not in cone and (is_channel(op) or op.batch_size is None):
+        if i not in cone and (is_channel(op) or (op.batch_size is None and not _trainable(op))):
             continue  # outside the measured wires' reverse light cone it cancels in every trajectory
         if is_channel(op):
             weights, unitaries = unitary_mixture(op)
@@ -138,6 +138,11 @@ def trajectory_tape(tape: qml.tape.QuantumScript, count: int, rng: np.random.Gen
         else:
             ops.append(op)
     return tape.copy(operations=ops)
+
+
+def _trainable(op) -> bool:
+    """Whether a parameter of ``op`` records a gradient (kept: backprop gives it its zero derivative)."""
+    return any(getattr(p, "requires_grad", False) for p in op.data)
 
 
 def _reverse_light_cone(tape: qml.tape.QuantumScript) -> set[int]:
