@@ -52,21 +52,26 @@ def _kraus():
             torch.tensor([[0, g**0.5], [0, 0]], dtype=torch.complex128)]
 
 
-@pytest.mark.parametrize("dtype, tol, rtol", [(torch.complex128, TOL, 0), (torch.complex64, 2e-5, 1e-5)])
-def test_shallow_noisy_batch_stays_sparse_and_matches_default_mixed(dtype, tol, rtol, starts):
+def _compare_with_default_mixed(seed, p, tol, rtol=0, **device_options):
+    """Values and gradients (data, weights, noise strength) of the 5-wire noisy SEL, batch 16, against default.mixed."""
     n = 5
-    g = torch.Generator().manual_seed(4)
+    g = torch.Generator().manual_seed(seed)
     x = torch.rand(16, n, dtype=torch.float64, generator=g).requires_grad_(True)
     w = torch.rand(2, n, 3, dtype=torch.float64, generator=g).requires_grad_(True)
-    p = torch.tensor(0.07, dtype=torch.float64, requires_grad=True)
+    p = torch.tensor(p, dtype=torch.float64, requires_grad=True)
     circuit = _noisy_sel(n, _kraus())
-    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=n, dtype=dtype), diff_method="backprop")(circuit)
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=n, **device_options), diff_method="backprop")(circuit)
     ref = qml.QNode(circuit, qml.device("default.mixed", wires=n), interface="torch")
     a, b = torch.stack(ours(x, w, p)), torch.stack(ref(x, w, p))
-    assert starts and all(steps == total for steps, total in starts), f"the walk went dense: {starts}"
     torch.testing.assert_close(a, b.to(a.dtype), atol=tol, rtol=rtol)
     for ga, gb in zip(torch.autograd.grad(a.sin().sum(), [x, w, p]), torch.autograd.grad(b.sin().sum(), [x, w, p])):
         torch.testing.assert_close(ga, gb.to(ga.dtype), atol=tol, rtol=rtol)
+
+
+@pytest.mark.parametrize("dtype, tol, rtol", [(torch.complex128, TOL, 0), (torch.complex64, 2e-5, 1e-5)])
+def test_shallow_noisy_batch_stays_sparse_and_matches_default_mixed(dtype, tol, rtol, starts):
+    _compare_with_default_mixed(4, 0.07, tol, rtol, dtype=dtype)
+    assert starts and all(steps == total for steps, total in starts), f"the walk went dense: {starts}"
 
 
 def test_second_derivatives_through_the_sparse_walk(starts):
@@ -96,16 +101,5 @@ def test_end_contraction_recomputed_in_chunks_when_memory_is_short(starts, monke
     chunks = []
     original = sparse_walk.checkpoint
     monkeypatch.setattr(sparse_walk, "checkpoint", lambda *a, **k: chunks.append(1) or original(*a, **k))
-    n = 5
-    g = torch.Generator().manual_seed(5)
-    x = torch.rand(16, n, dtype=torch.float64, generator=g).requires_grad_(True)
-    w = torch.rand(2, n, 3, dtype=torch.float64, generator=g).requires_grad_(True)
-    p = torch.tensor(0.03, dtype=torch.float64, requires_grad=True)
-    circuit = _noisy_sel(n, _kraus())
-    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=n, max_memory=3e5), diff_method="backprop")(circuit)
-    ref = qml.QNode(circuit, qml.device("default.mixed", wires=n), interface="torch")
-    a, b = torch.stack(ours(x, w, p)), torch.stack(ref(x, w, p))
+    _compare_with_default_mixed(5, 0.03, TOL, max_memory=3e5)
     assert len(chunks) > 1 and starts and all(steps == total for steps, total in starts)
-    torch.testing.assert_close(a, b, atol=TOL, rtol=0)
-    for ga, gb in zip(torch.autograd.grad(a.sin().sum(), [x, w, p]), torch.autograd.grad(b.sin().sum(), [x, w, p])):
-        torch.testing.assert_close(ga, gb, atol=TOL, rtol=0)
