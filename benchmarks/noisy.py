@@ -2,11 +2,14 @@
 engine against PennyLane default.mixed (torch backprop), alternating in one process at one thread.
 
 A step is one forward + backward (gradients for the weights and the inputs x). default.mixed steps run in a
-child process with a wall-clock cap, so a step that does not finish is reported as "did not finish in X s"
-instead of stalling the run. Figures go to benchmarks/results/noise.md with the load average beside them.
+child process with a wall-clock cap and an address-space cap (``--peer-memory-gb``, 8 GiB: the machine is
+shared), so a step that does not finish is reported as "did not finish in X s" and one that runs out of memory
+as "failed under a X GiB cap" instead of stalling the run (or the machine). Figures go to benchmarks/results/noise.md with the load average beside them.
 
     python -m benchmarks.noisy            # NW1 at batch 8 and 128, noisy SEL 10 qubits x 2 layers, batch 4
     python -m benchmarks.noisy --quick    # one repeat each, default.mixed capped at 60 s
+    python -m benchmarks.noisy --workloads NSEL12-b64 --repeats 3   # 12 qubits, 2 layers, batch 64 (issue 27)
+    python -m benchmarks.noisy --trajectories --repeats 5   # 24 wires, T = 256: per trajectory vs per pure element
     python -m benchmarks.noisy --against /work/main --workloads NW1-b128 NQ100p1   # this tree vs another, A/B
     python -m benchmarks.noisy --tc-python .venv-peers/bin/python --workloads NW1-b8 NW1-b128  # vs TC-NG DMCircuit
 
@@ -55,6 +58,7 @@ WORKLOADS = {
     "NW1-b8": NoisyWorkload("NW1-b8", 8, 8, 4),
     "NW1-b128": NoisyWorkload("NW1-b128", 8, 128, 4),
     "NSEL10-b4": NoisyWorkload("NSEL10-b4", 10, 4, 2),
+    "NSEL12-b64": NoisyWorkload("NSEL12-b64", 12, 64, 2),
     "NQ100p1": NoisyWorkload("NQ100p1", 100, 1, 1, kind="qaoa"),
 }
 
@@ -239,10 +243,16 @@ def tc_against(wids, python: str, repeats: int) -> list[dict]:
             np.savez(data, x=x.detach().numpy(), w=w.detach().numpy())
             worker = subprocess.Popen([python, os.path.abspath(__file__), "--tc-worker", wid, "--data", data],
                                       env=dict(os.environ, OMP_NUM_THREADS="1"), text=True,
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      preexec_fn=lambda: _cap_memory(PEER_MEMORY_CAP_GB))
+            t0 = time.perf_counter()
             ready = worker.stdout.readline().split()
             if not ready or ready[0] != "ready":
-                raise RuntimeError(f"the TensorCircuit-NG worker did not start ({python})")
+                worker.wait()
+                rows.append({"id": wid, "failed": f"exited with code {worker.returncode} after "
+                             f"{time.perf_counter() - t0:.0f} s (compile; {PEER_MEMORY_CAP_GB:.0f} GiB cap)",
+                             "load": os.getloadavg()[0]})
+                continue
             compile_s = float(ready[1])
             q_times, t_times = [], []
             for _ in range(repeats):
@@ -270,6 +280,9 @@ def tc_markdown(rows) -> str:
              "| workload | qhybrid | TC-NG DMCircuit | TC / qhybrid | TC compile (s) | max |diff| | load avg |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
+        if "failed" in r:
+            lines.append(f"| {r['id']} | - | failed: {r['failed']} | - | - | - | {r['load']:.2f} |")
+            continue
         lines.append(f"| {r['id']} | {r['qhybrid_s']:.3f} | {r['tc_s']:.3f} | {r['ratio']:.2f}x | {r['tc_compile_s']:.1f} | "
                      f"{r['max_dev']:.1e} | {r['load']:.2f} |")
     return "\n".join(lines)
@@ -317,34 +330,134 @@ def against_markdown(rows, other: str) -> str:
     return "\n".join(lines)
 
 
-def _peer_child(wid: str, repeats: int, queue) -> None:
+PEER_MEMORY_CAP_GB = 8.0
+"""Address-space cap of a peer's process (default.mixed child, TensorCircuit-NG worker): the machine is shared, and
+NSEL12-b64's batch of density matrices alone is 16 GiB."""
+
+
+def _cap_memory(gb: float) -> None:
+    import resource
+
+    limit = int(gb * (1 << 30))
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+TRAJECTORY_WIRES, TRAJECTORY_LAYERS, TRAJECTORY_COUNT = 24, 2, 256
+"""Issue 27's trajectory target: 24 wires, T = 256 trajectories, against a pure batch of 256 elements."""
+
+
+def trajectory_circuit(n: int, layers: int, noisy: bool):
+    """RY data, then per layer RX, RY on every wire, a CZ brick and (``noisy``) DepolarizingChannel on every wire;
+    one local ``<Z>`` (the pure engine's light cone: a few wires)."""
+    def fn(x, w):
+        for q in range(n):
+            qml.RY(x[..., q], wires=q)
+        for layer in range(layers):
+            for q in range(n):
+                qml.RX(w[layer, q, 0], wires=q)
+                qml.RY(w[layer, q, 1], wires=q)
+            for q in range(layer % 2, n - 1, 2):
+                qml.CZ([q, q + 1])
+            if noisy:
+                for q in range(n):
+                    qml.DepolarizingChannel(NOISE_P, wires=q)
+        return qml.expval(qml.Z(n // 2))
+
+    return fn
+
+
+def trajectory_steps(n: int = TRAJECTORY_WIRES, layers: int = TRAJECTORY_LAYERS, count: int = TRAJECTORY_COUNT):
+    """Two closures: ``count`` trajectories of the noisy circuit (one input), and the pure circuit on a batch of
+    ``count`` inputs; each a value + gradient (weights) step."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.rand(count, n, dtype=torch.float64, generator=g)
+    w = torch.rand(layers, n, 2, dtype=torch.float64, generator=g).requires_grad_(True)
+    noisy = qhybrid.qnode(qhybrid.device("tensornet", wires=n, noise="trajectories", trajectories=count, seed=1))(
+        trajectory_circuit(n, layers, True))
+    pure = qhybrid.qnode(qhybrid.device("tensornet", wires=n))(trajectory_circuit(n, layers, False))
+
+    def step(node, data):
+        def run():
+            out = node(data, w)
+            out.sum().backward()
+            w.grad = None
+            return out.detach()
+
+        return run
+
+    return step(noisy, x[0]), step(pure, x)
+
+
+def trajectories_against_pure(repeats: int) -> list[dict]:
+    """Time per trajectory against time per pure batch element, alternating in this process, one thread."""
+    torch.set_num_threads(1)
+    noisy, pure = trajectory_steps()
+    noisy(), pure()  # plans
+    times = {"noisy": [], "pure": []}
+    for _ in range(repeats):
+        for name, fn in (("noisy", noisy), ("pure", pure)):
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    t_noisy, t_pure = statistics.median(times["noisy"]), statistics.median(times["pure"])
+    return [{"traj_s": t_noisy / TRAJECTORY_COUNT, "pure_s": t_pure / TRAJECTORY_COUNT, "ratio": t_noisy / t_pure,
+             "load": os.getloadavg()[0]}]
+
+
+def trajectories_markdown(rows) -> str:
+    lines = [f"Trajectories ({TRAJECTORY_WIRES} wires, {TRAJECTORY_LAYERS} layers, T = {TRAJECTORY_COUNT}, one local "
+             "<Z>, value + gradient) against the pure circuit on a batch of as many inputs, alternating, median, one "
+             "thread.", "", "| per trajectory (ms) | per pure batch element (ms) | ratio | load avg |", "|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {1e3 * r['traj_s']:.3f} | {1e3 * r['pure_s']:.3f} | {r['ratio']:.2f}x | {r['load']:.2f} |")
+    return "\n".join(lines)
+
+
+def _peer_child(wid: str, repeats: int, queue, memory_gb: float = PEER_MEMORY_CAP_GB) -> None:
+    _cap_memory(memory_gb)
     torch.set_num_threads(1)
     step = make_step(WORKLOADS[wid], "default.mixed")
     queue.put(("ready", 0.0, None))
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
-        out = step()
+        try:
+            out = step()
+        except (MemoryError, RuntimeError) as err:  # torch reports a failed allocation as RuntimeError
+            queue.put(("error", 0.0, f"{type(err).__name__}: {str(err).splitlines()[0][:120]}"))
+            return
         times.append(time.perf_counter() - t)
         queue.put(("time", times[-1], out))
+
+
+PEER_ERRORS: dict = {}
+"""The last default.mixed failure per workload (out of its memory cap, ...), for the table's note."""
 
 
 def peer_times(wid: str, repeats: int, cap_s: float) -> tuple[list[float], torch.Tensor | None, bool]:
     """default.mixed step times from a child process capped at ``cap_s`` seconds in all; whether it finished."""
     ctx = mp.get_context("spawn")  # a forked child of a process with torch's thread pool may hang
     queue = ctx.Queue()
-    child = ctx.Process(target=_peer_child, args=(wid, repeats, queue))
+    child = ctx.Process(target=_peer_child, args=(wid, repeats, queue, PEER_MEMORY_CAP_GB))
     child.start()
     times, out = [], None
     queue.get(timeout=600)  # the child's imports and circuit set-up, not timed
     deadline = time.monotonic() + cap_s
-    while len(times) < repeats and time.monotonic() < deadline:
+    error = None
+    while len(times) < repeats and time.monotonic() < deadline and error is None:
         try:
-            _, t, out = queue.get(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
-            times.append(t)
+            kind, t, got = queue.get(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
         except Exception:  # queue.Empty: keep waiting until the cap
+            if not child.is_alive():
+                error = f"exited with code {child.exitcode}"
             continue
+        if kind == "error":
+            error = got
+        else:
+            times.append(t)
+            out = got
     finished = len(times) == repeats
+    PEER_ERRORS[wid] = error
     if child.is_alive():
         child.kill()
     child.join()
@@ -374,6 +487,8 @@ def run(wids, repeats: int, cap_s: float) -> list[dict]:
             note = f"{len(p_times)} of {repeats} steps; one did not finish in {cap_s:.0f} s"
         elif wl.kind != "sel":
             note = f"- ({wl.n_qubits} wires)"
+        elif PEER_ERRORS.get(wid):
+            note = f"failed under a {PEER_MEMORY_CAP_GB:.0f} GiB cap: {PEER_ERRORS[wid]}"
         else:
             note = "" if finished else f"did not finish in {cap_s:.0f} s"
         dev = None if p_out is None else float((p_out - ref_out).abs().max())
@@ -410,10 +525,12 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--workloads", nargs="*", default=list(WORKLOADS))
     ap.add_argument("--cap", type=float, default=None, help="seconds default.mixed may take per step")
+    ap.add_argument("--peer-memory-gb", type=float, default=None, help="address-space cap of the peers' processes")
     ap.add_argument("--out", default=None)
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--against", default=None, help="another checkout's root: time its qhybrid against this one")
     ap.add_argument("--tc-python", default=None, help="a python with jax and tensorcircuit-ng: time DMCircuit against qhybrid")
+    ap.add_argument("--trajectories", action="store_true", help="time per trajectory against a pure batch element")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--tc-worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--data", default=None, help=argparse.SUPPRESS)
@@ -424,9 +541,13 @@ def main(argv=None) -> int:
     if args.tc_worker:
         _tc_worker(args.tc_worker, args.data)
         return 0
+    global PEER_MEMORY_CAP_GB
+    PEER_MEMORY_CAP_GB = args.peer_memory_gb or PEER_MEMORY_CAP_GB
     repeats = args.repeats or (1 if args.quick else 5)
     cap = args.cap or (60.0 if args.quick else 300.0)
-    if args.against:
+    if args.trajectories:
+        table = trajectories_markdown(trajectories_against_pure(repeats))
+    elif args.against:
         table = against_markdown(against(args.workloads, args.against, repeats), args.against)
     elif args.tc_python:
         table = tc_markdown(tc_against(args.workloads, args.tc_python, repeats))

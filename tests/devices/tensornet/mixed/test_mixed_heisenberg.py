@@ -59,3 +59,54 @@ def test_small_batches_and_other_measurements_walk_forward(walks):
     )
     dev.execute(tape)
     assert not walks
+
+
+def _dense_walk_circuit(n):
+    def circuit(x, w, p):
+        qml.AngleEmbedding(x, wires=range(n), rotation="Y")
+        qml.StronglyEntanglingLayers(w, wires=range(n))
+        for q in range(n):
+            qml.DepolarizingChannel(p, wires=q)
+        return [qml.expval(qml.Z(q)) for q in range(n)]
+
+    return circuit
+
+
+def test_observables_walk_in_checkpointed_chunks_when_memory_is_short(monkeypatch):
+    """A max_memory below the whole walk's (but above one observable's) walks the observables in chunks under
+    torch.utils.checkpoint; values and gradients (data, gates, noise strength) as default.mixed's."""
+    from qhybrid.devices.tensornet.engines.mixed import sparse_walk
+
+    monkeypatch.setattr(sparse_walk, "SPARSE_WALK_MAX_FRACTION", 0.0)  # dense from the first step
+    chunks = []
+    original = heisenberg.checkpoint
+    monkeypatch.setattr(heisenberg, "checkpoint", lambda *a, **k: chunks.append(k["stop"] - k["first"]) or original(*a, **k))
+    n = 4
+    x = torch.rand(8, n, dtype=torch.float64, requires_grad=True)
+    w = torch.rand(2, n, 3, dtype=torch.float64, requires_grad=True)
+    p = torch.tensor(0.05, dtype=torch.float64, requires_grad=True)
+    circuit = _dense_walk_circuit(n)
+    # the Clifford tables (24 B x 4**4 x 2 rings) and about 2 observables' walk with their kept steps
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=n, max_memory=24 * 256 * 2 + 2 * 16 * 256 * 8),
+                         diff_method="backprop")(circuit)
+    ref = qml.QNode(circuit, qml.device("default.mixed", wires=n), interface="torch")
+    a, b = torch.stack(ours(x, w, p)), torch.stack(ref(x, w, p))
+    assert len(chunks) > 1 and max(chunks) < n, f"the observables did not walk in chunks: {chunks}"
+    torch.testing.assert_close(a, b, atol=TOL, rtol=0)
+    for g, r in zip(torch.autograd.grad(a.sin().sum(), [x, w, p]), torch.autograd.grad(b.sin().sum(), [x, w, p])):
+        torch.testing.assert_close(g, r, atol=TOL, rtol=0)
+
+
+def test_a_walk_that_does_not_fit_is_refused_before_it_runs(monkeypatch):
+    from qhybrid.devices.tensornet.engines.mixed import pauli, sparse_walk
+    from qhybrid.errors import ContractionTooLargeError
+
+    monkeypatch.setattr(sparse_walk, "SPARSE_WALK_MAX_FRACTION", 0.0)
+    monkeypatch.setattr(pauli.PauliWalk, "apply", lambda *a: pytest.fail("the dense walk ran"))
+    n = 4
+    x = torch.rand(8, n, dtype=torch.float64, requires_grad=True)
+    w = torch.rand(2, n, 3, dtype=torch.float64, requires_grad=True)
+    circuit = _dense_walk_circuit(n)
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=n, max_memory=24 * 256 * 2 + 1000), diff_method="backprop")(circuit)
+    with pytest.raises(ContractionTooLargeError, match=r"Pauli-basis Heisenberg walk .*4\*\*4 x 1 observable"):
+        ours(x, w, torch.tensor(0.05, dtype=torch.float64))

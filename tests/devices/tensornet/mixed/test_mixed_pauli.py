@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import qhybrid
-from qhybrid.devices.tensornet.engines.mixed import pauli, program
+from qhybrid.devices.tensornet.engines.mixed import heisenberg, pauli, program, sparse_walk
 from qhybrid.devices.tensornet.engines.statevector.blocks import _full_monomial, _monomial
 
 from _noisy import apply_spec, first_params, random_spec
@@ -33,10 +33,15 @@ def _permutation(ops, n):
 
 
 @pytest.mark.parametrize(
-    "ops", [[qml.CNOT([0, 1])], [qml.CZ([2, 0]), qml.CNOT([1, 2]), qml.SWAP([0, 1]), qml.CNOT([2, 0])]]
+    "ops, n",
+    [
+        ([qml.CNOT([0, 1])], 3),
+        ([qml.CZ([2, 0]), qml.CNOT([1, 2]), qml.SWAP([0, 1]), qml.CNOT([2, 0])], 3),
+        # five wires (the tables' halves of 2 and 3 wires), phases (CY: +-i) and a ring
+        ([qml.CY([4, 1]), qml.CNOT([0, 1]), qml.CNOT([1, 2]), qml.CZ([2, 3]), qml.CNOT([3, 4]), qml.CNOT([4, 0])], 5),
+    ],
 )
-def test_clifford_images_conjugate_every_pauli_string(ops):
-    n = 3
+def test_clifford_images_conjugate_every_pauli_string(ops, n):
     src, vals = _permutation(ops, n)
     u = np.zeros((1 << n, 1 << n), dtype=complex)
     u[np.arange(1 << n), src] = vals  # psi'[x] = vals[x] psi[src[x]]
@@ -63,15 +68,15 @@ def test_transfer_matrix_steps_pauli_coefficients_back():
 
 @pytest.fixture
 def walks(monkeypatch):
-    """Which basis each walked batch took (True: Pauli)."""
+    """Which batches walked in the Pauli basis (one entry per walk)."""
     seen = []
-    original = program.PauliWalk.walk
+    original = heisenberg.walked_expvals
 
-    def walk(self, o, values):
+    def walk(*args, **kwargs):
         seen.append(True)
-        return original(self, o, values)
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(program.PauliWalk, "walk", walk)
+    monkeypatch.setattr(heisenberg, "walked_expvals", walk)
     return seen
 
 
@@ -85,8 +90,10 @@ def _compare(circuit, n, args, leaves, dtype=torch.complex128, tol=TOL):
         torch.testing.assert_close(g[finite], r[finite].to(g.dtype), atol=tol, rtol=0)
 
 
-@pytest.mark.parametrize("seed", [21, 22, 23])
-def test_random_noisy_batch_walks_in_the_pauli_basis(seed, walks):
+@pytest.mark.parametrize("seed, sparse_share", [(21, 1 / 16), (22, 1.0), (23, 0.0)])
+def test_random_noisy_batch_walks_in_the_pauli_basis(seed, sparse_share, walks, monkeypatch):
+    """Mixed sparse-then-dense, all sparse, and all dense walks (the sparse start's cut-off moved)."""
+    monkeypatch.setattr(sparse_walk, "SPARSE_WALK_MAX_FRACTION", sparse_share)
     n = 4
     ops = random_spec(seed, n, depth=14)
     params = first_params(ops)

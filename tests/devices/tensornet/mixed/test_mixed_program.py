@@ -194,3 +194,18 @@ def test_twelve_wires_in_float64(n):
     ops = [qml.Hadamard(0)] + [qml.CNOT([i, i + 1]) for i in range(n - 1)] + [qml.DepolarizingChannel(0.1, w) for w in (0, n - 1)]
     tape = qml.tape.QuantumScript(ops, [qml.expval(qml.Z(0) @ qml.Z(n - 1))])
     assert float(dev.execute(tape)) == pytest.approx((1 - 0.1 * 4 / 3) ** 2, abs=1e-12)
+
+
+def test_twelve_wire_batch_density_matrix_is_refused_before_it_is_built(monkeypatch):
+    """A 12-wire batch of 64 density matrices (16 GiB) asked for through probs (no walk back): refused with its
+    size before the product state is allocated."""
+    from qhybrid.devices.tensornet.engines.mixed import program
+
+    monkeypatch.setattr(program, "product_density", lambda *a: pytest.fail("the density matrix was allocated"))
+    n = 12
+    dev = qhybrid.device("tensornet", wires=n, max_memory=2**30)
+    x = torch.rand(64, n, dtype=torch.float64)
+    ops = [qml.RY(x[:, q], q) for q in range(n)] + [qml.CNOT([i, i + 1]) for i in range(n - 1)]
+    tape = qml.tape.QuantumScript(ops + [qml.DepolarizingChannel(0.1, 0)], [qml.probs(wires=[0])])
+    with pytest.raises(ContractionTooLargeError, match=r"16.0 GiB \(4\*\*12 x 64 lead"):
+        dev.execute(tape)

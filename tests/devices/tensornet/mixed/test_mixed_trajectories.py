@@ -86,3 +86,52 @@ def test_options_are_checked():
         qhybrid.device("tensornet", wires=1, noise="sampled")
     with pytest.raises(ValueError, match="trajectories must be"):
         qhybrid.device("tensornet", wires=1, noise="trajectories", trajectories=0)
+
+
+def test_channels_outside_the_light_cone_are_not_drawn():
+    """The same seed gives the same estimate with or without channels that cannot reach the measured wires (their
+    unitaries cancel in every trajectory, so none is drawn for them), and the cached Kraus decompositions of
+    repeated channels do not mix up channels with other strengths."""
+    def circuit(with_far):
+        ops = [qml.RY(0.4, 0), qml.RX(0.9, 2), qml.CNOT([0, 1]), qml.DepolarizingChannel(0.3, 1)]
+        if with_far:
+            ops += [qml.DepolarizingChannel(0.2, 2), qml.BitFlip(0.4, 3), qml.CNOT([2, 3])]
+        ops += [qml.BitFlip(0.2, 0), qml.DepolarizingChannel(0.1, 1)]
+        return qml.tape.QuantumScript(ops, [qml.expval(qml.Z(0) @ qml.Z(1)), qml.probs(wires=[1])])
+
+    near = _device(wires=4).execute(circuit(False))
+    far = _device(wires=4).execute(circuit(True))
+    for a, b in zip(near, far):
+        assert torch.equal(torch.as_tensor(a), torch.as_tensor(b))
+    exact = qml.device("default.mixed", wires=4).execute(circuit(True))
+    dev = _device(wires=4, count=2000)
+    est = dev.execute(circuit(True))
+    for e, ref, se in zip(est, exact, dev.trajectory_standard_errors[0]):
+        assert np.all(np.abs(np.asarray(e) - np.asarray(ref)) <= SIGMAS * np.asarray(se) + 1e-12)
+
+
+def test_measured_wires_no_channel_reaches_are_exact():
+    ops = [qml.RY(0.4, 0), qml.DepolarizingChannel(0.3, 1), qml.RX(0.7, 2), qml.CNOT([2, 3])]
+    tape = qml.tape.QuantumScript(ops, [qml.expval(qml.Z(3)), qml.probs(wires=[2])])
+    dev = _device(wires=4, count=8)
+    est = dev.execute(tape)
+    exact = qml.device("default.mixed", wires=4).execute(tape)
+    for e, ref, se in zip(est, exact, dev.trajectory_standard_errors[0]):
+        np.testing.assert_allclose(np.asarray(e), np.asarray(ref), atol=1e-12)
+        np.testing.assert_allclose(np.asarray(se), 0, atol=1e-12)
+
+
+@pytest.mark.parametrize("diff_method", ["backprop", "adjoint"])
+def test_trainable_gate_outside_the_light_cone_has_a_zero_derivative(diff_method):
+    def circuit(a, v):
+        qml.RY(a, 0)
+        qml.DepolarizingChannel(0.1, 0)
+        qml.RX(v, 2)
+        qml.DepolarizingChannel(0.1, 2)
+        return qml.expval(qml.Z(0))
+
+    a = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    v = torch.tensor(0.4, dtype=torch.float64, requires_grad=True)
+    out = qhybrid.qnode(_device(wires=3, count=16), diff_method=diff_method)(circuit)(a, v)
+    ga, gv = torch.autograd.grad(out, [a, v])
+    assert torch.isfinite(ga) and float(gv) == 0.0

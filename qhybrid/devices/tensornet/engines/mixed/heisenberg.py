@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import torch
 from pennylane.measurements import ExpectationMP
+from torch.utils.checkpoint import checkpoint
 
+from .....errors import ContractionTooLargeError
 from ..._gates import typed_tensor
+from ..network.plan import _fmt_bytes
 from .measure import _word_reader
-from .pauli import bloch_vectors, observable_coefficients, product_expvals, to_pauli
+from .pauli import _paired, bloch_vectors, observable_terms, product_expvals, to_pauli
 
 HEISENBERG_MIN_RATIO = 2
 """The Heisenberg walk is used when the samples x stacked rows are at least this many times the observables."""
@@ -29,8 +32,14 @@ PAULI_WALK_MIN_RATIO = 0.5
 (NW1 at batch 8, 8 observables: 0.8 s a step walked back against 1.8 s forward, load 6)."""
 
 
+WALK_WORKING_COPIES = 4
+"""Observable-sized tensors a walk step needs beside the ones reverse mode keeps (its input, its output, a
+matmul's reshaped copy, the gradient flowing back)."""
+
+
 def heisenberg_applies(program, measurements, lead: int) -> bool:
-    """Whether ``program``'s expectation values are cheaper walked back as observables (see the module notes)."""
+    """Whether ``program``'s expectation values are cheaper walked back as observables (see the module notes), or
+    the only way that fits: a density matrix over ``max_memory`` with a Pauli walk possible."""
     if program.preps or not measurements:
         return False
     if not all(isinstance(mp, ExpectationMP) and mp.obs is not None and mp.obs.pauli_rep is not None for mp in measurements):
@@ -39,8 +48,12 @@ def heisenberg_applies(program, measurements, lead: int) -> bool:
     slots = program.structure.slots
     if not all(si in local for si, s in enumerate(slots) if s.batched or si in program.stacked):
         return False
-    ratio = PAULI_WALK_MIN_RATIO if program.pauli_walk().applies else HEISENBERG_MIN_RATIO
-    return lead >= ratio * len(measurements)
+    if lead < PAULI_WALK_MIN_RATIO * len(measurements) and not program.density_bytes(lead) > program.max_memory:
+        return False  # (checked before the walk's Clifford test: that one costs 2**n per wire)
+    walk = program.pauli_walk()
+    if walk.applies:
+        return True
+    return lead >= HEISENBERG_MIN_RATIO * len(measurements)
 
 
 def observable_vectors(measurements, position: dict, n: int, dtype, device) -> torch.Tensor:
@@ -66,17 +79,88 @@ def heisenberg_expvals(program, values, measurements, lead_shape) -> list[torch.
     n = program.n
     position = {w: i for i, w in enumerate(program.structure.sim_wires)}
     walk = program.pauli_walk()
-    if walk.applies:
-        real = values.dtype.to_real()
-        o = walk.walk(observable_coefficients(measurements, position, n, real, values.device), values)
-    else:
-        o = observable_vectors(measurements, position, n, values.dtype, values.device)
-        for step in reversed(program.steps):
-            o = program.apply_step(o, values, step, transpose=True)
-        o = to_pauli(o, n)
     S = lead_shape[0] if program.stacked else 1
     B = program.structure.batch_size or 1
     blocks = sorted(program._blocks(values), key=lambda item: item[0])
-    bloch = [bloch_vectors(block.expand(S, B, 2, 2)).reshape(S * B, 4).to(o.dtype) for _, block in blocks]
-    out = product_expvals(o, bloch, n)
+    bloch = [bloch_vectors(block.expand(S, B, 2, 2)).reshape(S * B, 4) for _, block in blocks]
+    if walk.applies:
+        real = values.dtype.to_real()
+        keys, coef = observable_terms(measurements, position, n, real, values.device)
+        out = walked_expvals(walk, keys, len(measurements), coef, values, [b.to(real) for b in bloch], program.max_memory)
+    else:
+        o = observable_vectors(measurements, position, n, values.dtype, values.device)
+        _check_walk_memory(n, len(measurements), len(program.steps) + WALK_WORKING_COPIES, values.dtype.itemsize,
+                           program.max_memory, "computational-basis")
+        for step in reversed(program.steps):
+            o = program.apply_step(o, values, step, transpose=True)
+        o = to_pauli(o, n)
+        out = product_expvals(o, [b.to(o.dtype) for b in bloch], n)
     return [r.reshape(lead_shape) for r in out.unbind(0)]
+
+
+def walked_expvals(walk, keys, m: int, coef: torch.Tensor, values, bloch: list[torch.Tensor],
+                   max_memory: float) -> torch.Tensor:
+    """``[M, L]`` expectation values of the ``m`` observables (``pauli.observable_terms``: their strings ``keys``
+    and coefficients ``coef``) walked back by ``walk`` and contracted with the samples' Bloch vectors.
+
+    The walk starts sparse (``sparse_walk``: the strings reached, while they stay few) and goes on dense.
+    Memory of the dense rest: where reverse mode would keep every matrix step's input for all ``M`` observables
+    and that exceeds ``max_memory``, the observables walk in chunks, each under ``torch.utils.checkpoint`` (the
+    forward keeps only the chunk's ``[c, L]`` values; the backward walks the chunk again with its graph, then frees
+    it). A chunk of one observable that still does not fit is refused, before the walk, with its size."""
+    n, itemsize, samples = walk.n, coef.dtype.itemsize, bloch[0].shape[0]
+    ops = walk.operators(values, coef.dtype)
+    start = walk.sparse_start(ops, keys, m, values.group[0].tape.operations)
+    sparse_bytes = start.call_bytes(itemsize, samples)
+    if sparse_bytes > max_memory:
+        raise ContractionTooLargeError(
+            f"The sparse Pauli walk of this noisy circuit on {n} wires needs about {_fmt_bytes(sparse_bytes)} "
+            f"({start.map_entries} weighted coefficients x 2 x {itemsize} bytes, and its end's {samples} samples x "
+            f"strings products), above max_memory={_fmt_bytes(max_memory)}. Raise the device's max_memory."
+        )
+    coef = start.walk(coef, ops)
+    if start.steps == len(ops):
+        return start.expvals(coef, bloch, max_memory - sparse_bytes)
+    rest = ops[start.steps:]
+    recording = torch.is_grad_enabled() and any(t.requires_grad for t in _tensors(rest, bloch, coef))
+    matrices = sum(len(_paired(a)) if kind == "run" else kind == "matrix" for kind, a, _ in rest)
+    kept = matrices + 1 if recording else 0  # + the end's contraction
+    per_observable = (kept + WALK_WORKING_COPIES) * (1 << (2 * n)) * itemsize
+    budget = max_memory - walk.table_bytes() - sparse_bytes
+    chunk = min(m, int(budget // per_observable)) if budget > 0 else 0
+    if chunk < 1:
+        _check_walk_memory(n, 1, kept + WALK_WORKING_COPIES, itemsize, budget, "Pauli-basis",
+                           walk.table_bytes() + sparse_bytes)
+
+    def walk_and_contract(coef, *leaves, first=0, stop=m):
+        return product_expvals(walk.apply(start.dense(coef, first, stop), rest), list(leaves), n)
+
+    if chunk >= m:
+        return walk_and_contract(coef, *bloch)
+    bounds = [(a, min(a + chunk, m)) for a in range(0, m, chunk)]
+    if not recording:
+        return torch.cat([walk_and_contract(coef, *bloch, first=a, stop=b) for a, b in bounds], 0)
+    return torch.cat([checkpoint(walk_and_contract, coef, *bloch, first=a, stop=b, use_reentrant=False)
+                      for a, b in bounds], 0)
+
+
+def _tensors(ops, bloch, coef):
+    yield coef
+    yield from bloch
+    for kind, a, _ in ops:
+        if kind == "run":
+            yield from a.values()
+        elif kind == "matrix":
+            yield a
+
+
+def _check_walk_memory(n: int, observables: int, copies: int, itemsize: int, budget: float, basis: str,
+                       tables: int = 0) -> None:
+    need = (1 << (2 * n)) * observables * copies * itemsize
+    if need > budget:
+        raise ContractionTooLargeError(
+            f"The {basis} Heisenberg walk of this noisy circuit on {n} wires needs about {_fmt_bytes(need + tables)} "
+            f"(4**{n} x {observables} observable(s) x {copies} kept copies x {itemsize} bytes"
+            + (f", + {_fmt_bytes(tables)} of Clifford tables" if tables else "")
+            + f"), above max_memory={_fmt_bytes(budget + tables)}. Use fewer wires, or raise the device's max_memory."
+        )

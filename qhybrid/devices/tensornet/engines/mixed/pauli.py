@@ -25,8 +25,9 @@ import torch
 from ..._gates import typed_tensor
 from .evolve import _Gather, _inverse, apply_matrix
 
-PAULI_WALK_MAX_WIRES = 10
-"""Above this many wires the Clifford images of the ``4**n`` Pauli strings are not tabulated (plan memory)."""
+PAULI_WALK_MAX_WIRES = 12
+"""Above this many wires the Clifford images of the ``4**n`` Pauli strings are not tabulated (plan memory: 24
+bytes a string per permutation step, 400 MB each at 12 wires)."""
 
 _CODE = {"I": 0, "X": 1, "Y": 2, "Z": 3}
 _DIGIT_OF_XZ = np.array([0, 3, 1, 2])  # Pauli digit of (x bit, z bit) as index 2 x + z: I, Z, X, Y
@@ -43,18 +44,25 @@ def pauli_index(word: dict, position: dict, n: int) -> int:
     return sum(_CODE[letter] << (2 * (n - 1 - position[w])) for w, letter in word.items())
 
 
-def observable_coefficients(measurements, position: dict, n: int, dtype, device) -> torch.Tensor:
-    """``[4**n, 1, M]`` real Pauli coefficients ``Tr(P O_m) / 2**n`` (the scale the Bloch vectors' product expects)
-    of every measured Pauli sentence."""
-    rows, cols, values = [], [], []
+def observable_terms(measurements, position: dict, n: int, dtype, device) -> tuple[np.ndarray, torch.Tensor]:
+    """The measured Pauli sentences as sorted keys ``m * 4**n + P`` (observable ``m`` holds string ``P``) and their
+    real coefficients ``[K]`` ``Tr(P O_m) / 2**n`` (the scale the Bloch vectors' product expects)."""
+    keys, values = [], []
     for m, mp in enumerate(measurements):
         for word, c in mp.obs.pauli_rep.items():
-            rows.append(pauli_index(dict(word), position, n))
-            cols.append(m)
+            keys.append((m << (2 * n)) + pauli_index(dict(word), position, n))
             values.append(typed_tensor(c, dtype, device).reshape(()))
-    o = torch.zeros(1 << (2 * n), len(measurements), dtype=dtype, device=device)
-    index = (torch.as_tensor(rows, device=device), torch.as_tensor(cols, device=device))
-    return o.index_put(index, torch.stack(values), accumulate=True).reshape(1 << (2 * n), 1, len(measurements))
+    unique, at = np.unique(np.asarray(keys, dtype=np.int64), return_inverse=True)
+    coef = torch.zeros(len(unique), dtype=dtype, device=device)
+    return unique, coef.index_put((torch.as_tensor(at, device=device),), torch.stack(values), accumulate=True)
+
+
+def observable_coefficients(measurements, position: dict, n: int, dtype, device) -> torch.Tensor:
+    """``[4**n, 1, M]`` real Pauli coefficients of every measured Pauli sentence (``observable_terms``, dense)."""
+    keys, coef = observable_terms(measurements, position, n, dtype, device)
+    index = (torch.as_tensor(keys & ((1 << (2 * n)) - 1), device=device), torch.as_tensor(keys >> (2 * n), device=device))
+    o = coef.new_zeros(1 << (2 * n), len(measurements)).index_put(index, coef)
+    return o.reshape(1 << (2 * n), 1, len(measurements))
 
 
 def _pauli_basis(k: int, dtype, device) -> torch.Tensor:
@@ -93,6 +101,26 @@ def clifford_images(src: np.ndarray, vals: np.ndarray, n: int) -> tuple[np.ndarr
     ``phi i^(x'.z') X^x' Z^z'`` has ``x' = target(0)``, ``(-1)^(z'_j) = c(e_j) / c(0)`` and ``phi = c(0) / i^(x'.z')``:
     the generators X_j, Z_j are checked on every basis state (then U is Clifford), the rest read at n + 1 of them.
     """
+    coefficient = _conjugation(src, vals, n)
+    if not _generators_map_to_paulis(coefficient, n):
+        return None
+    h = n // 2  # strings on the first h wires and on the rest: the tables' halves, combined by broadcasting
+    high = _images_of(np.arange(1 << (2 * h), dtype=np.int64) << (2 * (n - h)), n, coefficient)
+    low = _images_of(np.arange(1 << (2 * (n - h)), dtype=np.int64), n, coefficient)
+    if high is None or low is None:
+        return None  # pragma: no cover - a Clifford permutation's images are Hermitian Pauli strings
+    return _products(high, low, n)
+
+
+def is_clifford(src: np.ndarray, vals: np.ndarray, n: int) -> bool:
+    """Whether the basis permutation ``(src, vals)`` is Clifford (its generators' images checked on every basis
+    state: ``O(n 2**n)``, without building ``clifford_images``' ``4**n`` tables)."""
+    return _generators_map_to_paulis(_conjugation(src, vals, n), n)
+
+
+def _conjugation(src: np.ndarray, vals: np.ndarray, n: int):
+    """``coefficient(t, x, z)``: ``(c(t), target)`` of ``U P(x, z) U^dagger |t> = c(t) |target>`` (see
+    ``clifford_images``)."""
     size = 1 << n
     inv = np.empty(size, dtype=np.int64)
     inv[src] = np.arange(size)
@@ -103,19 +131,26 @@ def clifford_images(src: np.ndarray, vals: np.ndarray, n: int) -> tuple[np.ndarr
         sign = 1 - 2 * _parity(z & s)
         return np.conj(vals[t]) * (1j ** _popcount(x & z)) * sign * vals[inv[s ^ x]], inv[s ^ x]
 
-    every = np.arange(size)
+    return coefficient
+
+
+def _generators_map_to_paulis(coefficient, n: int) -> bool:
+    every = np.arange(1 << n)
     for j in range(n):  # generators on every basis state
         for x, z in ((1 << j, 0), (0, 1 << j)):
             c, target = coefficient(every, x, z)
             shift = target ^ every
             z_img = _z_bits(c, n)
             if z_img is None or (shift != shift[0]).any():
-                return None
+                return False
             parity = 1 - 2 * _parity(every & z_img)
             if not np.allclose(c, c[0] * parity, atol=1e-12):
-                return None
+                return False
+    return True
 
-    p = np.arange(size * size, dtype=np.int64)
+
+def _images_of(p: np.ndarray, n: int, coefficient) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(x', z', sign)`` of ``U P U^dagger = sign P(x', z')`` for the Pauli rows ``p`` (read at n + 1 basis states)."""
     x, z = _xz_of_index(p, n)
     c0, x_img = coefficient(np.zeros_like(p), x, z)
     z_img = np.zeros_like(p)
@@ -124,8 +159,26 @@ def clifford_images(src: np.ndarray, vals: np.ndarray, n: int) -> tuple[np.ndarr
         z_img |= (np.real(cj / c0) < 0).astype(np.int64) << j
     phi = c0 / (1j ** _popcount(x_img & z_img))
     if not np.allclose(phi.imag, 0, atol=1e-12) or not np.allclose(np.abs(phi.real), 1, atol=1e-12):
-        return None  # pragma: no cover - a Clifford permutation's images are Hermitian Pauli strings
-    return _index_of_xz(x_img, z_img, n), np.sign(phi.real)
+        return None  # pragma: no cover
+    return x_img, z_img, np.sign(phi.real).astype(np.int8)
+
+
+def _products(high, low, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows and signs of every ``P = A B`` (``A`` on the first wires, ``B`` on the rest: ``U P U^dagger`` is the
+    product of their images). ``P(x1, z1) P(x2, z2) = i^e P(x1 ^ x2, z1 ^ z2)`` with
+    ``e = x1.z1 + x2.z2 + 2 z1.x2 - x.z`` (``P(x, z) = i^(x.z) X^x Z^z``); ``e`` is 0 or 2 mod 4 for commuting images.
+    The tables are ``4**n`` long: built as int32 where the bits fit, a few ``4**n`` arrays at once."""
+    (xh, zh, sh), (xl, zl, sl) = high, low
+    small = np.int32 if n < 31 else np.int64
+    xh, zh, xl, zl = (a.astype(small) for a in (xh, zh, xl, zl))
+    x = xh[:, None] ^ xl[None, :]
+    z = zh[:, None] ^ zl[None, :]
+    e = (_popcount(xh & zh)[:, None] + _popcount(xl & zl)[None, :]).astype(np.int8)
+    e += 2 * _popcount(zh[:, None] & xl[None, :]).astype(np.int8)
+    e -= _popcount(x & z).astype(np.int8)
+    signs = (sh[:, None] * sl[None, :]) * (1 - (e & 3)).astype(np.int8)
+    del e
+    return _index_of_xz(x.ravel(), z.ravel(), n), signs.ravel()
 
 
 def _popcount(v) -> np.ndarray:
@@ -162,10 +215,28 @@ def _xz_of_index(p: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _index_of_xz(x: np.ndarray, z: np.ndarray, n: int) -> np.ndarray:
-    out = np.zeros_like(x)
-    for w in range(n):
-        bit = n - 1 - w
-        out |= _DIGIT_OF_XZ[2 * ((x >> bit) & 1) + ((z >> bit) & 1)] << (2 * bit)
+    """Pauli rows of the bit masks ``x``, ``z``: each wire's digit ``I, Z, X, Y`` of its ``(x, z)`` bits, read from
+    a table of every ``(x, z)`` on up to ``_XZ_TABLE_WIRES`` wires at a time (a few passes, not one per wire)."""
+    out = np.zeros(x.shape, dtype=np.int64)
+    for lo in range(0, n, _XZ_TABLE_WIRES):
+        k = min(_XZ_TABLE_WIRES, n - lo)
+        table = _xz_table(k)
+        part = (((x >> lo) & ((1 << k) - 1)).astype(np.int64) << k) | ((z >> lo) & ((1 << k) - 1))
+        out |= table[part] << (2 * lo)
+    return out
+
+
+_XZ_TABLE_WIRES = 6
+"""Wires per lookup in ``_index_of_xz`` (a ``4**6``-entry table)."""
+
+
+def _xz_table(k: int) -> np.ndarray:
+    """``table[x << k | z]``: the Pauli row of bit masks ``x``, ``z`` on ``k`` wires (bit ``j``: digit ``4**j``)."""
+    every = np.arange(1 << (2 * k), dtype=np.int64)
+    x, z = every >> k, every & ((1 << k) - 1)
+    out = np.zeros_like(every)
+    for j in range(k):
+        out |= _DIGIT_OF_XZ[2 * ((x >> j) & 1) + ((z >> j) & 1)] << (2 * j)
     return out
 
 
@@ -205,16 +276,27 @@ def product_expvals(o: torch.Tensor, bloch: list[torch.Tensor], n: int) -> torch
 
 class PauliWalk:
     """One program's steps back in the Pauli basis: each step's transfer matrix built per call from its operand
-    values, each Clifford permutation's gather found once."""
+    values, each Clifford permutation's gather table built at its first use."""
 
     def __init__(self, program):
         self.program = program
-        self.n = program.n
+        self.n = self.program.n
         self.permutations: dict = {}
         self._gathers: dict = {}  # (step, dtype, device) -> the permutation's rows and signs as tensors
+        self._starts: dict = {}  # measured strings -> their sparse prefix
         self.applies = self.n <= PAULI_WALK_MAX_WIRES and all(
-            self._permutation(step) is not None for step in program.steps if step[0] == "monomial"
+            is_clifford(*step[1], self.n) for step in program.steps if step[0] == "monomial"
         )
+
+    def sparse_start(self, ops: list[tuple], keys: np.ndarray, observables: int, tape_ops):
+        """The walk's sparse prefix for the measured strings ``keys`` (``sparse_walk``), built once per set."""
+        from .sparse_walk import SparseStart
+
+        key = tuple(keys.tolist())
+        hit = self._starts.get(key)
+        if hit is None:
+            hit = self._starts[key] = SparseStart(self, ops, keys, observables, tape_ops)
+        return hit
 
     def _permutation(self, step):
         key = id(step)
@@ -224,51 +306,79 @@ class PauliWalk:
 
     def walk(self, o: torch.Tensor, values) -> torch.Tensor:
         """Real Pauli coefficients ``[4**n, 1, M]`` stepped back through every step."""
-        n, program = self.n, self.program
+        return self.apply(o, self.operators(values, o.dtype))
+
+    def operators(self, values, dtype) -> list[tuple]:
+        """The steps back in walking order, each ``("run", {wire: r})`` (one-wire transfer matrices on distinct
+        wires: they commute), ``("matrix", r, wires, trace_preserving)`` or ``("gather", step)``."""
+        program = self.program
         steps = program.steps[::-1]
+        ops: list[tuple] = []
         i = 0
         while i < len(steps):
             kind, slots, wires = steps[i]
-            if kind == "fused":  # a run of one-wire steps on distinct wires (they commute): applied by pairs
+            if kind == "fused":
                 run: dict[int, torch.Tensor] = {}
+                run_slots: dict[int, tuple] = {}
                 while i < len(steps) and steps[i][0] == "fused" and steps[i][2][0] not in run:
                     fused, m = program._fused(values, steps[i][1])
                     m = m[0, 0]
-                    run[steps[i][2][0]] = transfer_back(m if fused == "channel" else unitary_superoperator(m), 1, True)
+                    r = transfer_back(m if fused == "channel" else unitary_superoperator(m), 1, True)
+                    run[steps[i][2][0]] = r.to(dtype)
+                    run_slots[steps[i][2][0]] = steps[i][1]
                     i += 1
-                o = self._apply_singles(o, run)
+                ops.append(("run", run, run_slots))
                 continue
             i += 1
             if kind == "monomial":
-                rows, signs = self._tensors(steps[i - 1], o)
-                o = _signed_gather(o, rows, signs)
+                ops.append(("gather", steps[i - 1], None))
                 continue
             m = program._operator(values, slots[0])[0, 0]
             r = transfer_back(m if kind == "channel" else unitary_superoperator(m), len(wires), interleaved=False)
-            o = apply_matrix(o, r.to(o.dtype), [q for w in wires for q in (2 * w, 2 * w + 1)], 2 * n, False)
-        return o
+            ops.append(("matrix", r.to(dtype), (tuple(wires), slots)))
+        return ops
 
-    def _apply_singles(self, o: torch.Tensor, run: dict) -> torch.Tensor:
-        """One-wire transfer matrices on distinct wires; neighbours as one ``16 x 16`` Kronecker product (half
-        the passes over the state: these small products are memory-bound)."""
-        wires = sorted(run)
-        j = 0
-        while j < len(wires):
-            w = wires[j]
-            if j + 1 < len(wires) and wires[j + 1] == w + 1:
-                m, positions, j = torch.kron(run[w], run[w + 1]), [2 * w, 2 * w + 1, 2 * w + 2, 2 * w + 3], j + 2
+    def apply(self, o: torch.Tensor, ops: list[tuple]) -> torch.Tensor:
+        """``o`` (dense ``[4**n, 1, M]``) stepped back through ``operators``; neighbouring one-wire steps of a run
+        as one ``16 x 16`` Kronecker product (these small products are memory-bound: half the passes)."""
+        n = self.n
+        for kind, a, b in ops:
+            if kind == "gather":
+                o = _signed_gather(o, *self._tensors(a, o.dtype, o.device))
+            elif kind == "run":
+                for m, positions in _paired(a):
+                    o = apply_matrix(o, m, positions, 2 * n, False)
             else:
-                m, positions, j = run[w], [2 * w, 2 * w + 1], j + 1
-            o = apply_matrix(o, m.to(o.dtype), positions, 2 * self.n, False)
+                o = apply_matrix(o, a, [q for w in b[0] for q in (2 * w, 2 * w + 1)], 2 * n, False)
         return o
 
-    def _tensors(self, step, o: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        key = (id(step), o.dtype, str(o.device))
+    def table_bytes(self) -> int:
+        """Memory of the Clifford gather tables (rows, their inverse, signs: 24 bytes a Pauli string each)."""
+        return sum(24 << (2 * self.n) for step in self.program.steps if step[0] == "monomial")
+
+    def _tensors(self, step, dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+        key = (id(step), dtype, str(device))
         hit = self._gathers.get(key)
         if hit is None:
             rows, signs = self._permutation(step)
-            hit = self._gathers[key] = (torch.as_tensor(rows, device=o.device), torch.as_tensor(signs, dtype=o.dtype, device=o.device))
+            hit = self._gathers[key] = (torch.as_tensor(rows, device=device), torch.as_tensor(signs, dtype=dtype, device=device))
+            self.permutations.pop(id(step), None)  # (the numpy copy is no longer needed)
         return hit
+
+
+def _paired(run: dict) -> list[tuple[torch.Tensor, list[int]]]:
+    """One-wire transfer matrices on distinct wires, neighbours paired as one Kronecker product."""
+    wires = sorted(run)
+    out, j = [], 0
+    while j < len(wires):
+        w = wires[j]
+        if j + 1 < len(wires) and wires[j + 1] == w + 1:
+            out.append((torch.kron(run[w], run[w + 1]), [2 * w, 2 * w + 1, 2 * w + 2, 2 * w + 3]))
+            j += 2
+        else:
+            out.append((run[w], [2 * w, 2 * w + 1]))
+            j += 1
+    return out
 
 
 def _signed_gather(o: torch.Tensor, rows: torch.Tensor, signs: torch.Tensor) -> torch.Tensor:

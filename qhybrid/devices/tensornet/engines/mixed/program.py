@@ -30,7 +30,7 @@ from ..statevector.blocks import _full_monomial, _monomial
 from .evolve import apply_monomial, monomial_rows, apply_superoperator, apply_unitary, local_superoperator, local_unitary, product_density
 from .heisenberg import heisenberg_applies, heisenberg_expvals
 from .measure import DensityReader
-from .pauli import PauliWalk
+from .pauli import PAULI_WALK_MAX_WIRES, PauliWalk
 
 
 class MixedProgram:
@@ -48,15 +48,10 @@ class MixedProgram:
     def __init__(self, structure, stacked: frozenset, stack_size: int, opts, tape):
         self.n = n = len(structure.sim_wires)
         self.structure, self.stacked = structure, stacked
+        self.max_memory, self.itemsize = opts.max_memory, opts.dtype.itemsize
         lead = max(stack_size, 1) * (structure.batch_size or 1)
-        itemsize = opts.dtype.itemsize
-        elements = (1 << (2 * n)) * lead
-        if elements * itemsize > opts.max_memory:
-            raise ContractionTooLargeError(
-                f"The density matrix of this noisy circuit on {n} wires needs about {_fmt_bytes(elements * itemsize)} "
-                f"(4**{n} x {lead} lead x {itemsize} bytes), above max_memory={_fmt_bytes(opts.max_memory)}. "
-                "Use fewer wires or a smaller batch, or raise the device's max_memory."
-            )
+        if n > PAULI_WALK_MAX_WIRES:  # no Pauli walk either: refused before the plan's 2**n tables are built
+            self._check_density(lead)
         self.local: dict[int, list[int]] = {w: [] for w in range(n)}  # wire -> slots on its own density matrix
         self.preps: list[int] = []
         self.steps: list[tuple] = []  # ("unitary" | "channel" | "fused", slots, wires)
@@ -117,14 +112,30 @@ class MixedProgram:
             self._pauli_walk = PauliWalk(self)
         return self._pauli_walk
 
+    def density_bytes(self, lead: int) -> int:
+        """Memory of the ``[4**n, lead]`` density matrix."""
+        return (1 << (2 * self.n)) * lead * self.itemsize
+
     def final_state(self, values, lead_shape) -> torch.Tensor:
-        """The ``[4**n, S, B]`` density matrix after every operator (``S``, ``B``: 1 where absent)."""
+        """The ``[4**n, S, B]`` density matrix after every operator (``S``, ``B``: 1 where absent); refused with
+        its size, before it is allocated, where it exceeds ``max_memory``."""
+        self._check_density(int(np.prod(lead_shape, dtype=int)))
         S = lead_shape[0] if self.stacked else 1
         B = self.structure.batch_size or 1
         rho = product_density(self._blocks(values), self.n, S, B)
         for step in self.steps:
             rho = self.apply_step(rho, values, step, transpose=False)
         return rho
+
+    def _check_density(self, lead: int) -> None:
+        if self.density_bytes(lead) > self.max_memory:
+            n = self.n
+            raise ContractionTooLargeError(
+                f"The density matrix of this noisy circuit on {n} wires needs about {_fmt_bytes(self.density_bytes(lead))} "
+                f"(4**{n} x {lead} lead x {self.itemsize} bytes), above max_memory={_fmt_bytes(self.max_memory)}. "
+                "Use fewer wires or a smaller batch, or raise the device's max_memory (expectation values of Pauli "
+                "sentences with the data in a per-wire embedding walk back as observables instead: see docs/NOISE.md)."
+            )
 
     def apply_step(self, rho: torch.Tensor, values, step, transpose: bool) -> torch.Tensor:
         """One step on ``rho``; ``transpose``: its transpose instead (the Heisenberg picture's step back on an

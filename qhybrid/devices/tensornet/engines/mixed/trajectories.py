@@ -56,7 +56,27 @@ def trajectory_fields(device) -> dict:
 
 
 def unitary_mixture(op: qml.operation.Operator) -> tuple[np.ndarray, np.ndarray]:
-    """``(weights, unitaries)`` with ``op = sum_r w_r U . U^dagger``; a clear error where ``op`` is not one."""
+    """``(weights, unitaries)`` with ``op = sum_r w_r U . U^dagger``; a clear error where ``op`` is not one.
+    Channels with scalar parameters are looked up by name and values (a noise model repeats one channel on every
+    wire after every layer: one Kraus decomposition for all of them)."""
+    data = [qml.math.unwrap(p.detach() if hasattr(p, "detach") else p) for p in op.data]
+    if all(np.ndim(p) == 0 for p in data):
+        key = (op.name, len(op.wires), tuple(float(p) for p in data), repr(op.hyperparameters))
+        hit = _MIXTURES.get(key)
+        if hit is None:
+            if len(_MIXTURES) > _MIXTURES_MAX:
+                _MIXTURES.clear()
+            hit = _MIXTURES[key] = _unitary_mixture(op)
+        return hit
+    return _unitary_mixture(op)
+
+
+_MIXTURES: dict = {}
+_MIXTURES_MAX = 1024
+"""Cached channel decompositions (cleared past this many distinct ones)."""
+
+
+def _unitary_mixture(op: qml.operation.Operator) -> tuple[np.ndarray, np.ndarray]:
     kraus = [np.asarray(qml.math.unwrap(k.detach() if hasattr(k, "detach") else k), dtype=complex) for k in op.kraus_matrices()]
     d = kraus[0].shape[-1]
     weights, unitaries = [], []
@@ -96,11 +116,18 @@ def _check(tape: qml.tape.QuantumScript) -> None:
 
 def trajectory_tape(tape: qml.tape.QuantumScript, count: int, rng: np.random.Generator, dtype) -> qml.tape.QuantumScript:
     """``tape`` with every channel a ``QubitUnitary`` broadcast over ``batch x count`` drawn unitaries and every
-    broadcast parameter repeated ``count`` times (row ``b * count + t`` is trajectory ``t`` of sample ``b``)."""
+    broadcast parameter repeated ``count`` times (row ``b * count + t`` is trajectory ``t`` of sample ``b``).
+    Channels and unbatched, untrained gates outside the measured wires' reverse light cone are left out (they
+    cancel in every trajectory's result): no draws, no ops to build or plan for them."""
     batch = tape.batch_size
     rows = (batch or 1) * count
+    cone = _reverse_light_cone(tape)
+    if not any(is_channel(op) and i in cone for i, op in enumerate(tape.operations)):
+        cone = set(range(len(tape.operations)))  # keep the draws: the rows are the trajectories
     ops = []
-    for op in tape.operations:
+    for i, op in enumerate(tape.operations):
+        if i not in cone and (is_channel(op) or (op.batch_size is None and not _trainable(op))):
+            continue  # outside the measured wires' reverse light cone it cancels in every trajectory
         if is_channel(op):
             weights, unitaries = unitary_mixture(op)
             draws = rng.choice(len(weights), size=rows, p=weights)
@@ -111,6 +138,28 @@ def trajectory_tape(tape: qml.tape.QuantumScript, count: int, rng: np.random.Gen
         else:
             ops.append(op)
     return tape.copy(operations=ops)
+
+
+def _trainable(op) -> bool:
+    """Whether a parameter of ``op`` records a gradient (kept: backprop gives it its zero derivative)."""
+    return any(getattr(p, "requires_grad", False) for p in op.data)
+
+
+def _reverse_light_cone(tape: qml.tape.QuantumScript) -> set[int]:
+    """Indices of the operations that can act on the measured wires (every one where a measurement reads all
+    wires): walking back from the measured wires, an operation touching the set joins it with its wires."""
+    measured: set = set()
+    for mp in tape.measurements:
+        if len(mp.wires) == 0:
+            return set(range(len(tape.operations)))
+        measured.update(mp.wires)
+    cone = set()
+    for i in range(len(tape.operations) - 1, -1, -1):
+        wires = tape.operations[i].wires
+        if any(w in measured for w in wires):
+            cone.add(i)
+            measured.update(wires)
+    return cone
 
 
 def run_trajectories(group: Sequence[Variant], opts, simulate_pure, device_wires, cache) -> list[tuple]:
