@@ -2,7 +2,7 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
-EXTRAS := aer,test,examples
+EXTRAS := aer,test,examples,paths
 
 PEERS_VENV := .venv-peers
 PEERS_PY := $(PEERS_VENV)/bin/python
