@@ -152,11 +152,7 @@ class _TreeContraction(torch.autograd.Function):
         operands = saved[: tape.n_inputs]
         needs = ctx.needs_input_grad[1:]
         if torch.is_grad_enabled():  # a graph of the backward is wanted: differentiate a recorded contraction
-            wanted = [o for o, w in zip(operands, needs) if w]
-            with torch.enable_grad():
-                out = plan.contract(operands)
-                got = iter(torch.autograd.grad(out, wanted, grad, create_graph=True, allow_unused=True))
-            return (None, *(next(got) if w else None for w in needs))
+            return (None, *_recorded_grads(plan, operands, needs, grad))
         final, *between = saved[tape.n_inputs :]
         values = list(operands) + between + ([final] if tape.steps else [])
         return (None, *_backward(tape, values, needs, grad))
@@ -181,15 +177,21 @@ class _RecomputedTree(torch.autograd.Function):
         plan, operands = ctx.plan, ctx.saved_tensors
         needs = ctx.needs_input_grad[1:]
         if torch.is_grad_enabled():
-            wanted = [o for o, w in zip(operands, needs) if w]
-            with torch.enable_grad():
-                out = plan.contract(operands)
-                got = iter(torch.autograd.grad(out, wanted, grad, create_graph=True, allow_unused=True))
-            return (None, *(next(got) if w else None for w in needs))
+            return (None, *_recorded_grads(plan, operands, needs, grad))
         tape = plan.tree_tape()
         with torch.no_grad():
             values = _run(tape, operands)
         return (None, *_backward(tape, values, needs, grad))
+
+
+def _recorded_grads(plan, operands, needs, grad) -> list:
+    """The operands' cotangents through a contraction recorded by autograd, with their own graph (a backward
+    asked to build one: higher derivatives)."""
+    wanted = [o for o, w in zip(operands, needs) if w]
+    with torch.enable_grad():
+        out = plan.contract(operands)
+        got = iter(torch.autograd.grad(out, wanted, grad, create_graph=True, allow_unused=True))
+    return [next(got) if w else None for w in needs]
 
 
 def _backward(tape: TreeTape, values: list, needs, grad) -> list:
