@@ -28,13 +28,13 @@ def forced_slicing():
     """Closed networks for every light cone (no state vectors), sliced at once (no rescue search)."""
     from qhybrid.devices.tensornet import _simulate
     from qhybrid.devices.tensornet.engines.lightcone import program
-    from qhybrid.devices.tensornet.engines.network import pathfind
+    from qhybrid.devices.tensornet.engines.network import pathfind, slicing
 
     saved = [
         (_simulate, "STATE_MODE_MAX_WIRES", 0),
         (program, "CONE_STATE_MAX_WIRES", 0),
         (pathfind, "RESCUE_TIME_S", 0.05),
-        (pathfind, "SLICE_RECONF_MIN_SLICES", 1 << 30),
+        (slicing, "SLICE_RECONF_MIN_SLICES", 1 << 30),
     ]
     old = [getattr(m, name) for m, name, _ in saved]
     for m, name, value in saved:

@@ -6,7 +6,7 @@ import random
 import pytest
 import torch
 
-from qhybrid.devices.tensornet.engines.network import pathfind
+from qhybrid.devices.tensornet.engines.network import pathfind, slicing
 from qhybrid.devices.tensornet.engines.network.pathfind import PathSettings, Problem, sliced_path
 from qhybrid.devices.tensornet.engines.network.plan import ContractionPlan
 from qhybrid.devices.tensornet.engines.network.tree_grad import contract_tree
@@ -16,7 +16,7 @@ from qhybrid.devices.tensornet.engines.network.tree_grad import contract_tree
 def _short_rescue(monkeypatch):
     """The narrowing search before slicing gets 10 s by default; these networks need none of it."""
     monkeypatch.setattr(pathfind, "RESCUE_TIME_S", 0.05)
-    monkeypatch.setattr(pathfind, "SLICE_RECONF_MIN_SLICES", 1 << 30)  # plain slicing: seconds saved a case
+    monkeypatch.setattr(slicing, "SLICE_RECONF_MIN_SLICES", 1 << 30)  # plain slicing: seconds saved a case
 
 
 def _network(seed):

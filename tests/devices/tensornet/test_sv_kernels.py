@@ -17,7 +17,7 @@ import torch
 import qhybrid
 from qhybrid.devices.tensornet import _bound
 from qhybrid.devices.tensornet.engines.statevector import adjoint as _sv_adjoint
-from qhybrid.devices.tensornet.engines.statevector import kernels
+from qhybrid.devices.tensornet.engines.statevector import block_cotangent, kernels
 
 TOL = {torch.complex128: 1e-10, torch.complex64: 1e-5}
 
@@ -116,22 +116,22 @@ def test_a_complex_or_recorded_matrix_keeps_the_complex_gemm(real_gemms):
 @pytest.mark.parametrize("chunk_elements", [1, 64, 1 << 20])
 @pytest.mark.parametrize("trace_rest", [0, 4])
 def test_block_cotangent_in_chunks_and_by_trace_matches_the_plain_sum(chunk_elements, trace_rest, monkeypatch):
-    monkeypatch.setattr(kernels, "COTANGENT_CHUNK_ELEMENTS", chunk_elements)
-    monkeypatch.setattr(kernels, "COTANGENT_TRACE_MAX_REST", trace_rest)
+    monkeypatch.setattr(block_cotangent, "COTANGENT_CHUNK_ELEMENTS", chunk_elements)
+    monkeypatch.setattr(block_cotangent, "COTANGENT_TRACE_MAX_REST", trace_rest)
     gen = torch.Generator().manual_seed(7)
     n = 9
     for q, k in [(0, 2), (1, 2), (3, 3), (5, 2), (6, 1), (7, 2), (4, 4)]:
         h, before = (torch.randn(1 << n, 1, 1, dtype=torch.complex128, generator=gen) for _ in range(2))
         m = torch.randn(1 << k, 1 << k, dtype=torch.complex128, generator=gen)
         want = torch.einsum("air,ajr->ij", h.reshape(1 << q, 1 << k, -1), before.reshape(1 << q, 1 << k, -1)).conj()
-        got = kernels._block_cotangent(h, before, m, q, k, False)
+        got = block_cotangent.block_cotangent(h, before, m, q, k, False)
         assert torch.allclose(got, want, atol=1e-10, rtol=0), (q, k, (got - want).abs().max())
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_gradients_with_chunked_and_traced_cotangents_match_default_qubit(seed, monkeypatch):
-    monkeypatch.setattr(kernels, "COTANGENT_CHUNK_ELEMENTS", 16)
-    monkeypatch.setattr(kernels, "COTANGENT_TRACE_MAX_REST", 2 if seed % 2 else 0)
+    monkeypatch.setattr(block_cotangent, "COTANGENT_CHUNK_ELEMENTS", 16)
+    monkeypatch.setattr(block_cotangent, "COTANGENT_TRACE_MAX_REST", 2 if seed % 2 else 0)
     n, layers, extra, x, w = _case(100 + seed)
     ref = qml.QNode(_hea(n, layers, extra), qml.device("default.qubit", wires=n), interface="torch",
                     diff_method="backprop")

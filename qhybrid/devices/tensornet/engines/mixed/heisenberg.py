@@ -23,6 +23,7 @@ from ..._gates import typed_tensor
 from ..network.plan import _fmt_bytes
 from .measure import _word_reader
 from .pauli import _paired, bloch_vectors, observable_terms, product_expvals, to_pauli
+from .sparse_walk import sparse_start
 
 HEISENBERG_MIN_RATIO = 2
 """The Heisenberg walk is used when the samples x stacked rows are at least this many times the observables."""
@@ -110,7 +111,7 @@ def walked_expvals(walk, keys, m: int, coef: torch.Tensor, values, bloch: list[t
     it). A chunk of one observable that still does not fit is refused, before the walk, with its size."""
     n, itemsize, samples = walk.n, coef.dtype.itemsize, bloch[0].shape[0]
     ops = walk.operators(values, coef.dtype)
-    start = walk.sparse_start(ops, keys, m, values.group[0].tape.operations)
+    start = sparse_start(walk, ops, keys, m, values.group[0].tape.operations)
     sparse_bytes = start.call_bytes(itemsize, samples)
     if sparse_bytes > max_memory:
         raise ContractionTooLargeError(

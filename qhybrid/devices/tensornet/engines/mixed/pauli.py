@@ -283,20 +283,10 @@ class PauliWalk:
         self.n = self.program.n
         self.permutations: dict = {}
         self._gathers: dict = {}  # (step, dtype, device) -> the permutation's rows and signs as tensors
-        self._starts: dict = {}  # measured strings -> their sparse prefix
+        self._starts: dict = {}  # measured strings -> their sparse prefix (sparse_walk.sparse_start)
         self.applies = self.n <= PAULI_WALK_MAX_WIRES and all(
             is_clifford(*step[1], self.n) for step in program.steps if step[0] == "monomial"
         )
-
-    def sparse_start(self, ops: list[tuple], keys: np.ndarray, observables: int, tape_ops):
-        """The walk's sparse prefix for the measured strings ``keys`` (``sparse_walk``), built once per set."""
-        from .sparse_walk import SparseStart
-
-        key = tuple(keys.tolist())
-        hit = self._starts.get(key)
-        if hit is None:
-            hit = self._starts[key] = SparseStart(self, ops, keys, observables, tape_ops)
-        return hit
 
     def _permutation(self, step):
         key = id(step)

@@ -32,6 +32,15 @@ SPARSE_EXPVAL_CHUNK = 1 << 16
 samples), each chunk recomputed in the backward where reverse mode records."""
 
 
+def sparse_start(walk, ops: list[tuple], keys: np.ndarray, observables: int, tape_ops) -> "SparseStart":
+    """The walk's sparse prefix for the measured strings ``keys``, built once per set (kept on the walk)."""
+    key = tuple(keys.tolist())
+    hit = walk._starts.get(key)
+    if hit is None:
+        hit = walk._starts[key] = SparseStart(walk, ops, keys, observables, tape_ops)
+    return hit
+
+
 class SparseStart:
     """Index maps of the walk's sparse prefix for one set of measured strings (see the module notes).
 

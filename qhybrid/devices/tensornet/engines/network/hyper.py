@@ -24,7 +24,7 @@ than random greedy on these hyperedge networks (2^30.7 before reconfiguration). 
 reconfiguration after each trial) runs only on what a network's share of the budget leaves after steps
 1-3, and only when that is at least ``DEEP_MIN_S``; partitioned trees join only from ``PARTITION_MIN_S``.
 The better tree is kept; slicing to the memory target
-follows in ``pathfind`` (``sliced_path``, cotengra's ``slice_and_reconfigure_``).
+follows in ``slicing`` (``sliced_path``, cotengra's ``slice_and_reconfigure_``).
 
 >>> from .problem import Problem
 >>> ring = Problem.of([(i, (i + 1) % 12) for i in range(12)], (), {i: 4 for i in range(12)})

@@ -74,7 +74,7 @@ class ContractionPlan:
         output included: its peak size, checked against ``max_memory`` before anything is allocated."""
         self.path = found.path
         self.sliced = tuple(found.sliced)
-        """Indices summed outside the steps, one contraction of the rest per value (``pathfind.sliced_path``):
+        """Indices summed outside the steps, one contraction of the rest per value (``slicing.sliced_path``):
         the memory target holds for each slice."""
         self.slices = 1
         self._inner = None

@@ -1,6 +1,6 @@
 """The slices of one sliced contraction spread over the ranks of ``torch.distributed``: ``contract_spread``.
 
-A plan sliced to the memory target (``pathfind.sliced_path``) is a sum of ``plan.slices`` independent
+A plan sliced to the memory target (``slicing.sliced_path``) is a sum of ``plan.slices`` independent
 contractions of the same smaller network, one per value of the sliced indices
 (``ContractionPlan.contract_slices``). With the device option ``spread_slices`` and a process group of two
 or more ranks, each rank contracts a contiguous share of those slices (``slice_share``: sizes differ by at
