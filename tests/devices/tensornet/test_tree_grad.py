@@ -34,15 +34,21 @@ def _loss(result, weight):
     return value.real if value.is_complex() else value
 
 
+@pytest.mark.parametrize("keep", [True, False], ids=["kept", "recomputed"])
 @pytest.mark.parametrize("seed", range(24))
-def test_tree_backward_matches_autograd(seed):
+def test_tree_backward_matches_autograd(seed, keep):
+    """keep=False: the forward keeps only the operands and the backward runs the steps again."""
     plan, operands, sizes = _network(seed)
     wanted = [o for o in operands if o.requires_grad]
     if not wanted:
         pytest.skip("no operand needs a gradient")
     weight = torch.randn([sizes[i] for i in plan.output], dtype=operands[0].dtype)
     ref = torch.autograd.grad(_loss(plan.contract(operands), weight), wanted, allow_unused=True)
-    got = torch.autograd.grad(_loss(contract_tree(plan, operands), weight), wanted, allow_unused=True)
+    out = contract_tree(plan, operands, keep=keep)
+    node = "_TreeContractionBackward" if keep else "_RecomputedTreeBackward"
+    assert type(out.grad_fn).__name__ == node
+    torch.testing.assert_close(out, plan.contract(operands), atol=1e-12, rtol=1e-12)
+    got = torch.autograd.grad(_loss(out, weight), wanted, allow_unused=True)
     for g, h in zip(got, ref):
         if h is None:
             assert g is None or not g.abs().any()
@@ -51,8 +57,9 @@ def test_tree_backward_matches_autograd(seed):
         torch.testing.assert_close(g, h, atol=1e-10, rtol=1e-10)
 
 
+@pytest.mark.parametrize("keep", [True, False], ids=["kept", "recomputed"])
 @pytest.mark.parametrize("seed", [1, 7, 12])
-def test_second_derivatives_through_the_tree(seed):
+def test_second_derivatives_through_the_tree(seed, keep):
     """A backward that builds a graph (higher derivatives) differentiates a recorded contraction."""
     plan, operands, sizes = _network(seed)
     operands = [o.detach().requires_grad_() for o in operands]
@@ -63,7 +70,8 @@ def test_second_derivatives_through_the_tree(seed):
         total = sum((g.abs() ** 2).sum() for g in grads)
         return torch.autograd.grad(total, operands, allow_unused=True)
 
-    for g, h in zip(curvature(contract_tree), curvature(lambda p, o: p.contract(o))):
+    tree = lambda p, o: contract_tree(p, o, keep=keep)  # noqa: E731
+    for g, h in zip(curvature(tree), curvature(lambda p, o: p.contract(o))):
         if h is None:
             continue
         torch.testing.assert_close(g, h, atol=1e-9, rtol=1e-9)
@@ -75,41 +83,6 @@ def test_one_autograd_node_per_contraction():
     out = contract_tree(plan, ops)
     assert type(out.grad_fn).__name__ == "_TreeContractionBackward"
     assert {type(n[0]).__name__ for n in out.grad_fn.next_functions} == {"AccumulateGrad"}
-
-
-@pytest.mark.parametrize("seed", range(0, 24, 3))
-def test_recomputed_tree_matches_autograd(seed):
-    """keep=False: the forward keeps only the operands and the backward runs the steps again."""
-    plan, operands, sizes = _network(seed)
-    wanted = [o for o in operands if o.requires_grad]
-    if not wanted:
-        pytest.skip("no operand needs a gradient")
-    weight = torch.randn([sizes[i] for i in plan.output], dtype=operands[0].dtype)
-    out = contract_tree(plan, operands, keep=False)
-    assert type(out.grad_fn).__name__ == "_RecomputedTreeBackward"
-    torch.testing.assert_close(out, plan.contract(operands), atol=1e-12, rtol=1e-12)
-    ref = torch.autograd.grad(_loss(plan.contract(operands), weight), wanted, allow_unused=True)
-    got = torch.autograd.grad(_loss(out, weight), wanted, allow_unused=True)
-    for g, h in zip(got, ref):
-        if h is None:
-            assert g is None or not g.abs().any()
-            continue
-        torch.testing.assert_close(g, h, atol=1e-10, rtol=1e-10)
-
-
-def test_recomputed_tree_second_derivatives():
-    plan, operands, sizes = _network(7)
-    operands = [o.detach().requires_grad_() for o in operands]
-    weight = torch.randn([sizes[i] for i in plan.output], dtype=operands[0].dtype)
-
-    def curvature(contract):
-        grads = torch.autograd.grad(_loss(contract(operands), weight), operands, create_graph=True)
-        total = sum((g.abs() ** 2).sum() for g in grads)
-        return torch.autograd.grad(total, operands, allow_unused=True)
-
-    for g, h in zip(curvature(lambda o: contract_tree(plan, o, keep=False)), curvature(plan.contract)):
-        if h is not None:
-            torch.testing.assert_close(g, h, atol=1e-9, rtol=1e-9)
 
 
 def test_recomputed_tree_saves_only_its_operands():

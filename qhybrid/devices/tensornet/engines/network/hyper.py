@@ -38,7 +38,7 @@ import importlib.util
 import math
 import time
 
-from .problem import Found, Problem, _evaluate
+from .problem import FLOP_RATE, Found, Problem, _evaluate
 
 HYPER_MIN_FLOPS = 1 << 24
 """Networks whose quick path costs at least this many flops (~17 ms a contraction at 1 GFLOP/s) get the
@@ -58,10 +58,7 @@ optimally, the 64 costliest. On Q100 p=4 cones: 2^29.4 -> 2^25.2 flops in 0.3 s;
 
 ROUND_PAYBACK_CALLS = 100
 """Rounds of steps 1-2 go on while the time spent is below this many contractions along the best tree so
-far (at ``FLOP_RATE``): the planning pays back within about as many calls as a step's costliest trees."""
-
-FLOP_RATE = 1e9
-"""Flops per second assumed when judging whether a further round pays (``pathfind.FLOP_RATE``)."""
+far (at ``problem.FLOP_RATE``): the planning pays back within about as many calls as a step's costliest trees."""
 
 MAX_ROUNDS = 16
 """Most rounds of steps 1-2 for one network (the payback rule normally stops them first)."""

@@ -35,7 +35,7 @@ import opt_einsum as oe
 
 from . import hyper
 from .path_cache import PathStore, structure_key
-from .problem import MAX_STEP_INDICES, Found, Problem, _evaluate, _numel
+from .problem import FLOP_RATE, MAX_STEP_INDICES, Found, Problem, _evaluate, _numel
 from .slicing import _with_slices, sliced_path
 
 DEFAULT_PLAN_TIME = 1.0
@@ -46,10 +46,6 @@ OPTIMAL_MAX_TENSORS = 6
 
 SWEEP_MIN_TENSORS = 12
 """Networks at least this large also try a sweep along the wires (the better path is kept)."""
-
-FLOP_RATE = 1e9
-"""Flops per second assumed when judging whether a search pays (a modest CPU; a GPU is faster, so a search
-judged worth it there is, if anything, over-generous)."""
 
 PAYBACK_CALLS = 100
 """A network's search may take as long as this many contractions along its greedy path would."""

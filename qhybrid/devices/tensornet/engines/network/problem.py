@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+FLOP_RATE = 1e9
+"""Flops per second assumed when judging whether a path search pays (a modest CPU; a GPU is faster, so a search
+judged worth it there is, if anything, over-generous): read by ``pathfind`` and ``hyper``."""
+
 MAX_STEP_INDICES = 52
 """Distinct indices one pairwise step may touch (``torch.einsum`` has 52 letters)."""
 
