@@ -93,6 +93,51 @@ def test_constant_leaves_get_no_cotangent_work_and_the_rest_theirs(split, monkey
     assert g2[:constants].abs().max() > 0  # (the skipped entries had a gradient to skip)
 
 
+def _doubled_networks(count, seed):
+    """``<psi|H|psi>`` networks: a random chain of ket tensors from the table, their bra copies read from its
+    conjugate block on their own bond indices, and a Hermitian ``H`` (the table's constant head) on the
+    first two open indices; the other open indices join ket to bra directly."""
+    gen = torch.Generator().manual_seed(seed)
+    h = torch.randn(4, 4, dtype=torch.complex128, generator=gen)
+    parts, size = [(h + h.conj().T).reshape(-1)], 16
+    plans, leaves = [], []
+    for net in range(count):
+        n = 4 + net % 3
+        ket = [tuple(x for x in (100 + j, j, 101 + j) if x not in (100, 100 + n)) for j in range(n)]
+        bra = [tuple(200 + x - 100 if x >= 100 else (50 + x if x < 2 else x) for x in ix) for ix in ket]
+        inputs = ket + bra + [(0, 1, 50, 51)]
+        sizes = {x: 2 for ix in inputs for x in ix}
+        plans.append(ContractionPlan(inputs, (), sizes))
+        ops = []
+        for ix in ket:
+            t = torch.randn(*[2] * len(ix), dtype=torch.complex128, generator=gen)
+            ops.append(size + np.arange(t.numel()).reshape(t.shape))
+            parts.append(t.reshape(-1))
+            size += t.numel()
+        leaves.append(ops)
+    table = torch.cat(parts)
+    leaves = [ops + [p + len(table) for p in ops] + [np.arange(16).reshape(2, 2, 2, 2)] for ops in leaves]
+    return plans, leaves, table
+
+
+@pytest.mark.parametrize("split", ["waves", "sequence", "split"])
+def test_mirrored_networks_take_the_bra_gradient_from_the_ket(split, monkeypatch):
+    monkeypatch.setattr(many, "BIG_STEP_ELEMENTS", SPLITS[split])
+    plans, leaves, table = _doubled_networks(4, 11)
+    table = table.requires_grad_()
+    plain = many.ManyTrees(plans, leaves, len(table), constants=16)
+    mirrored = many.ManyTrees(plans, leaves, len(table), constants=16, mirrored=True)
+    assert mirrored.mirrored and not plain.mirrored
+    v1, v2 = plain.contract(table), mirrored.contract(table)
+    assert torch.allclose(v1, v2, atol=1e-12) and v1.imag.abs().max() < 1e-10  # <psi|H|psi> is real
+    w = torch.randn(v1.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    (g1,) = torch.autograd.grad((v1.real * w).sum(), table)
+    (g2,) = torch.autograd.grad((v2.real * w).sum(), table)
+    assert torch.allclose(g1[16:], g2[16:], atol=1e-11)
+    leaves[0][-1] = leaves[0][-1] + 16  # H read from elsewhere: not every entry mirrored, the plain way
+    assert not many.ManyTrees(plans, leaves, len(table), constants=16, mirrored=True).mirrored
+
+
 def test_retained_graph_backs_twice(monkeypatch):
     monkeypatch.setattr(many, "BIG_STEP_ELEMENTS", 0)
     plans, leaves, table = _random_networks(3, 4)

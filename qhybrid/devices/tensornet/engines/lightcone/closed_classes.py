@@ -66,7 +66,8 @@ class ClassesTogether:
             at += len(rows) * self._dims[name] ** 2
         self.table_size = at
         leaves = [[self._positions(r, offsets) for r in network] for network in recipes]
-        self.trees = ManyTrees(plans, leaves, self.table_size, max_elements=max_memory / dtype.itemsize, constants=self._const_size)
+        limit = max_memory / dtype.itemsize
+        self.trees = ManyTrees(plans, leaves, self.table_size, max_elements=limit, constants=self._const_size, mirrored=True)
 
     def _recipe(self, o, c, row) -> tuple:
         """(block, key, dimension, operand) of one network operand: where its base tensor lives in the table."""

@@ -18,7 +18,10 @@ traffic, not dispatch. So each network's tree is split in two:
 
 One autograd node for all the networks; its backward replays the sequence in reverse, then the waves
 (``g_A = g_C B^H``, ``g_B = A^H g_C``), and skips the products of operands that need no cotangent (the
-leaf table's first ``constants`` entries are constants).
+leaf table's first ``constants`` entries are constants). Networks ``<psi|O|psi>`` with ``O`` Hermitian and
+a real cotangent (``mirrored``) need no cotangent for their bra half at all: the environment of a gate's bra
+copy is the conjugate of its ket copy's, so the table's gradient is twice the ket side's (checked at build:
+every non-constant entry is read as often from the conjugate block as from the table).
 
 >>> import numpy as np
 >>> from qhybrid.devices.tensornet.engines.network.plan import ContractionPlan
@@ -38,6 +41,7 @@ from typing import Sequence as Seq
 import numpy as np
 import torch
 
+from ..statevector.allocator import tune_allocator
 from .fuse import fuse_chains
 from .many_sequence import Sequence, fetch_of
 from .many_waves import NotTogether, build_waves, split_step, waves_backward, waves_forward, waves_recorded
@@ -64,9 +68,16 @@ class ManyTrees:
     """
 
     def __init__(
-        self, plans: Seq, leaves: Seq[Seq[np.ndarray]], table_size: int, max_elements: float | None = None, constants: int = 0
+        self,
+        plans: Seq,
+        leaves: Seq[Seq[np.ndarray]],
+        table_size: int,
+        max_elements: float | None = None,
+        constants: int = 0,
+        mirrored: bool = False,
     ):
         self.table_size = table_size
+        self.mirrored = mirrored and _mirrored(leaves, table_size, constants)
         trees, made = [], 0
         for i, plan in enumerate(plans):
             if plan.sliced or plan.too_wide:
@@ -96,6 +107,8 @@ class ManyTrees:
                 pos = np.asarray(leaves[i][j])
                 placed[j] = (pos, tuple(ix))
                 need_grad[j] = bool(((pos % max(table_size, 1)) >= constants).any()) if table_size else True
+                if self.mirrored and need_grad[j] and bool((pos >= table_size).all()):
+                    need_grad[j] = False  # a bra operand: its cotangent is its ket twin's conjugate
             stored.append(placed)
             needs.append(need_grad)
             size = lambda t: math.prod(plan._sizes[x] for x in indices[t])  # noqa: E731
@@ -135,6 +148,7 @@ class ManyTrees:
                 pos, order = stored[i][root]
                 self._roots.append(("small", pos.transpose([order.index(x) for x in plan.output]).reshape(-1)))
         self._on: dict = {}  # device -> (wave indices, sequence, roots) there
+        self._spare: list[torch.Tensor] = []  # a backward's cotangent buffer, kept for the next backward
 
     @property
     def size(self) -> int:
@@ -166,6 +180,7 @@ class ManyTrees:
 
     def _forward(self, table: torch.Tensor) -> tuple:
         waves, sequence, roots = self._at(table.device)
+        tune_allocator(self.size * table.element_size())  # every step's tensors again: reuse the heap's pages
         small = self._small(table)
         waves_forward(self.waves, waves, small)
         keep: dict = {}
@@ -174,7 +189,7 @@ class ManyTrees:
 
     def _backward(self, small: torch.Tensor, gathered: list, grad: torch.Tensor) -> torch.Tensor:
         waves, sequence, roots = self._at(small.device)
-        cot = torch.zeros_like(small)
+        cot = self._scratch(small)
         cot_held: list = [None] * len(sequence.steps)
         at = 0
         for r in roots:
@@ -191,13 +206,35 @@ class ManyTrees:
         sequence.backward(gathered, cot_held, cot)
         waves_backward(self.waves, waves, small, cot)
         t = self.table_size
-        return cot[:t] + cot[t : 2 * t].conj()
+        out = 2 * cot[:t] if self.mirrored else cot[:t] + cot[t : 2 * t].conj()
+        self._spare.append(cot)
+        return out
+
+    def _scratch(self, like: torch.Tensor) -> torch.Tensor:
+        """A zeroed buffer like ``like``: the last backward's, when it matches (a fresh one of some megabytes
+        costs its page faults again at every step)."""
+        while self._spare:
+            cot = self._spare.pop()
+            if cot.dtype == like.dtype and cot.device == like.device:
+                return cot.zero_()
+        return torch.zeros_like(like)
 
     def _recorded(self, table: torch.Tensor) -> torch.Tensor:
         """The forward with autograd recording (for a backward that builds its own graph)."""
         waves, sequence, roots = self._at(table.device)
         small = waves_recorded(self.waves, waves, torch.cat([table, table.conj()]))
         return _outputs(roots, small, sequence.recorded(small))
+
+
+def _mirrored(leaves, table_size: int, constants: int) -> bool:
+    """Whether every non-constant table entry is read as often from the conjugate block as from the table."""
+    if not table_size:
+        return False
+    flat = np.concatenate([np.asarray(p).reshape(-1) for network in leaves for p in network])
+    flat = flat[(flat % table_size) >= constants]
+    ket = np.bincount(flat[flat < table_size], minlength=table_size)
+    bra = np.bincount(flat[flat >= table_size] - table_size, minlength=table_size)
+    return bool(np.array_equal(ket, bra))
 
 
 def _home(stored: dict, held: dict, t: int) -> tuple:

@@ -24,10 +24,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-MAX_COPY_RUNS = 6
+MAX_COPY_RUNS = 7
 """A permutation whose copy falls into more than this many coalesced strided runs is gathered through a
-position table instead: torch's copy of a 2^16-element tensor with nine scattered extent-2 indices moved
-to the front took 17 ns an element, ``index_select`` 1.8 (measured here, one thread)."""
+position table instead: on 2^14-2^16-element tensors of extent-2 indices torch's permuted copy took 1.2-2.5
+ns an element up to 7 runs, 3-8 ns at 8-11 and 12-21 ns at 12 and more; ``index_select`` 1.6-2.9 ns
+whatever the runs (medians, one thread)."""
 
 
 @dataclass(frozen=True)
