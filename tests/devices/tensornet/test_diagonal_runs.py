@@ -296,6 +296,18 @@ def test_runs_split_at_the_table_budget_and_stay_exact(monkeypatch):
     assert [s.kind for s in _program(ops, [qml.expval(qml.X(0))], 5).steps] == ["product"] + ["diagonal"] * 3
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_states_wider_than_runs_apply_each_diagonal_gate_alone(seed, monkeypatch):
+    """Above ``RUN_MAX_WIRES`` no run (and no ``2**n`` table) is formed: each diagonal gate is a gate step,
+    values and gradients as default.qubit's, batched angles included."""
+    monkeypatch.setattr(diagonal, "RUN_MAX_WIRES", 2)
+    rng, spec, n_wires, x, w = _case(700 + seed)
+    ops = [qml.Hadamard(i) for i in range(n_wires)] + [qml.IsingZZ(0.1 * i, [i, (i + 1) % n_wires]) for i in range(n_wires)]
+    assert "diagonal" not in [s.kind for s in _program(ops, [qml.expval(qml.X(0))], n_wires).steps]
+    batched = frozenset(g for g, (name, _, _) in enumerate(spec) if _angled(name) and rng.random() < 0.5)
+    _compare(spec, n_wires, x, w, batched)
+
+
 def test_no_grad_values_match_default_qubit():
     _, spec, n_wires, x, w = _case(600)
     circuit = _circuit(spec, n_wires, _observables(n_wires), frozenset({0, 3}))

@@ -44,7 +44,7 @@ import torch
 from ..statevector.allocator import tune_allocator
 from .fuse import fuse_chains
 from .many_sequence import Sequence, fetch_of
-from .many_waves import NotTogether, build_waves, split_step, waves_backward, waves_forward, waves_recorded
+from .many_waves import NotTogether, build_waves, prod, split_step, waves_backward, waves_forward, waves_recorded
 
 BUFFERS_HELD = 4
 """Buffer-sized allocations a pass holds at its peak, in units of every intermediate together (the
@@ -92,7 +92,7 @@ class ManyTrees:
                     raise NotTogether("an operand that broadcasts or repeats an index")
             if any(right == -1 for _, right in nodes.values()):
                 raise NotTogether("a one-tensor step")
-            made += sum(math.prod(plan._sizes[x] for x in indices[k]) for k in nodes)
+            made += sum(prod(indices[k], plan._sizes) for k in nodes)
             trees.append((nodes, indices, root))
         need = BUFFERS_HELD * (2 * table_size + made)
         if max_elements is not None and need > max_elements:  # before any position table is made
@@ -111,7 +111,7 @@ class ManyTrees:
                     need_grad[j] = False  # a bra operand: its cotangent is its ket twin's conjugate
             stored.append(placed)
             needs.append(need_grad)
-            size = lambda t: math.prod(plan._sizes[x] for x in indices[t])  # noqa: E731
+            size = lambda t: prod(indices[t], plan._sizes)  # noqa: E731
             height, tainted, order = dict.fromkeys(range(len(plan.inputs)), 0), set(), []
             for node in _depth_first(nodes, root):
                 left, right = nodes[node]
@@ -132,7 +132,7 @@ class ManyTrees:
                 homes = [_home(stored[i], held[i], t) for t in (left, right)]
                 swap, bt, m, k, n = split_step(homes[0][2], homes[1][2], indices[node], plan._sizes)
                 (ha, ta), (hb, tb) = ((homes[1], right), (homes[0], left)) if swap else ((homes[0], left), (homes[1], right))
-                size = lambda ix: math.prod(plan._sizes[x] for x in ix)  # noqa: E731
+                size = lambda ix: prod(ix, plan._sizes)  # noqa: E731
                 a = fetch_of(ha, bt + k + m, plan._sizes, needs[i][ta])
                 b = fetch_of(hb, bt + k + n, plan._sizes, needs[i][tb])
                 slot = self.sequence.add(a, b, (size(bt), size(m), size(k), size(n)))

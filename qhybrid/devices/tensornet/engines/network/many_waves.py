@@ -10,7 +10,6 @@ shape whatever the number of networks.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,14 +54,22 @@ def split_step(ia, ib, out, sizes) -> tuple:
     sa, sb, so = set(ia), set(ib), set(out)
     if (sa - sb - so) or (sb - sa - so) or not so <= (sa | sb):
         raise NotTogether("an index summed inside one operand")
-    size = lambda ix: math.prod(sizes[x] for x in ix)  # noqa: E731
     bt = [x for x in ia if x in sb and x in so]
     m = [x for x in ia if x in so and x not in sb]
     k = [x for x in ia if x in sb and x not in so]
     n = [x for x in ib if x in so and x not in sa]
-    if size(m) > size(n):
+    if prod(m, sizes) > prod(n, sizes):
         return True, [x for x in ib if x in sa and x in so], n, [x for x in ib if x in sa and x not in so], m
     return False, bt, m, k, n
+
+
+def prod(ix, sizes) -> int:
+    """The number of elements over indices ``ix`` (a plain loop: ``math.prod`` of a generator costs more
+    than the product on the few indices of a step, and planning calls this hundreds of thousands of times)."""
+    p = 1
+    for x in ix:
+        p *= sizes[x]
+    return p
 
 
 def build_waves(steps_by_wave: dict, stored: list, offset: int) -> tuple[list[_Wave], int]:
@@ -77,17 +84,17 @@ def build_waves(steps_by_wave: dict, stored: list, offset: int) -> tuple[list[_W
             swap, bt, m, k, n = split_step(ia, ib, out, sizes)
             if swap:
                 (pa, ia), (pb, ib) = (pb, ib), (pa, ia)
-            size = lambda ix: math.prod(sizes[x] for x in ix)  # noqa: E731
             pos_a = pa.transpose([ia.index(x) for x in bt + m + k])
             pos_b = pb.transpose([ib.index(x) for x in bt + k + n])
-            by_shape.setdefault((size(m), size(k), size(n)), []).append((i, node, pos_a, pos_b, tuple(bt + m + n), sizes))
+            shape = (prod(m, sizes), prod(k, sizes), prod(n, sizes))
+            by_shape.setdefault(shape, []).append((i, node, pos_a, pos_b, tuple(bt + m + n), sizes))
         groups, index_a, index_b, n_a, n_b = [], [], [], 0, 0
         for (m, k, n), members in by_shape.items():
             rows, start, a0, b0 = 0, offset, n_a, n_b
             for i, node, pos_a, pos_b, order, sizes in members:
                 rows += pos_a.size // (m * k)
                 size = pos_a.size // (m * k) * m * n
-                stored[i][node] = (offset + np.arange(size).reshape([sizes[x] for x in order]), order)
+                stored[i][node] = (np.arange(offset, offset + size).reshape([sizes[x] for x in order]), order)
                 offset += size
                 index_a.append(pos_a.reshape(-1))
                 index_b.append(pos_b.reshape(-1))

@@ -38,6 +38,12 @@ DIAGONAL_TABLE_MAX_ELEMENTS = 1 << 22
 """A run's angle table has at most this many entries (rows x 2**n; 32 MiB in float64, kept per dtype and
 device with the plan); a longer run is split. G16's cost layer (24 rows x 2**16) is one run."""
 
+RUN_MAX_WIRES = 22
+"""Diagonal runs are formed on states of at most this many wires. A run's table holds a row of ``2**n``
+entries per gate (built from an int64 index of ``2**n``), and above ``DIAGONAL_TABLE_MAX_ELEMENTS`` every gate
+is a run of its own: at 25 wires 256 MiB of index a gate, which ran a lattice QAOA p=4 cone class out of
+memory (20 GB). Wider states apply each diagonal gate as a gate step (a 4x4 on its wires' slices)."""
+
 TABLE_SCALE = 4
 """Table entries are multiples of 1/4 (RZ, IsingZZ, MultiRZ: +-1/2; CRZ: 0, +-1/2; PhaseShift: 0, 1), so the
 plan keeps ``TABLE_SCALE * T`` as int8 and converts it once per dtype and device."""

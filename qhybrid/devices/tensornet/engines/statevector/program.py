@@ -111,7 +111,7 @@ class StateVectorProgram:
             if len(slot.wires) == 1:
                 pending.setdefault(slot.wires[0], []).append(si)
                 continue
-            kind = kinds[si]
+            kind = kinds[si] if n <= diagonal.RUN_MAX_WIRES else None
             if kind is not None and started:
                 absorb()
             # constant diagonal gates join an open run they can reach; elsewhere they are monomials (which
