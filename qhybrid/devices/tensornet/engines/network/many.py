@@ -123,7 +123,7 @@ class ManyTrees:
                 else:
                     steps_by_wave.setdefault(height[node], []).append((i, node, left, right, indices[node], plan._sizes))
             large.append(order)
-        self.waves, self.small_size = build_waves(steps_by_wave, stored, 2 * table_size)
+        self.waves, self.small_size = build_waves(steps_by_wave, stored, 2 * table_size, needs)
         self.sequence = Sequence()
         held: list[dict] = [{} for _ in plans]  # per network: tensor id -> (slot, index order)
         for i, (plan, (nodes, indices, root)) in enumerate(zip(plans, trees)):

@@ -33,6 +33,8 @@ class _Group:
     a: tuple[int, int]
     b: tuple[int, int]
     out: tuple[int, int]
+    need_a: bool = True  # whether its left / right operands need a cotangent
+    need_b: bool = True
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class _Wave:
     a_sizes: tuple[int, ...]  # per group: elements of its left operands, right operands, results
     b_sizes: tuple[int, ...]
     out_sizes: tuple[int, ...]
+    a_need: tuple[int, int] = (0, 0)  # the spans of the gathered operands that need a cotangent (groups are
+    b_need: tuple[int, int] = (0, 0)  # ordered so that each side's needing groups are contiguous)
 
 
 def split_step(ia, ib, out, sizes) -> tuple:
@@ -72,24 +76,30 @@ def prod(ix, sizes) -> int:
     return p
 
 
-def build_waves(steps_by_wave: dict, stored: list, offset: int) -> tuple[list[_Wave], int]:
+_NEED_ORDER = {(True, False): 0, (True, True): 1, (False, True): 2, (False, False): 3}
+"""Groups needing only their left cotangent, both, only the right, none: each side's needing groups adjoin."""
+
+
+def build_waves(steps_by_wave: dict, stored: list, offset: int, needs: list | None = None) -> tuple[list[_Wave], int]:
     """The waves of ``steps_by_wave`` (height -> ``(network, node, left, right, result indices, sizes)``),
     reading operands at ``stored[network][tensor] = (positions, index order)`` and placing each result in
-    the buffer from ``offset`` on (recorded in ``stored``). Returns the waves and the buffer's new end."""
+    the buffer from ``offset`` on (recorded in ``stored``); ``needs[network][tensor]``: whether a cotangent
+    must reach it (None: always). Returns the waves and the buffer's new end."""
     waves = []
     for h in sorted(steps_by_wave):
         by_shape: dict[tuple, list] = {}
         for i, node, left, right, out, sizes in steps_by_wave[h]:
             (pa, ia), (pb, ib) = stored[i][left], stored[i][right]
+            need = (True, True) if needs is None else (needs[i][left], needs[i][right])
             swap, bt, m, k, n = split_step(ia, ib, out, sizes)
             if swap:
-                (pa, ia), (pb, ib) = (pb, ib), (pa, ia)
+                (pa, ia), (pb, ib), need = (pb, ib), (pa, ia), need[::-1]
             pos_a = pa.transpose([ia.index(x) for x in bt + m + k])
             pos_b = pb.transpose([ib.index(x) for x in bt + k + n])
-            shape = (prod(m, sizes), prod(k, sizes), prod(n, sizes))
+            shape = (prod(m, sizes), prod(k, sizes), prod(n, sizes), *need)
             by_shape.setdefault(shape, []).append((i, node, pos_a, pos_b, tuple(bt + m + n), sizes))
         groups, index_a, index_b, n_a, n_b = [], [], [], 0, 0
-        for (m, k, n), members in by_shape.items():
+        for (m, k, n, need_a, need_b), members in sorted(by_shape.items(), key=lambda kv: _NEED_ORDER[kv[0][3:]]):
             rows, start, a0, b0 = 0, offset, n_a, n_b
             for i, node, pos_a, pos_b, order, sizes in members:
                 rows += pos_a.size // (m * k)
@@ -100,12 +110,18 @@ def build_waves(steps_by_wave: dict, stored: list, offset: int) -> tuple[list[_W
                 index_b.append(pos_b.reshape(-1))
                 n_a += pos_a.size
                 n_b += pos_b.size
-            groups.append(_Group(m, k, n, rows, (a0, n_a), (b0, n_b), (start, offset)))
+            groups.append(_Group(m, k, n, rows, (a0, n_a), (b0, n_b), (start, offset), need_a, need_b))
         ia, ib = torch.from_numpy(np.concatenate(index_a)), torch.from_numpy(np.concatenate(index_b))
         sizes_ = [tuple(g.a[1] - g.a[0] for g in groups), tuple(g.b[1] - g.b[0] for g in groups)]
         sizes_.append(tuple(g.out[1] - g.out[0] for g in groups))
-        waves.append(_Wave(ia, ib, tuple(groups), (groups[0].out[0], offset), *sizes_))
+        a_need = _span([g.a for g in groups if g.need_a])
+        b_need = _span([g.b for g in groups if g.need_b])
+        waves.append(_Wave(ia, ib, tuple(groups), (groups[0].out[0], offset), *sizes_, a_need, b_need))
     return waves, offset
+
+
+def _span(parts: list) -> tuple[int, int]:
+    return (parts[0][0], parts[-1][1]) if parts else (0, 0)
 
 
 def waves_forward(waves: list, indices: list, buffer: torch.Tensor) -> None:
@@ -131,10 +147,13 @@ def waves_backward(waves: list, indices: list, buffer: torch.Tensor, cot: torch.
         ga_parts, gb_parts = torch.split_with_sizes(ga, wave.a_sizes), torch.split_with_sizes(gb, wave.b_sizes)
         for g, ag, bg, cg, gag, gbg in zip(wave.groups, a, b, c, ga_parts, gb_parts):
             gc = cg.view(g.rows, g.m, g.n)
-            torch.bmm(gc, bg.view(g.rows, g.k, g.n).mT, out=gag.view(g.rows, g.m, g.k))
-            torch.bmm(ag.view(g.rows, g.m, g.k).mT, gc, out=gbg.view(g.rows, g.k, g.n))
-        cot.index_add_(0, ia, ga)
-        cot.index_add_(0, ib, gb)
+            if g.need_a:
+                torch.bmm(gc, bg.view(g.rows, g.k, g.n).mT, out=gag.view(g.rows, g.m, g.k))
+            if g.need_b:
+                torch.bmm(ag.view(g.rows, g.m, g.k).mT, gc, out=gbg.view(g.rows, g.k, g.n))
+        (a0, a1), (b0, b1) = wave.a_need, wave.b_need
+        cot.index_add_(0, ia[a0:a1], ga[a0:a1])
+        cot.index_add_(0, ib[b0:b1], gb[b0:b1])
 
 
 def waves_recorded(waves: list, indices: list, buffer: torch.Tensor) -> torch.Tensor:

@@ -32,30 +32,30 @@ class Together:
 
     def __init__(self, contractions, values):
         self._sources: list = []  # per table block: ("stack", a slot of it, its shape) or ("base", operand)
-        where: dict[tuple, int] = {}  # block key -> offset in the table
-        size = 0
-        leaves = []
-        seen: dict[tuple, np.ndarray] = {}  # (block, matrix, diagonal, selection) -> positions
+        blocks: dict[tuple, tuple] = {}  # block key -> (source, shape), constants (|0>, Pauli caps) first
         for c in contractions:
             if c.network.lead:
                 raise NotTogether("a network with lead indices")
-            operands = []
             for o in c.network.operands:
                 if o.kind not in _TABLE_KINDS:
                     raise NotTogether(f"a {o.kind} operand")
+                key, source, shape = _block(values, o)
+                blocks.setdefault(key, (source, shape, o.kind != "slot"))
+        order = sorted(blocks, key=lambda k: not blocks[k][2])  # stable: constants, then gates as met
+        where, size, constants = {}, 0, 0
+        for key in order:
+            source, shape, constant = blocks[key]
+            where[key] = size
+            self._sources.append(source)
+            size += int(np.prod(shape))
+            constants = size if constant else constants
+        leaves = []
+        seen: dict[tuple, np.ndarray] = {}  # (block, matrix, diagonal, selection) -> positions
+        for c in contractions:
+            operands = []
+            for o in c.network.operands:
+                key, _, shape = _block(values, o)
                 stacked = values.stacked_matrix(o.slot) if o.kind == "slot" else None
-                if stacked is not None:
-                    whole, k = stacked
-                    if whole.ndim != 3:
-                        raise NotTogether("a gate with lead axes")
-                    key, source, shape = ("stack", id(whole)), ("stack", o.slot, tuple(whole.shape)), whole.shape
-                else:
-                    key, source = ("base", o.kind, o.slot, o.diagonal, o.letter), ("base", o)
-                    shape = values.operand_base(o).shape
-                if key not in where:
-                    where[key] = size
-                    self._sources.append(source)
-                    size += int(np.prod(shape))
                 view = (key, stacked[1] if stacked is not None else None, o.diagonal, _hashable(o.select))
                 pos = seen.get(view)
                 if pos is None:  # networks over overlapping cones read the same gates the same way
@@ -67,7 +67,8 @@ class Together:
         leaves = [[p + size if cj else p for p, cj in zip(ps, cs)] for ps, cs in zip(leaves, conj)]
         itemsize = values.dtype.itemsize
         limit = min(c.max_memory for c in contractions) / itemsize
-        self.trees = ManyTrees([c.plan for c in contractions], leaves, size, max_elements=limit)
+        # Pauli words' <psi|P|psi>, read as real: the bra side's cotangents are the ket side's conjugates
+        self.trees = ManyTrees([c.plan for c in contractions], leaves, size, max_elements=limit, constants=constants, mirrored=True)
 
     def contract(self, values) -> torch.Tensor:
         """Every network's value (``[networks]``, complex), differentiable in the gates' parameters."""
@@ -81,6 +82,18 @@ class Together:
             else:
                 parts.append(values.operand_base(source[1]).reshape(-1))
         return self.trees.contract(torch.cat(parts).to(values.dtype))
+
+
+def _block(values, o) -> tuple:
+    """(key, source, shape) of the table block operand ``o`` reads: its gate kind's stacked matrices, or its own
+    base tensor."""
+    stacked = values.stacked_matrix(o.slot) if o.kind == "slot" else None
+    if stacked is not None:
+        whole, _ = stacked
+        if whole.ndim != 3:
+            raise NotTogether("a gate with lead axes")
+        return ("stack", id(whole)), ("stack", o.slot, tuple(whole.shape)), whole.shape
+    return ("base", o.kind, o.slot, o.diagonal, o.letter), ("base", o), values.operand_base(o).shape
 
 
 def _hashable(select):
