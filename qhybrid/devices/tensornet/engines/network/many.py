@@ -46,9 +46,13 @@ from .fuse import fuse_chains
 from .many_sequence import Sequence, fetch_of
 from .many_waves import NotTogether, build_waves, prod, split_step, waves_backward, waves_forward, waves_recorded
 
-BUFFERS_HELD = 4
-"""Buffer-sized allocations a pass holds at its peak, in units of every intermediate together (the
-results, the gathered operands kept for the backward, their cotangents): the memory guard's factor."""
+WAVE_BUFFERS = 3
+"""Buffer-sized allocations the waves hold at their peak, in units of the small buffer (the buffer, its
+cotangents, a wave's gathered operands): the memory guard's factor for the small steps."""
+
+SEQUENCE_LIVE = 4
+"""Largest-tensor-sized allocations the large steps hold at once beside the gathered operands kept for the
+backward (a step's result, its cotangent, its operands' cotangents): the guard's term for the large steps."""
 
 BIG_STEP_ELEMENTS = 1 << 11
 """Steps with an operand or a result above this many elements run one by one in tree order (and so do the
@@ -78,7 +82,7 @@ class ManyTrees:
     ):
         self.table_size = table_size
         self.mirrored = mirrored and _mirrored(leaves, table_size, constants)
-        trees, made = [], 0
+        trees = []
         for i, plan in enumerate(plans):
             if plan.sliced or plan.too_wide:
                 raise NotTogether("a sliced or too-wide plan")
@@ -92,15 +96,12 @@ class ManyTrees:
                     raise NotTogether("an operand that broadcasts or repeats an index")
             if any(right == -1 for _, right in nodes.values()):
                 raise NotTogether("a one-tensor step")
-            made += sum(prod(indices[k], plan._sizes) for k in nodes)
             trees.append((nodes, indices, root))
-        need = BUFFERS_HELD * (2 * table_size + made)
-        if max_elements is not None and need > max_elements:  # before any position table is made
-            raise NotTogether(f"the networks' intermediates together ({need:.3g} elements) exceed the memory target")
         stored: list[dict] = []  # per network: tensor id -> (positions, index order) in the small buffer
         needs: list[dict] = []  # per network: tensor id -> whether a cotangent must reach it
         steps_by_wave: dict[int, list] = {}
         large: list[list[int]] = []  # per network: its large steps (and those above them), depth first
+        small_made = kept = largest = 0  # elements: small results, large steps' operands, the largest tensor
         for i, (plan, (nodes, indices, root)) in enumerate(zip(plans, trees)):
             placed, need_grad = {}, {}
             for j, ix in enumerate(plan.inputs):
@@ -117,12 +118,18 @@ class ManyTrees:
                 left, right = nodes[node]
                 need_grad[node] = need_grad[left] or need_grad[right]
                 height[node] = 1 + max(height[left], height[right])
-                if left in tainted or right in tainted or max(size(left), size(right), size(node)) > BIG_STEP_ELEMENTS:
+                sizes = (size(left), size(right), size(node))
+                if left in tainted or right in tainted or max(sizes) > BIG_STEP_ELEMENTS:
                     tainted.add(node)
                     order.append(node)
+                    kept, largest = kept + sizes[0] + sizes[1], max(largest, *sizes)
                 else:
                     steps_by_wave.setdefault(height[node], []).append((i, node, left, right, indices[node], plan._sizes))
+                    small_made += sizes[2]
             large.append(order)
+        need = WAVE_BUFFERS * (2 * table_size + small_made) + kept + SEQUENCE_LIVE * largest
+        if max_elements is not None and need > max_elements:  # before any position table is made
+            raise NotTogether(f"the networks' intermediates together ({need:.3g} elements) exceed the memory target")
         self.waves, self.small_size = build_waves(steps_by_wave, stored, 2 * table_size, needs)
         self.sequence = Sequence()
         held: list[dict] = [{} for _ in plans]  # per network: tensor id -> (slot, index order)
