@@ -14,7 +14,7 @@ import torch
 from qhybrid.devices.tensornet.engines.network import eliminate, hyper
 from qhybrid.devices.tensornet.engines.network.path_cache import valid_path
 from qhybrid.devices.tensornet.engines.network.pathfind import _greedy
-from qhybrid.devices.tensornet.engines.network.problem import Problem, _evaluate
+from qhybrid.devices.tensornet.engines.network.problem import Problem, _evaluate, _numel
 
 
 def _qaoa_like(seed: int, n: int = 10, layers: int = 2, output: int = 0) -> Problem:
@@ -141,3 +141,46 @@ def test_elimination_beats_greedy_on_deep_hyperedge_networks():
     problem = _qaoa_like(11, n=20, layers=4)
     greedy = _evaluate(problem, [tuple(s) for s in _greedy(problem)])
     assert eliminate.eliminate(problem, 8).flops * 4 < greedy.flops
+
+
+def _evaluate_sets(problem: Problem, path):
+    """``problem._evaluate`` as it was, with frozensets: (flops, largest, widest) of a linear path."""
+    working, output = problem.sets()
+    count = {}
+    for ix in working:
+        for i in ix:
+            count[i] = count.get(i, 0) + 1
+    flops = largest = widest = 0
+    for step in path:
+        taken = [working.pop(p) for p in sorted(step, reverse=True)]
+        every = frozenset().union(*taken)
+        for ix in taken:
+            for i in ix:
+                count[i] -= 1
+        kept = frozenset(i for i in every if count[i] > 0 or i in output)
+        for i in kept:
+            count[i] += 1
+        working.append(kept)
+        flops += _numel(every, problem.sizes) * (2 if len(kept) < len(every) else 1)
+        largest = max(largest, _numel(kept, problem.sizes))
+        widest = max(widest, len(every))
+    return flops, largest, widest
+
+
+def test_bitset_path_costs_equal_the_set_count():
+    """``_evaluate`` counts with int bitsets: equal to the set count on random networks with mixed extents,
+    output indices, scalars and steps of two or three tensors."""
+    rng = random.Random(1)
+    for _ in range(300):
+        n, labels = rng.randint(1, 12), list(range(rng.randint(1, 10)))
+        inputs = [tuple(rng.sample(labels, rng.randint(0, min(4, len(labels))))) for _ in range(n)]
+        used = sorted({i for ix in inputs for i in ix})
+        output = tuple(rng.sample(used, rng.randint(0, min(2, len(used))))) if used else ()
+        problem = Problem.of(inputs, output, {i: rng.choice((1, 2, 3, 5)) for i in labels})
+        path, left = [], n
+        while left > 1:
+            k = rng.randint(2, min(3, left))
+            path.append(tuple(rng.sample(range(left), k)))
+            left -= k - 1
+        found = _evaluate(problem, path)
+        assert (found.flops, found.largest, found.widest) == _evaluate_sets(problem, path)
