@@ -22,8 +22,11 @@ import math
 from dataclasses import dataclass, replace
 
 from .....errors import ContractionTooLargeError, UnsupportedOperationError
-from ..network.pathfind import PathSettings
-from ..network.programs import ClosedProgram
+from ..network.network import BATCH, closed_network, diagonal_slots
+from ..network.pathfind import PathSettings, priced_paths
+from ..network.plan import _binary_tree, _chunks
+from ..network.problem import Problem, _numel
+from ..network.programs import ClosedProgram, _closed_terms
 from ..statevector.cost import GRADIENT_FACTOR, _fmt_bytes, state_flops, state_memory
 
 NETWORK_STEP_FLOPS = 2e4
@@ -71,7 +74,46 @@ def _fmt_flops(f: float) -> str:
 
 def network_cost(structure, tape, opts, itemsize: int, gradient: bool) -> tuple[float, float] | None:
     """(flops with the backward where ``gradient``, bytes of the largest intermediate) of ``tape`` as closed
-    networks along greedy paths (no search, no disk store), or None where it cannot be a closed network."""
+    networks, or None where it cannot be a closed network. Each network is priced by the path the device's
+    path store keeps for it (a second process prices by the trees the first planned, and plans and prices
+    nothing again), else by its greedy path (no search; remembered for the planning that follows); the
+    networks are built but not compiled into contraction plans, and nothing is written to the store.
+    A Pauli sentence measured as one network goes through a ``ClosedProgram`` as before (its split into
+    words is that program's decision)."""
+    try:
+        specs = list(dict.fromkeys(spec for mp in tape.measurements for spec in _closed_terms(mp, structure)))
+    except UnsupportedOperationError:
+        return None
+    if any(spec[0] == "paulisum" for spec in specs):
+        return _program_cost(structure, tape, opts, itemsize, gradient)
+    diagonal = diagonal_slots(structure, tape)
+    networks = [closed_network(structure, frozenset(), 0, *spec[:3], spec[3] if len(spec) > 3 else (), diagonal)
+                for spec in specs]  # fmt: skip
+    if not networks:
+        return None
+    problems = [Problem.of(n.inputs, n.output, n.sizes, n.positions, BATCH) for n in networks]
+    found = priced_paths(problems, PathSettings.of(opts.optimizer).store)
+    flops = sum(f.flops + NETWORK_STEP_FLOPS * _calls(n, f) for n, f in zip(networks, found))
+    largest = max(_largest(n, f) for n, f in zip(networks, found)) * itemsize
+    return flops * (GRADIENT_FACTOR if gradient else 1.0), float(largest)
+
+
+def _calls(network, found) -> int:
+    """The einsum calls of the network's plan along ``found``'s path (``ContractionPlan.steps``)."""
+    if found.sliced:
+        rest = [tuple(i for i in ix if i not in found.sliced) for ix in network.inputs]
+        return len(_chunks(len(rest), *_binary_tree(rest, network.output, found.path)))
+    return len(_chunks(len(network.inputs), *_binary_tree(network.inputs, network.output, found.path)))
+
+
+def _largest(network, found) -> int:
+    """``ContractionPlan.largest_intermediate`` of the network along ``found``: inputs and output included."""
+    sizes = network.sizes
+    return max(found.largest, _numel(network.output, sizes), *(_numel(ix, sizes) for ix in network.inputs))
+
+
+def _program_cost(structure, tape, opts, itemsize: int, gradient: bool) -> tuple[float, float] | None:
+    """``network_cost`` through a ``ClosedProgram`` planned with greedy paths (Pauli sentences)."""
     quick = replace(
         opts, optimizer=PathSettings("greedy", math.inf, None), plan_time=0.0, max_memory=math.inf
     )

@@ -248,6 +248,15 @@ def _from_store(problems: Sequence[Problem], keys: Sequence[str], store: PathSto
     return found
 
 
+def priced_paths(problems: Sequence[Problem], store: PathStore | None) -> list[Found]:
+    """Paths to price networks by (an engine choice): the store's where it keeps one (the tree planned
+    before, in this process or an earlier one), else the greedy path (remembered per structure for the
+    planning that follows). Nothing is searched and nothing written."""
+    keys = [structure_key(p.inputs, p.output, p.sizes) for p in problems]
+    stored = _from_store(problems, keys, store)
+    return [s if s is not None else _quick(p, "greedy", key) for p, s, key in zip(problems, stored, keys)]
+
+
 def _budgeted_search(problems, found: list[Found], optimizer: str, plan_time: float, start: float, max_elements):
     """Search, within what ``plan_time`` leaves, the networks whose paths are costly, costliest first."""
     quick_time = (time.perf_counter() - start) / max(len(problems), 1)  # about one greedy trial
@@ -352,5 +361,5 @@ def _find(problems: Sequence[Problem], keys: Sequence[str], settings: PathSettin
 
 
 __all__ = [
-    "Problem", "Found", "PathSettings", "find_paths", "DEFAULT_PLAN_TIME", "STATS", "reset_stats", "clear_memo",
+    "Problem", "Found", "PathSettings", "find_paths", "priced_paths", "DEFAULT_PLAN_TIME", "STATS", "reset_stats", "clear_memo",
 ]  # fmt: skip
