@@ -208,3 +208,29 @@ def test_network_pricing_without_plans_equals_pricing_by_a_closed_program(seed, 
     marked = pathfind._evaluate(problem, worse)
     assert marked.flops != greedy.flops  # the stored tree's price can be told from the greedy one's
     assert flops == marked.flops + choice.NETWORK_STEP_FLOPS * choice._calls(net, marked)
+
+
+@pytest.mark.parametrize("limit", [1 << 2, 1 << 5, 1 << 30])
+def test_whole_network_refusal_before_building_agrees_with_the_program(monkeypatch, limit):
+    """``whole._refused`` settles a Hamiltonian's whole-circuit network from its words' paths before any
+    program is built; where it refuses, the program it saves building would have been refused too."""
+    from dataclasses import replace
+
+    from qhybrid.devices.tensornet._structure import tape_structure
+    from qhybrid.devices.tensornet.engines.network.pathfind import PathSettings
+    from qhybrid.devices.tensornet.engines.network.programs import ClosedProgram
+
+    monkeypatch.setattr(whole, "WHOLE_NETWORK_MAX_ELEMENTS", limit)
+    g = nx.random_regular_graph(3, 10, seed=3)
+    ops = [qml.Hadamard(i) for i in range(10)]
+    for layer in range(2):
+        ops += [qml.IsingZZ(0.3 + layer, wires=e) for e in g.edges()] + [qml.RX(0.2, wires=i) for i in range(10)]
+    tape = qml.tape.QuantumScript(ops, [qml.expval(qml.sum(*[qml.Z(u) @ qml.Z(v) for u, v in g.edges()]))])
+    structure = tape_structure(tape, None)
+    opts = qhybrid.device("tensornet", wires=10)._options([])
+    refused = whole._refused(structure, frozenset(), 0, opts, tape, 0)
+    judged = replace(opts, optimizer=replace(PathSettings.of(opts.optimizer), hyper=False, rescue=False))
+    program = ClosedProgram(structure, frozenset(), 0, judged, tape, only=[0])
+    small = whole._small(program, tape.measurements[0])
+    assert not (refused and small)
+    assert refused == (limit < 1 << 30) and small == (limit == 1 << 30)

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .....errors import ContractionTooLargeError
-from ..network.pathfind import PathSettings
-from ..network.programs import ClosedProgram
+from .....errors import ContractionTooLargeError, UnsupportedOperationError
+from ..network.network import BATCH, closed_network, diagonal_slots
+from ..network.pathfind import PathSettings, priced_paths
+from ..network.problem import Problem, _numel
+from ..network.programs import ClosedProgram, _closed_terms
 
 WHOLE_NETWORK_MAX_ELEMENTS = 1 << 22
 """A measurement with terms too wide for a state vector is contracted as one closed network of the whole
@@ -29,6 +31,7 @@ def closed_program(plain, per_measurement, widths, state_max_wires, structure, s
     whole-circuit network has small intermediates (their sentence as one matrix-product operator, light
     cones united: a CNOT ladder's nested cones share all their work there). One planning budget for all."""
     candidates = [m for m, terms in per_measurement.items() if any(widths[t] > state_max_wires for t in terms)]
+    candidates = [m for m in candidates if not _refused(structure, stacked, stack_size, opts, tape, m)]
     if not plain and not candidates:
         return None
     # judged by its largest intermediate, mostly to be refused (a QAOA Hamiltonian's 150 word networks): no
@@ -51,6 +54,38 @@ def closed_program(plain, per_measurement, widths, state_max_wires, structure, s
         return None
     program.only = frozenset(plain + accepted)
     return program
+
+
+def _refused(structure, stacked, stack_size, opts, tape, m: int) -> bool:
+    """Whether measurement ``m`` is sure to be refused (``_small``) before its program is built: one of its
+    networks, united or split into words, has an intermediate above ``WHOLE_NETWORK_MAX_ELEMENTS`` along
+    its greedy (or stored) path. Building and planning every word's network of a QAOA Hamiltonian to
+    refuse it took 8 s of L8p3's first step and 25 s of Q100 p=4's (load 2-3); here the first word too
+    wide settles it. Measurements this cannot settle go to the program as before."""
+    try:
+        specs = list(dict.fromkeys(_closed_terms(tape.measurements[m], structure)))
+    except UnsupportedOperationError:
+        return False
+    diagonal = diagonal_slots(structure, tape)
+    store = PathSettings.of(opts.optimizer).store
+
+    def too_wide(cap, wires, word, coeffs=()):
+        net = closed_network(structure, stacked, stack_size, cap, wires, word, coeffs, diagonal)
+        (found,) = priced_paths([Problem.of(net.inputs, net.output, net.sizes, net.positions, BATCH)], store)
+        largest = max(found.largest, _numel(net.output, net.sizes), *(_numel(ix, net.sizes) for ix in net.inputs))
+        return largest > WHOLE_NETWORK_MAX_ELEMENTS
+
+    for spec in specs:
+        if spec[0] == "paulisum":
+            if not too_wide(*spec):  # the united sentence may be kept whole and pass
+                return False
+            wires, strings = spec[1], spec[2]
+            words = [("pauli", tuple(w for w, l in zip(wires, s) if l != "I"), s.replace("I", "")) for s in strings]
+            if any(too_wide(*word) for word in words):  # split or not, something is too wide
+                return True
+        elif spec[0] == "pauli" and too_wide(*spec):
+            return True
+    return False
 
 
 def _small(program: ClosedProgram, mp) -> bool:
