@@ -234,3 +234,28 @@ def test_whole_network_refusal_before_building_agrees_with_the_program(monkeypat
     small = whole._small(program, tape.measurements[0])
     assert not (refused and small)
     assert refused == (limit < 1 << 30) and small == (limit == 1 << 30)
+
+
+def test_call_count_equals_the_plans_einsum_calls():
+    """``choice.call_count`` counts the einsum calls ``plan._chunks`` builds, on random networks and paths."""
+    import random
+
+    from qhybrid.devices.tensornet.engines.lightcone.choice import call_count
+    from qhybrid.devices.tensornet.engines.network.plan import _binary_tree, _chunks
+
+    rng = random.Random(5)
+    for _ in range(200):
+        n, labels = rng.randint(1, 30), list(range(rng.randint(1, 24)))
+        inputs = [tuple(rng.sample(labels, rng.randint(1, min(5, len(labels))))) for _ in range(n)]
+        used = sorted({i for ix in inputs for i in ix})
+        output = tuple(rng.sample(used, rng.randint(0, min(3, len(used)))))
+        path, left = [], n
+        while left > 1:
+            k = rng.choice((2, 2, 2, 3))
+            k = min(k, left)
+            path.append(tuple(rng.sample(range(left), k)))
+            left -= k - 1
+        if n == 1:
+            path = [(0,)]
+        tree = _binary_tree(inputs, output, path)
+        assert call_count(*tree) == len(_chunks(n, *tree))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from .....errors import ContractionTooLargeError, UnsupportedOperationError
 from ..network.network import BATCH, closed_network, diagonal_slots
 from ..network.pathfind import PathSettings, priced_paths
-from ..network.plan import _binary_tree, _chunks
+from ..network.plan import CHUNK_LETTERS, _binary_tree
 from ..network.problem import Problem, _numel
 from ..network.programs import ClosedProgram, _closed_terms
 from ..statevector.cost import GRADIENT_FACTOR, _fmt_bytes, state_flops, state_memory
@@ -99,11 +99,44 @@ def network_cost(structure, tape, opts, itemsize: int, gradient: bool) -> tuple[
 
 
 def _calls(network, found) -> int:
-    """The einsum calls of the network's plan along ``found``'s path (``ContractionPlan.steps``)."""
+    """The einsum calls of the network's plan along ``found``'s path (``len(ContractionPlan.steps)``)."""
+    inputs = network.inputs
     if found.sliced:
-        rest = [tuple(i for i in ix if i not in found.sliced) for ix in network.inputs]
-        return len(_chunks(len(rest), *_binary_tree(rest, network.output, found.path)))
-    return len(_chunks(len(network.inputs), *_binary_tree(network.inputs, network.output, found.path)))
+        inputs = [tuple(i for i in ix if i not in found.sliced) for ix in inputs]
+    return call_count(*_binary_tree(inputs, network.output, found.path))
+
+
+def call_count(nodes: dict, indices: dict) -> int:
+    """``len(plan._chunks(n, nodes, indices))`` without building the calls' equations and operand
+    positions (most of ``_chunks``' time): the same cut of the tree into subtrees of at most
+    ``CHUNK_LETTERS`` letters, counted."""
+    if not nodes:
+        return 0
+    letters: dict[int, set] = {}
+    cut: set = set()
+
+    def own(t: int) -> set:
+        if t in nodes:
+            cut.add(t)
+        return set(indices[t])
+
+    for node in sorted(nodes):
+        left, right = nodes[node]
+        if right == -1:
+            letters[node] = own(left)
+            continue
+        parts = []
+        for child in (left, right):
+            if child in nodes and nodes[child][1] == -1:
+                parts.append(own(child))
+            else:
+                parts.append(letters[child] if child in nodes else set(indices[child]))
+        union = parts[0] | parts[1] | set(indices[node])
+        if len(union) <= CHUNK_LETTERS:
+            letters[node] = union
+        else:
+            letters[node] = own(left) | own(right) | set(indices[node])
+    return len(cut | {max(nodes)})
 
 
 def _largest(network, found) -> int:
