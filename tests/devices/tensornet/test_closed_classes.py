@@ -1,5 +1,6 @@
 """Closed cone classes run together (engines/lightcone/closed_classes.py): against default.qubit, values,
-gradients and second derivatives, classes of one and of many members, X / Y / Z words."""
+gradients and second derivatives, classes of one and of many members, members with distinct and with shared
+parameter rows, X / Y / Z words."""
 
 import pennylane as qml
 import pytest
@@ -42,12 +43,15 @@ def closed_classes_runs(monkeypatch):
     runs = []
     run = closed_classes.ClassesTogether.run
     monkeypatch.setattr(closed_classes.ClassesTogether, "run", lambda self, p: runs.append(1) or run(self, p))
+    shared = closed_classes.SharedTogether.run
+    monkeypatch.setattr(closed_classes.SharedTogether, "run", lambda self, c, d: runs.append(2) or shared(self, c, d))
     return runs
 
 
 CASES = {  # (edges, words, spread, whether the classes run together)
     "ring-shared": (RING, [qml.Z(u) @ qml.Z(v) for u, v in RING], 0.0, False),  # one class, one distinct row
     "ring-distinct": (RING, [qml.Z(u) @ qml.Z(v) for u, v in RING], 0.1, True),  # one class of 8 members
+    "irregular-shared": (IRREGULAR, [qml.Z(u) @ qml.Z(v) for u, v in IRREGULAR], 0.0, True),  # shared rows
     "irregular-xyz": (
         IRREGULAR, [qml.Z(0) @ qml.Z(1), qml.X(3), qml.Y(5) @ qml.Z(6), qml.X(2) @ qml.Y(7), qml.Z(4)], 0.1, True
     ),
@@ -107,3 +111,41 @@ def test_classes_beyond_the_kept_budget_recompute(monkeypatch, closed_classes_ru
     assert abs(float(value) - float(want)) < 1e-10
     for a, w in zip(grads, want_grads):
         assert torch.allclose(a, w, atol=1e-10)
+
+
+def test_shared_rows_give_each_gate_its_own_gradient(closed_classes_runs):
+    """Members of shared classes read equal angles from distinct inputs: each input gets its own gradient
+    (the row's gradient times that member's cotangent), as on default.qubit; second derivatives too."""
+    words = [qml.Z(u) @ qml.Z(v) for u, v in IRREGULAR]
+    n_edges = len(IRREGULAR)
+
+    def circuit(angles, beta):
+        for w in range(8):
+            qml.Hadamard(w)
+        for layer in range(2):
+            for k, (u, v) in enumerate(IRREGULAR):
+                qml.IsingZZ(angles[layer * n_edges + k], wires=[u, v])
+            for w in range(8):
+                qml.RX(beta[layer], wires=w)
+        return qml.expval(qml.Hamiltonian([0.5 + 0.1 * k for k in range(n_edges)], words))
+
+    angles = torch.cat([torch.full((n_edges,), 0.4), torch.full((n_edges,), -0.9)]).double()
+    beta = torch.tensor([1.1, 0.3], dtype=torch.float64)
+    node = qhybrid.qnode(qhybrid.device("tensornet", wires=8))(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit"), interface="torch")
+    a, b = angles.clone().requires_grad_(), beta.clone().requires_grad_()
+    value = node(a, b)
+    grads = torch.autograd.grad(value, (a, b))
+    ra, rb = angles.clone().requires_grad_(), beta.clone().requires_grad_()
+    want = ref(ra, rb)
+    want_grads = torch.autograd.grad(want, (ra, rb))
+    assert 2 in closed_classes_runs  # the shared classes ran together
+    assert abs(float(value) - float(want)) < 1e-10
+    for g, w in zip(grads, want_grads):
+        assert torch.allclose(g, w, atol=1e-10)
+    assert not torch.allclose(grads[0][:n_edges], grads[0][0].expand(n_edges))  # the gates' gradients differ
+    x = torch.cat([angles[:3], beta])
+    pad = angles[3:]
+    hess = torch.autograd.functional.hessian(lambda v: node(torch.cat([v[:3], pad]), v[3:]), x)
+    want_hess = torch.autograd.functional.hessian(lambda v: ref(torch.cat([v[:3], pad]), v[3:]), x)
+    assert torch.allclose(hess, want_hess, atol=1e-10)

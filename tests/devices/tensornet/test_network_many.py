@@ -1,5 +1,6 @@
-"""Many networks contracted together (engines/network/many.py, together.py): against one-by-one plans
-and default.qubit, values, gradients and second derivatives, float64 and float32."""
+"""Many networks contracted together (engines/network/many.py, many_waves.py, many_sequence.py, fuse.py,
+together.py): against one-by-one plans and default.qubit, values, gradients and second derivatives, float64
+and float32, with the steps batched by waves, run one by one, or split between the two."""
 
 import numpy as np
 import opt_einsum.testing
@@ -9,9 +10,10 @@ import torch
 
 import qhybrid
 from qhybrid.devices.tensornet import _simulate
-from qhybrid.devices.tensornet.engines.network import programs, together
+from qhybrid.devices.tensornet.engines.network import many, many_sequence, programs, together
+from qhybrid.devices.tensornet.engines.network.fuse import fuse_chains
 from qhybrid.devices.tensornet.engines.network.many import ManyTrees, NotTogether
-from qhybrid.devices.tensornet.engines.network.plan import ContractionPlan
+from qhybrid.devices.tensornet.engines.network.plan import ContractionPlan, _binary_tree
 
 
 def _random_networks(count, seed):
@@ -44,8 +46,16 @@ def _one_by_one(plans, leaves, table):
                       for p, lv in zip(plans, leaves)])  # fmt: skip
 
 
+SPLITS = {"waves": 10**9, "sequence": 0, "split": 6}
+"""``BIG_STEP_ELEMENTS``: every step batched by waves, every step one by one, or both kinds in one tree."""
+
+
+@pytest.mark.parametrize("split", sorted(SPLITS))
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_many_trees_match_plans_one_by_one(seed):
+def test_many_trees_match_plans_one_by_one(seed, split, monkeypatch):
+    monkeypatch.setattr(many, "BIG_STEP_ELEMENTS", SPLITS[split])
+    if split == "split" and seed == 2:  # fragmented permutations read through position tables
+        monkeypatch.setattr(many_sequence, "MAX_COPY_RUNS", 1)
     plans, leaves, table = _random_networks(6, seed)
     table = table.requires_grad_()
     # a conjugated operand: network 0's first operand read from the table's conjugate block
@@ -62,6 +72,121 @@ def test_many_trees_match_plans_one_by_one(seed):
     (h1,) = torch.autograd.grad((g1 * v.conj()).real.sum(), table)
     (h2,) = torch.autograd.grad((g2 * v.conj()).real.sum(), table)
     assert torch.allclose(h1, h2, atol=1e-10)
+
+
+@pytest.mark.parametrize("split", ["sequence", "split"])
+def test_constant_leaves_get_no_cotangent_work_and_the_rest_theirs(split, monkeypatch):
+    """The table's first ``constants`` entries need no gradient: their products are skipped, every other
+    entry's gradient is the one-by-one plan's."""
+    monkeypatch.setattr(many, "BIG_STEP_ELEMENTS", SPLITS[split])
+    plans, leaves, table = _random_networks(5, 3)
+    constants = len(table) // 3
+    table = table.requires_grad_()
+    doubled = torch.cat([table, table.conj()])
+    trees = many.ManyTrees(plans, leaves, len(table), constants=constants)
+    got, want = trees.contract(table), _one_by_one(plans, leaves, doubled)
+    assert torch.allclose(got, want, atol=1e-12)
+    w = torch.randn(got.shape, dtype=got.dtype, generator=torch.Generator().manual_seed(5))
+    (g1,) = torch.autograd.grad((got * w).real.sum(), table)
+    (g2,) = torch.autograd.grad((want * w).real.sum(), table)
+    assert torch.allclose(g1[constants:], g2[constants:], atol=1e-11)
+    assert g2[:constants].abs().max() > 0  # (the skipped entries had a gradient to skip)
+
+
+def _doubled_networks(count, seed):
+    """``<psi|H|psi>`` networks: a random chain of ket tensors from the table, their bra copies read from its
+    conjugate block on their own bond indices, and a Hermitian ``H`` (the table's constant head) on the
+    first two open indices; the other open indices join ket to bra directly."""
+    gen = torch.Generator().manual_seed(seed)
+    h = torch.randn(4, 4, dtype=torch.complex128, generator=gen)
+    parts, size = [(h + h.conj().T).reshape(-1)], 16
+    plans, leaves = [], []
+    for net in range(count):
+        n = 4 + net % 3
+        ket = [tuple(x for x in (100 + j, j, 101 + j) if x not in (100, 100 + n)) for j in range(n)]
+        bra = [tuple(200 + x - 100 if x >= 100 else (50 + x if x < 2 else x) for x in ix) for ix in ket]
+        inputs = ket + bra + [(0, 1, 50, 51)]
+        sizes = {x: 2 for ix in inputs for x in ix}
+        plans.append(ContractionPlan(inputs, (), sizes))
+        ops = []
+        for ix in ket:
+            t = torch.randn(*[2] * len(ix), dtype=torch.complex128, generator=gen)
+            ops.append(size + np.arange(t.numel()).reshape(t.shape))
+            parts.append(t.reshape(-1))
+            size += t.numel()
+        leaves.append(ops)
+    table = torch.cat(parts)
+    leaves = [ops + [p + len(table) for p in ops] + [np.arange(16).reshape(2, 2, 2, 2)] for ops in leaves]
+    return plans, leaves, table
+
+
+@pytest.mark.parametrize("split", ["waves", "sequence", "split"])
+def test_mirrored_networks_take_the_bra_gradient_from_the_ket(split, monkeypatch):
+    monkeypatch.setattr(many, "BIG_STEP_ELEMENTS", SPLITS[split])
+    plans, leaves, table = _doubled_networks(4, 11)
+    table = table.requires_grad_()
+    plain = many.ManyTrees(plans, leaves, len(table), constants=16)
+    mirrored = many.ManyTrees(plans, leaves, len(table), constants=16, mirrored=True)
+    assert mirrored.mirrored and not plain.mirrored
+    v1, v2 = plain.contract(table), mirrored.contract(table)
+    assert torch.allclose(v1, v2, atol=1e-12) and v1.imag.abs().max() < 1e-10  # <psi|H|psi> is real
+    w = torch.randn(v1.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    (g1,) = torch.autograd.grad((v1.real * w).sum(), table)
+    (g2,) = torch.autograd.grad((v2.real * w).sum(), table)
+    assert torch.allclose(g1[16:], g2[16:], atol=1e-11)
+    leaves[0][-1] = leaves[0][-1] + 16  # H read from elsewhere: not every entry mirrored, the plain way
+    assert not many.ManyTrees(plans, leaves, len(table), constants=16, mirrored=True).mirrored
+
+
+def test_retained_graph_backs_twice(monkeypatch):
+    monkeypatch.setattr(many, "BIG_STEP_ELEMENTS", 0)
+    plans, leaves, table = _random_networks(3, 4)
+    table = table.requires_grad_()
+    out = ManyTrees(plans, leaves, len(table)).contract(table).real.sum()
+    (g1,) = torch.autograd.grad(out, table, retain_graph=True)
+    (g2,) = torch.autograd.grad(out, table)
+    assert torch.equal(g1, g2)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fused_chains_contract_as_the_tree_they_rewrite(seed):
+    """A cone tensor meeting gates one by one: ``(T g1) g2 ...`` rewritten ``T (g1 g2 ...)``, same result."""
+    rng = np.random.default_rng(seed)
+    n_axes = 9
+    inputs, wires = [tuple(range(n_axes))], list(range(n_axes))
+    label = n_axes
+    for _ in range(6):  # gates on random wires: one-wire dense, two-wire dense, or diagonal (hyperedge)
+        kind = rng.integers(3)
+        w = sorted(rng.choice(n_axes, size=1 if kind == 0 else 2, replace=False).tolist())
+        if kind == 2:
+            inputs.append(tuple(wires[x] for x in w))
+            continue
+        new = list(range(label, label + len(w)))
+        label += len(w)
+        inputs.append(tuple(new) + tuple(wires[x] for x in w))
+        for x, nw in zip(w, new):
+            wires[x] = nw
+    output = tuple(wires[:3])
+    sizes = {i: 2 for i in range(label)}
+    nodes, indices = _binary_tree(inputs, output, [(0, 1)] * (len(inputs) - 1))  # gate after gate into T
+    fused, fused_ix, root = fuse_chains(nodes, indices, sizes, max(nodes), big=16)
+    assert len(fused) == len(nodes) and fused != nodes  # the same number of steps, re-associated
+    gen = torch.Generator().manual_seed(seed)
+    ops = [torch.randn([2] * len(ix), dtype=torch.complex128, generator=gen) for ix in inputs]
+    got = _contract_tree(fused, fused_ix, root, ops)
+    want = _contract_tree(nodes, indices, max(nodes), ops)
+    assert fused_ix[root] == indices[max(nodes)] == output
+    assert torch.allclose(got, want, atol=1e-12)
+
+
+def _contract_tree(nodes, indices, node, ops):
+    if node not in nodes:
+        return ops[node]
+    left, right = nodes[node]
+    letters = {}
+    sym = lambda ix: "".join(letters.setdefault(x, chr(97 + len(letters))) for x in ix)  # noqa: E731
+    eq = f"{sym(indices[left])},{sym(indices[right])}->{sym(indices[node])}"
+    return torch.einsum(eq, _contract_tree(nodes, indices, left, ops), _contract_tree(nodes, indices, right, ops))
 
 
 def test_many_trees_refuse_what_they_do_not_take():

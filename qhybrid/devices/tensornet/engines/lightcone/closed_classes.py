@@ -7,6 +7,11 @@ built once per gate kind, from the circuit's flat parameters, into one leaf tabl
 cones is built once), and every member's network reads its operands from that table by position
 (``network/many.py``). The members' values come back together, with one autograd node for all of them.
 
+Classes whose members read equal parameters (an 8x8 lattice QAOA: every edge of a class at the same
+angles) run each distinct row once, all classes in one pass too: their networks read class-local copies of
+the distinct rows, and each member gets its row's value and, in the backward, its cotangent times its
+row's gradient (``shared.run_distinct``'s rule, for all classes at once).
+
 Taken when nothing is stacked or broadcast (one parameter row, no data batch), the contraction backend is
 torch, and every closed class measures one Pauli word of gates with closed-form matrices; anything else
 runs class by class as before (``program.ConeProgram._class_values``).
@@ -30,9 +35,11 @@ TOGETHER_MIN_MEMBERS = 2
 
 class ClassesTogether:
     """The closed classes of a ``ConeProgram`` (``classes``: (class, its one-row ``ClosedProgram``) pairs),
-    compiled into one ``ManyTrees`` over a leaf table of the circuit's gates."""
+    compiled into one ``ManyTrees`` over a leaf table of the circuit's gates. ``rows[i]``: the parameter
+    positions (``[networks, class parameters]``) of the networks run for class ``i``; by default every
+    member's row of the full circuit (``class.table``)."""
 
-    def __init__(self, classes: list, dtype, device):
+    def __init__(self, classes: list, dtype, device, rows: list | None = None):
         self.classes = [c for c, _ in classes]
         self.dtype, self.device = dtype, device
         self._fast: dict[str, dict[tuple, int]] = {}  # gate name -> {full-circuit parameter positions: row}
@@ -42,12 +49,12 @@ class ClassesTogether:
         self._dims: dict[str, int] = {}  # gate name -> its matrix dimension
         recipes, plans = [], []
         max_memory = min(p.opts.max_memory for _, p in classes)
-        for c, program in classes:
+        for i, (c, program) in enumerate(classes):
             (contraction,) = program._terms.values()
-            plans.extend([contraction.plan] * len(c.terms))
-            table = c.table.cpu().numpy()
-            for m in range(len(c.terms)):
-                recipes.append([self._recipe(o, c, table[m]) for o in contraction.network.operands])
+            table = c.table.cpu().numpy() if rows is None else rows[i]
+            plans.extend([contraction.plan] * len(table))
+            for row in table:
+                recipes.append([self._recipe(o, c, row) for o in contraction.network.operands])
         self.constants = torch.cat(self._const_parts) if self._const_parts else torch.zeros(0, dtype=dtype, device=device)
         self._fast_index = {
             name: torch.tensor(list(rows), dtype=torch.long, device=device).reshape(len(rows), -1)
@@ -59,7 +66,8 @@ class ClassesTogether:
             at += len(rows) * self._dims[name] ** 2
         self.table_size = at
         leaves = [[self._positions(r, offsets) for r in network] for network in recipes]
-        self.trees = ManyTrees(plans, leaves, self.table_size, max_elements=max_memory / dtype.itemsize)
+        limit = max_memory / dtype.itemsize
+        self.trees = ManyTrees(plans, leaves, self.table_size, max_elements=limit, constants=self._const_size, mirrored=True)
 
     def _recipe(self, o, c, row) -> tuple:
         """(block, key, dimension, operand) of one network operand: where its base tensor lives in the table."""
@@ -117,9 +125,13 @@ class ClassesTogether:
             parts.append(fast_matrix(name, list(p.unbind(1)), self.dtype, self.device).reshape(-1))
         return torch.cat(parts)
 
+    def values(self, params: torch.Tensor) -> torch.Tensor:
+        """Every network's (real) value, class after class."""
+        return self.trees.contract(self.table(params)).real
+
     def run(self, params: torch.Tensor) -> dict[int, torch.Tensor]:
         """Per class (by ``id``): its members' ``[1, members, 1]`` values."""
-        values = self.trees.contract(self.table(params)).real
+        values = self.values(params)
         out, at = {}, 0
         for c in self.classes:
             out[id(c)] = values[at : at + len(c.terms)].reshape(1, -1, 1)
@@ -129,34 +141,71 @@ class ClassesTogether:
 
 def run_together(program, params: torch.Tensor, values) -> dict[int, torch.Tensor]:
     """The values (per class ``id``: ``[1, members, 1]``) of a ``ConeProgram``'s closed classes that run
-    together this step: those whose members read pairwise distinct parameters (a class whose members share
-    their rows runs each distinct row once, the plain way, and is cheaper there). Empty where none does."""
+    together this step: those whose members read pairwise distinct parameters in one pass, those whose
+    members share rows (each distinct row once) in another. Empty where none does."""
     if program.rows != 1 or program.structure.batch_size is not None or program.opts.spread_slices is not False:
         return {}
-    chosen = tuple(c for c in program.classes if program._closed_class[id(c)] and _distinct_rows(c, params[0]))
-    key = (values.dtype, str(values.device), tuple(id(c) for c in chosen))
+    distinct, shared = [], []
+    for c in program.classes:
+        if not program._closed_class[id(c)]:
+            continue
+        if len(c.terms) == 1:
+            distinct.append(c)
+            continue
+        cols = params[0][c.table.to(params.device)]  # [members, class parameters]
+        if cols.shape[1] == 0:  # every member the same circuit without parameters: run the plain way
+            continue
+        with torch.no_grad():
+            unique, inverse = torch.unique(cols.detach(), dim=0, return_inverse=True)
+        if unique.shape[0] == cols.shape[0]:
+            distinct.append(c)
+        else:
+            shared.append((c, cols, unique, inverse))
+    out = {}
+    key = (values.dtype, str(values.device), tuple(id(c) for c in distinct))
     if key not in program._together:
-        program._together[key] = classes_together(program, chosen, values.dtype, values.device)
+        program._together[key] = classes_together(program, distinct, values.dtype, values.device)
     together = program._together[key]
-    if together is None:
-        return {}
-    program.executions += len(together.classes)
-    return together.run(params[0])
+    if together is not None:
+        program.executions += len(together.classes)
+        out.update(together.run(params[0]))
+    if shared:
+        key = ("shared", values.dtype, str(values.device), tuple((id(c), u.shape[0]) for c, _, u, _ in shared))
+        if key not in program._together:
+            program._together[key] = shared_together(program, shared, values.dtype, values.device)
+        got = program._together[key]
+        if got is not None:
+            program.executions += sum(u.shape[0] for _, _, u, _ in shared)
+            out.update(got.run([cols for _, cols, _, _ in shared], [(u, inv) for _, _, u, inv in shared]))
+    return out
 
 
-def _distinct_rows(c, params: torch.Tensor) -> bool:
-    if len(c.terms) == 1:
-        return True
-    rows = params.detach()[c.table.to(params.device)]
-    return torch.unique(rows, dim=0).shape[0] == rows.shape[0]
-
-
-def classes_together(program, classes, dtype, device) -> ClassesTogether | None:
+def classes_together(program, classes, dtype, device, rows=None) -> ClassesTogether | None:
     """The ``ClassesTogether`` of some of a ``ConeProgram``'s closed classes, or None where they run one
     by one."""
-    if sum(len(c.terms) for c in classes) < TOGETHER_MIN_MEMBERS:
+    pairs = _pairs(program, classes, device, sum(len(c.terms) for c in classes) if rows is None else sum(map(len, rows)))
+    if pairs is None:
         return None
-    if not isinstance(get_backend(program.opts.backend, device), TorchBackend):
+    try:
+        return ClassesTogether(pairs, dtype, device, rows)
+    except NotTogether:
+        return None
+
+
+def shared_together(program, shared, dtype, device):
+    """A ``SharedTogether`` of the classes in ``shared`` ((class, columns, distinct rows, inverse) each), or
+    None where they run one by one."""
+    classes = [c for c, _, _, _ in shared]
+    rows, at = [], 0
+    for c, cols, unique, _ in shared:
+        rows.append(at + np.arange(unique.numel()).reshape(unique.shape))
+        at += unique.numel()
+    together = classes_together(program, classes, dtype, device, rows)
+    return None if together is None else SharedTogether(program, together, shared)
+
+
+def _pairs(program, classes, device, networks: int):
+    if networks < TOGETHER_MIN_MEMBERS or not isinstance(get_backend(program.opts.backend, device), TorchBackend):
         return None
     pairs = []
     for c in classes:
@@ -166,10 +215,7 @@ def classes_together(program, classes, dtype, device) -> ClassesTogether | None:
         if len(program_c._terms) != 1 or next(iter(program_c._terms))[0] != "pauli":
             return None
         pairs.append((c, program_c))
-    try:
-        return ClassesTogether(pairs, dtype, device)
-    except NotTogether:
-        return None
+    return pairs
 
 
 def _one_word(tape) -> bool:
@@ -180,4 +226,81 @@ def _one_word(tape) -> bool:
     return ps is not None and len(ps) == 1 and all(w and c == 1 for w, c in ps.items())
 
 
-__all__ = ["ClassesTogether", "classes_together", "run_together"]
+class SharedTogether:
+    """Closed classes whose members share parameter rows, each distinct row run once, all in one pass: the
+    networks read the distinct rows laid end to end (``together``, built over those class-local rows)."""
+
+    def __init__(self, program, together: ClassesTogether, shared):
+        self.program, self.together = program, together
+        self.classes = [c for c, _, _, _ in shared]
+        self._every = None  # the classes over every member's own row (second derivatives)
+
+    def run(self, cols: list, distinct: list) -> dict[int, torch.Tensor]:
+        """Per class ``id``: its members' ``[1, members, 1]`` values, from their columns ``cols`` and the
+        ``(distinct rows, inverse)`` of each."""
+        if torch.is_grad_enabled() and any(x.requires_grad for x in cols):
+            flat = _SharedRows.apply(self, [inv for _, inv in distinct], [u for u, _ in distinct], *cols)
+        else:
+            with torch.no_grad():
+                every = self.together.values(torch.cat([u.reshape(-1) for u, _ in distinct]))
+                flat = torch.cat(list(_members(every, distinct)))
+        out, at = {}, 0
+        for c, x in zip(self.classes, cols):
+            out[id(c)] = flat[at : at + x.shape[0]].reshape(1, -1, 1)
+            at += x.shape[0]
+        return out
+
+    def every_member(self, cols: list) -> torch.Tensor:
+        """Every member's value from its own row (recorded: a second derivative differentiates this)."""
+        if self._every is None:
+            rows, at = [], 0
+            for x in cols:
+                rows.append(at + np.arange(x.numel()).reshape(x.shape))
+                at += x.numel()
+            self._every = classes_together(self.program, self.classes, self.together.dtype, self.together.device, rows)
+        return self._every.values(torch.cat([x.reshape(-1) for x in cols]))
+
+
+def _members(values: torch.Tensor, distinct: list):
+    at = 0
+    for unique, inverse in distinct:
+        yield values[at : at + unique.shape[0]][inverse]
+        at += unique.shape[0]
+
+
+class _SharedRows(torch.autograd.Function):
+    """Members' values from their classes' distinct rows; each member's gradient is its cotangent times its
+    row's gradient (the rows run once with a cotangent of ones)."""
+
+    @staticmethod
+    def forward(ctx, shared: SharedTogether, inverses: list, uniques: list, *cols):
+        ctx.shared, ctx.inverses = shared, inverses
+        ctx.save_for_backward(*cols)
+        with torch.enable_grad():
+            ctx.leaves = [u.detach().requires_grad_(True) for u in uniques]
+            ctx.out = shared.together.values(torch.cat([x.reshape(-1) for x in ctx.leaves]))
+        return torch.cat(list(_members(ctx.out.detach(), list(zip(uniques, inverses)))))
+
+    @staticmethod
+    def backward(ctx, dy):
+        cols = ctx.saved_tensors
+        if torch.is_grad_enabled():  # a higher derivative: every member through its own row
+            with torch.enable_grad():
+                full = ctx.shared.every_member(list(cols))
+                grads = torch.autograd.grad(full, cols, dy, create_graph=True)
+            return (None, None, None, *grads)
+        leaves, out = ctx.leaves, ctx.out
+        if out is None:  # a second backward through the same graph: run the distinct rows again
+            with torch.enable_grad():
+                leaves = [u.detach().requires_grad_(True) for u in leaves]
+                out = ctx.shared.together.values(torch.cat([x.reshape(-1) for x in leaves]))
+        ctx.out = None
+        g_rows = torch.autograd.grad(out, leaves, torch.ones_like(out))
+        grads, at = [], 0
+        for x, g, inverse in zip(cols, g_rows, ctx.inverses):
+            grads.append(dy[at : at + x.shape[0]].unsqueeze(-1).to(g.dtype) * g[inverse])
+            at += x.shape[0]
+        return (None, None, None, *grads)
+
+
+__all__ = ["ClassesTogether", "SharedTogether", "classes_together", "run_together"]

@@ -1,0 +1,192 @@
+"""The large steps of many networks' trees, one at a time in each tree's depth-first order (``many.py``).
+
+A step with a large operand (a cone tensor of 2^14-2^19 elements meeting a gate) is bound by memory
+traffic, not by dispatch: batching it with other networks' steps gains nothing, and reading its operands
+through position tables from one buffer of every intermediate (the waves' way) costs a cache miss per
+element: its operand was written waves earlier and evicted since (29 ns an element measured on Q100 p=4,
+against 1-4 ns for a permutation copy of a tensor still in cache). Here each large step runs on its own,
+right after the steps that made its operands (depth-first), and reads a held operand as a strided view
+permuted so that the indices it shares with its partner come first (``bt + k + rest``): a copy whose
+inner runs are the rest of the tensor in its own order (the cheap direction of a permutation), or none at
+all where they already lead. Both operands are read as ``[b, k, free]``, the left one transposed in the
+matrix product, so neither is ever moved to the back. Gathered operands are kept for the backward (a held
+result is dropped once its consumer has its copy), so the backward permutes nothing but each cotangent back
+into its producer's layout, and skips the products of operands that need no gradient.
+
+>>> # exercised through ``ManyTrees`` (many.py), whose doctest and tests run it with every step large
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+MAX_COPY_RUNS = 7
+"""A permutation whose copy falls into more than this many coalesced strided runs is gathered through a
+position table instead: on 2^14-2^16-element tensors of extent-2 indices torch's permuted copy took 1.2-2.5
+ns an element up to 7 runs, 3-8 ns at 8-11 and 12-21 ns at 12 and more; ``index_select`` 1.6-2.9 ns
+whatever the runs (medians, one thread)."""
+
+
+@dataclass(frozen=True)
+class _Fetch:
+    """How a step reads one operand as ``[rows, k, free]``: from the small buffer by positions
+    (``index``), or from a held result (``slot``) through a permutation (``perm`` of its ``shape``; None
+    when it is read as it lies) or a position table (``index`` over its elements)."""
+
+    slot: int  # -1: the small buffer
+    index: torch.Tensor | None
+    shape: tuple[int, ...]
+    perm: tuple[int, ...] | None
+    grad: bool  # whether a cotangent must flow into it
+
+    def read(self, small: torch.Tensor, held: list, rows: int, k: int, free: int) -> torch.Tensor:
+        if self.slot < 0:
+            return small.index_select(0, self.index).view(rows, k, free)
+        t = held[self.slot]
+        if self.index is not None:
+            return t.reshape(-1).index_select(0, self.index).view(rows, k, free)
+        if self.perm is None:
+            return t.view(rows, k, free)
+        return t.view(self.shape).permute(self.perm).reshape(rows, k, free)
+
+    def back(self, g: torch.Tensor) -> torch.Tensor:
+        """A cotangent in this fetch's ``[rows, k, free]`` order, in the held result's own layout."""
+        if self.index is not None:
+            return torch.empty(math.prod(self.shape), dtype=g.dtype, device=g.device).index_copy_(0, self.index, g.reshape(-1))
+        if self.perm is None:
+            return g.reshape(-1)
+        inverse = tuple(int(i) for i in np.argsort(self.perm))
+        return g.reshape([self.shape[p] for p in self.perm]).permute(inverse).reshape(-1)
+
+
+@dataclass(frozen=True)
+class _SeqStep:
+    a: _Fetch
+    b: _Fetch
+    rows: int
+    m: int
+    k: int
+    n: int
+    last_use: tuple[int, ...]  # held slots this step reads for the last time (dropped after it)
+
+
+class Sequence:
+    """The large steps of several trees, in order, with their held results (built by ``many.ManyTrees``).
+
+    ``add(...)`` appends a step and returns its slot; ``roots`` are (slot, permutation to the network's
+    output order, shape) for networks whose result is held here."""
+
+    def __init__(self):
+        self.steps: list[_SeqStep] = []
+        self._pending: list[dict] = []
+        self.sizes: list[int] = []  # elements of each slot's result
+
+    def add(self, a: _Fetch, b: _Fetch, shape: tuple[int, int, int, int]) -> int:
+        rows, m, k, n = shape
+        self._pending.append(dict(a=a, b=b, rows=rows, m=m, k=k, n=n))
+        self.sizes.append(rows * m * n)
+        return len(self._pending) - 1
+
+    def finish(self) -> None:
+        """Fix each step's last reads (a held result is read by exactly one later step)."""
+        for s, p in enumerate(self._pending):
+            drop = tuple(f.slot for f in (p["a"], p["b"]) if f.slot >= 0)
+            self.steps.append(_SeqStep(p["a"], p["b"], p["rows"], p["m"], p["k"], p["n"], drop))
+        self._pending = []
+
+    def to(self, device) -> "Sequence":
+        """The same steps with their position tables on ``device``."""
+        moved = Sequence()
+        moved.sizes = self.sizes
+        on = lambda f: f if f.index is None else replace(f, index=f.index.to(device))  # noqa: E731
+        moved.steps = [replace(st, a=on(st.a), b=on(st.b)) for st in self.steps]
+        return moved
+
+    @property
+    def held_elements(self) -> int:
+        """Elements kept from the forward for the backward: every step's two gathered operands."""
+        return sum(s.rows * s.k * (s.m + s.n) for s in self.steps)
+
+    def forward(self, small: torch.Tensor, keep: dict) -> list:
+        """Every step's result (``held``, ``None`` where consumed); the gathered operands into ``keep``."""
+        held: list = [None] * len(self.steps)
+        gathered = []
+        for s, st in enumerate(self.steps):
+            a = st.a.read(small, held, st.rows, st.k, st.m)
+            b = st.b.read(small, held, st.rows, st.k, st.n)
+            held[s] = torch.bmm(a.mT, b)  # [rows, m, n]
+            for slot in st.last_use:
+                held[slot] = None
+            gathered.append((a, b))
+        keep["gathered"] = gathered
+        return held
+
+    def backward(self, gathered: list, cot_held: list, cot_small: torch.Tensor) -> None:
+        """Cotangents of every step's operands, from ``cot_held`` (the held results', filled for the roots),
+        into ``cot_held`` (held operands) and ``cot_small`` (buffer operands, accumulated)."""
+        for s in range(len(self.steps) - 1, -1, -1):
+            st = self.steps[s]
+            gc = cot_held[s]
+            cot_held[s] = None
+            if gc is None:
+                continue
+            gc = gc.view(st.rows, st.m, st.n)
+            a, b = gathered[s]
+            gathered[s] = None
+            if st.a.grad:
+                self._give(st.a, torch.bmm(gc, b.mT.conj()).mT, cot_held, cot_small)  # [rows, k, m]
+            if st.b.grad:
+                self._give(st.b, torch.bmm(a.conj(), gc), cot_held, cot_small)  # [rows, k, n]
+
+    @staticmethod
+    def _give(fetch: _Fetch, g: torch.Tensor, cot_held: list, cot_small: torch.Tensor) -> None:
+        if fetch.slot < 0:
+            cot_small.index_add_(0, fetch.index, g.reshape(-1))
+        else:
+            cot_held[fetch.slot] = fetch.back(g)
+
+    def recorded(self, small: torch.Tensor) -> list:
+        """The forward with autograd recording (for a backward that builds its own graph)."""
+        held: list = [None] * len(self.steps)
+        for s, st in enumerate(self.steps):
+            a = st.a.read(small, held, st.rows, st.k, st.m)
+            b = st.b.read(small, held, st.rows, st.k, st.n)
+            held[s] = torch.matmul(a.mT, b)
+        return held
+
+
+def fetch_of(home, want: list, sizes: dict, grad: bool) -> _Fetch:
+    """How to read a tensor at ``home`` in the index order ``want``: ``("positions", array, order)`` (the
+    small buffer) or ``("held", slot, order)``."""
+    kind, where, order = home
+    if kind == "positions":
+        index = torch.from_numpy(np.ascontiguousarray(where.transpose([order.index(x) for x in want])).reshape(-1))
+        return _Fetch(-1, index, (), None, grad)
+    shape = tuple(sizes[x] for x in order)
+    perm = tuple(order.index(x) for x in want)
+    if perm == tuple(range(len(perm))):
+        return _Fetch(where, None, shape, None, grad)
+    if _runs(shape, perm) > MAX_COPY_RUNS:
+        index = np.arange(math.prod(shape)).reshape(shape).transpose(perm).reshape(-1)
+        return _Fetch(where, torch.from_numpy(np.ascontiguousarray(index)), shape, perm, grad)
+    return _Fetch(where, None, shape, perm, grad)
+
+
+def _runs(shape: tuple, perm: tuple) -> int:
+    """Coalesced runs of a permuted copy: axes adjacent in the result that are adjacent in the source too
+    (or of extent 1) merge into one."""
+    runs, prev = 0, None
+    for p in perm:
+        if shape[p] == 1:
+            continue
+        if prev is None or p != prev + 1:
+            runs += 1
+        prev = p
+    return runs
+
+
+__all__ = ["Sequence", "fetch_of", "MAX_COPY_RUNS"]

@@ -1,0 +1,146 @@
+"""The small steps of many networks' trees, batched by waves over one flat buffer (``many.py``).
+
+A step's wave is its height in its tree, so a wave's steps only read tensors made in earlier waves.
+Every pairwise step is a batched matrix product ``C[b, m, n] = sum_k A[b, m, k] B[b, k, n]``; all
+tensors (the leaf table, its conjugate, then every step's result) live in one flat buffer, and a wave is
+one ``index_select`` per operand side and one ``bmm`` per distinct ``(m, k, n)`` shape, writing straight
+into the buffer: dispatch, not arithmetic, is what small steps cost, and this pays it once per wave and
+shape whatever the number of networks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+class NotTogether(Exception):
+    """A network this executor does not take (a one-tensor step, an index summed inside one operand, a
+    sliced plan): the caller contracts it the plain way."""
+
+
+@dataclass(frozen=True)
+class _Group:
+    """The steps of one wave with one ``(m, k, n)`` shape: ``rows`` matrices (hyperedge values summed over
+    steps) read at ``a``/``b`` of the wave's gathered operands, written at ``out`` in the buffer."""
+
+    m: int
+    k: int
+    n: int
+    rows: int
+    a: tuple[int, int]
+    b: tuple[int, int]
+    out: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class _Wave:
+    index_a: torch.Tensor  # positions in the buffer of every group's left operands, group after group
+    index_b: torch.Tensor
+    groups: tuple[_Group, ...]
+    out: tuple[int, int]  # the buffer's span of the wave's results
+    a_sizes: tuple[int, ...]  # per group: elements of its left operands, right operands, results
+    b_sizes: tuple[int, ...]
+    out_sizes: tuple[int, ...]
+
+
+def split_step(ia, ib, out, sizes) -> tuple:
+    """``(swap, bt, m, k, n)`` of one pairwise step on operands indexed ``ia``, ``ib``: ``bt`` the indices
+    both operands and the result hold, ``m``/``n`` those only the left/right one and the result hold, ``k``
+    those summed, each in its operand's own order; ``swap``: the right operand has the smaller free side
+    and goes left (one shape for ``A B`` and ``B A``)."""
+    sa, sb, so = set(ia), set(ib), set(out)
+    if (sa - sb - so) or (sb - sa - so) or not so <= (sa | sb):
+        raise NotTogether("an index summed inside one operand")
+    size = lambda ix: math.prod(sizes[x] for x in ix)  # noqa: E731
+    bt = [x for x in ia if x in sb and x in so]
+    m = [x for x in ia if x in so and x not in sb]
+    k = [x for x in ia if x in sb and x not in so]
+    n = [x for x in ib if x in so and x not in sa]
+    if size(m) > size(n):
+        return True, [x for x in ib if x in sa and x in so], n, [x for x in ib if x in sa and x not in so], m
+    return False, bt, m, k, n
+
+
+def build_waves(steps_by_wave: dict, stored: list, offset: int) -> tuple[list[_Wave], int]:
+    """The waves of ``steps_by_wave`` (height -> ``(network, node, left, right, result indices, sizes)``),
+    reading operands at ``stored[network][tensor] = (positions, index order)`` and placing each result in
+    the buffer from ``offset`` on (recorded in ``stored``). Returns the waves and the buffer's new end."""
+    waves = []
+    for h in sorted(steps_by_wave):
+        by_shape: dict[tuple, list] = {}
+        for i, node, left, right, out, sizes in steps_by_wave[h]:
+            (pa, ia), (pb, ib) = stored[i][left], stored[i][right]
+            swap, bt, m, k, n = split_step(ia, ib, out, sizes)
+            if swap:
+                (pa, ia), (pb, ib) = (pb, ib), (pa, ia)
+            size = lambda ix: math.prod(sizes[x] for x in ix)  # noqa: E731
+            pos_a = pa.transpose([ia.index(x) for x in bt + m + k])
+            pos_b = pb.transpose([ib.index(x) for x in bt + k + n])
+            by_shape.setdefault((size(m), size(k), size(n)), []).append((i, node, pos_a, pos_b, tuple(bt + m + n), sizes))
+        groups, index_a, index_b, n_a, n_b = [], [], [], 0, 0
+        for (m, k, n), members in by_shape.items():
+            rows, start, a0, b0 = 0, offset, n_a, n_b
+            for i, node, pos_a, pos_b, order, sizes in members:
+                rows += pos_a.size // (m * k)
+                size = pos_a.size // (m * k) * m * n
+                stored[i][node] = (offset + np.arange(size).reshape([sizes[x] for x in order]), order)
+                offset += size
+                index_a.append(pos_a.reshape(-1))
+                index_b.append(pos_b.reshape(-1))
+                n_a += pos_a.size
+                n_b += pos_b.size
+            groups.append(_Group(m, k, n, rows, (a0, n_a), (b0, n_b), (start, offset)))
+        ia, ib = torch.from_numpy(np.concatenate(index_a)), torch.from_numpy(np.concatenate(index_b))
+        sizes_ = [tuple(g.a[1] - g.a[0] for g in groups), tuple(g.b[1] - g.b[0] for g in groups)]
+        sizes_.append(tuple(g.out[1] - g.out[0] for g in groups))
+        waves.append(_Wave(ia, ib, tuple(groups), (groups[0].out[0], offset), *sizes_))
+    return waves, offset
+
+
+def waves_forward(waves: list, indices: list, buffer: torch.Tensor) -> None:
+    """Run the waves, writing every result into ``buffer``."""
+    for wave, (ia, ib) in zip(waves, indices):
+        a = torch.split_with_sizes(buffer.index_select(0, ia), wave.a_sizes)
+        b = torch.split_with_sizes(buffer.index_select(0, ib), wave.b_sizes)
+        c = torch.split_with_sizes(buffer[wave.out[0] : wave.out[1]], wave.out_sizes)
+        for g, ag, bg, cg in zip(wave.groups, a, b, c):
+            torch.bmm(ag.view(g.rows, g.m, g.k), bg.view(g.rows, g.k, g.n), out=cg.view(g.rows, g.m, g.n))
+
+
+def waves_backward(waves: list, indices: list, buffer: torch.Tensor, cot: torch.Tensor) -> None:
+    """The waves in reverse: every result's cotangent in ``cot`` (same layout as ``buffer``) added back to
+    its operands' positions."""
+    for wave, (ia, ib) in zip(reversed(waves), reversed(indices)):
+        # g_A = g_C conj(B)^T and g_B = conj(A)^T g_C: the operands conjugated once per wave
+        a = torch.split_with_sizes(buffer.index_select(0, ia).conj_physical_(), wave.a_sizes)
+        b = torch.split_with_sizes(buffer.index_select(0, ib).conj_physical_(), wave.b_sizes)
+        ga = torch.empty(len(ia), dtype=buffer.dtype, device=buffer.device)
+        gb = torch.empty(len(ib), dtype=buffer.dtype, device=buffer.device)
+        c = torch.split_with_sizes(cot[wave.out[0] : wave.out[1]], wave.out_sizes)
+        ga_parts, gb_parts = torch.split_with_sizes(ga, wave.a_sizes), torch.split_with_sizes(gb, wave.b_sizes)
+        for g, ag, bg, cg, gag, gbg in zip(wave.groups, a, b, c, ga_parts, gb_parts):
+            gc = cg.view(g.rows, g.m, g.n)
+            torch.bmm(gc, bg.view(g.rows, g.k, g.n).mT, out=gag.view(g.rows, g.m, g.k))
+            torch.bmm(ag.view(g.rows, g.m, g.k).mT, gc, out=gbg.view(g.rows, g.k, g.n))
+        cot.index_add_(0, ia, ga)
+        cot.index_add_(0, ib, gb)
+
+
+def waves_recorded(waves: list, indices: list, buffer: torch.Tensor) -> torch.Tensor:
+    """The waves with autograd recording: the buffer grows by concatenation, wave by wave, in the order its
+    positions were given out."""
+    for wave, (ia, ib) in zip(waves, indices):
+        a, b = buffer[ia], buffer[ib]
+        outs = [
+            torch.matmul(a[g.a[0] : g.a[1]].view(g.rows, g.m, g.k), b[g.b[0] : g.b[1]].view(g.rows, g.k, g.n)).reshape(-1)
+            for g in wave.groups
+        ]
+        buffer = torch.cat([buffer, *outs])
+    return buffer
+
+
+__all__ = ["NotTogether", "split_step", "build_waves", "waves_forward", "waves_backward", "waves_recorded"]
