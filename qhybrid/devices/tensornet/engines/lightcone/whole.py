@@ -25,13 +25,16 @@ circuit (the pre-cone path) when that network's largest intermediate stays withi
 terms run by cone classes (Q100 at p=3: the whole network would touch 52 indices)."""
 
 
-def closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape):
+def closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape, words=None):
     """The ClosedProgram of the measurements a closed network of the whole circuit measures (None if
     none): those that are not Pauli sentences, and those with terms too wide for a state vector whose
     whole-circuit network has small intermediates (their sentence as one matrix-product operator, light
-    cones united: a CNOT ladder's nested cones share all their work there). One planning budget for all."""
+    cones united: a CNOT ladder's nested cones share all their work there). One planning budget for all.
+    ``words``: the measured words (position -> letter) the term indices of ``per_measurement`` and
+    ``widths`` (each word's light-cone width) refer to; the widest are judged first (``_refused``)."""
     candidates = [m for m, terms in per_measurement.items() if any(widths[t] > state_max_wires for t in terms)]
-    candidates = [m for m in candidates if not _refused(structure, stacked, stack_size, opts, tape, m)]
+    width = {tuple(sorted(words[t].items())): widths[t] for ts in per_measurement.values() for t in ts} if words else {}
+    candidates = [m for m in candidates if not _refused(structure, stacked, stack_size, opts, tape, m, width)]
     if not plain and not candidates:
         return None
     # judged by its largest intermediate, mostly to be refused (a QAOA Hamiltonian's 150 word networks): no
@@ -56,18 +59,26 @@ def closed_program(plain, per_measurement, widths, state_max_wires, structure, s
     return program
 
 
-def _refused(structure, stacked, stack_size, opts, tape, m: int) -> bool:
+REFUSAL_WORDS = 8
+"""Words of a Hamiltonian judged before its whole-circuit program is built (the widest light cones first):
+one too wide settles the refusal; where none of these is, the program decides as before."""
+
+
+def _refused(structure, stacked, stack_size, opts, tape, m: int, width=None) -> bool:
     """Whether measurement ``m`` is sure to be refused (``_small``) before its program is built: one of its
-    networks, united or split into words, has an intermediate above ``WHOLE_NETWORK_MAX_ELEMENTS`` along
-    its greedy (or stored) path. Building and planning every word's network of a QAOA Hamiltonian to
-    refuse it took 8 s of L8p3's first step and 25 s of Q100 p=4's (load 2-3); here the first word too
-    wide settles it. Measurements this cannot settle go to the program as before."""
+    words' networks and its united network (split into words or not, something is too wide) have an
+    intermediate above ``WHOLE_NETWORK_MAX_ELEMENTS`` along their greedy (or stored) paths. Building and
+    planning every word's network of a QAOA Hamiltonian to refuse it took 8 s of L8p3's first step and
+    25 s of Q100 p=4's (load 2-3); here the widest ``REFUSAL_WORDS`` words (by ``width``: word key ->
+    light-cone width) are judged, then the united network. Measurements this cannot settle go to the
+    program as before."""
     try:
         specs = list(dict.fromkeys(_closed_terms(tape.measurements[m], structure)))
     except UnsupportedOperationError:
         return False
     diagonal = diagonal_slots(structure, tape)
     store = PathSettings.of(opts.optimizer).store
+    width = width or {}
 
     def too_wide(cap, wires, word, coeffs=()):
         net = closed_network(structure, stacked, stack_size, cap, wires, word, coeffs, diagonal)
@@ -77,11 +88,10 @@ def _refused(structure, stacked, stack_size, opts, tape, m: int) -> bool:
 
     for spec in specs:
         if spec[0] == "paulisum":
-            if not too_wide(*spec):  # the united sentence may be kept whole and pass
-                return False
             wires, strings = spec[1], spec[2]
             words = [("pauli", tuple(w for w, l in zip(wires, s) if l != "I"), s.replace("I", "")) for s in strings]
-            if any(too_wide(*word) for word in words):  # split or not, something is too wide
+            words.sort(key=lambda word: -width.get(tuple(sorted(zip(word[1], word[2]))), 0))
+            if any(too_wide(*word) for word in words[:REFUSAL_WORDS]) and too_wide(*spec):
                 return True
         elif spec[0] == "pauli" and too_wide(*spec):
             return True
@@ -92,4 +102,4 @@ def _small(program: ClosedProgram, mp) -> bool:
     return program.largest_intermediate(mp) <= WHOLE_NETWORK_MAX_ELEMENTS
 
 
-__all__ = ["closed_program", "WHOLE_NETWORK_MAX_ELEMENTS"]
+__all__ = ["closed_program", "WHOLE_NETWORK_MAX_ELEMENTS", "REFUSAL_WORDS"]
