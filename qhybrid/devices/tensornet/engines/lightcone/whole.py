@@ -59,19 +59,15 @@ def closed_program(plain, per_measurement, widths, state_max_wires, structure, s
     return program
 
 
-REFUSAL_WORDS = 8
-"""Words of a Hamiltonian judged before its whole-circuit program is built (the widest light cones first):
-one too wide settles the refusal; where none of these is, the program decides as before."""
-
-
 def _refused(structure, stacked, stack_size, opts, tape, m: int, width=None) -> bool:
     """Whether measurement ``m`` is sure to be refused (``_small``) before its program is built: one of its
     words' networks and its united network (split into words or not, something is too wide) have an
     intermediate above ``WHOLE_NETWORK_MAX_ELEMENTS`` along their greedy (or stored) paths. Building and
     planning every word's network of a QAOA Hamiltonian to refuse it took 8 s of L8p3's first step and
-    25 s of Q100 p=4's (load 2-3); here the widest ``REFUSAL_WORDS`` words (by ``width``: word key ->
-    light-cone width) are judged, then the united network. Measurements this cannot settle go to the
-    program as before."""
+    25 s of Q100 p=4's (load 2-3); here its words are judged widest light cone first (``width``: word key
+    -> light-cone width), the first too wide settling it (with the united network). Judging only the 8
+    widest missed Q100 p=4's (its widest cones are not its widest networks). Measurements this cannot
+    settle go to the program as before (their word networks' greedy paths are remembered for it)."""
     try:
         specs = list(dict.fromkeys(_closed_terms(tape.measurements[m], structure)))
     except UnsupportedOperationError:
@@ -91,7 +87,7 @@ def _refused(structure, stacked, stack_size, opts, tape, m: int, width=None) -> 
             wires, strings = spec[1], spec[2]
             words = [("pauli", tuple(w for w, l in zip(wires, s) if l != "I"), s.replace("I", "")) for s in strings]
             words.sort(key=lambda word: -width.get(tuple(sorted(zip(word[1], word[2]))), 0))
-            if any(too_wide(*word) for word in words[:REFUSAL_WORDS]) and too_wide(*spec):
+            if any(too_wide(*word) for word in words) and too_wide(*spec):
                 return True
         elif spec[0] == "pauli" and too_wide(*spec):
             return True
@@ -102,4 +98,4 @@ def _small(program: ClosedProgram, mp) -> bool:
     return program.largest_intermediate(mp) <= WHOLE_NETWORK_MAX_ELEMENTS
 
 
-__all__ = ["closed_program", "WHOLE_NETWORK_MAX_ELEMENTS", "REFUSAL_WORDS"]
+__all__ = ["closed_program", "WHOLE_NETWORK_MAX_ELEMENTS"]
