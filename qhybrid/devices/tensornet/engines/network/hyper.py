@@ -19,9 +19,9 @@ The payback counts nominal seconds (``DRAW_SECONDS_PER_INDEX``, ``RECONF_SECONDS
 ``ROUND_SECONDS_PER_TENSOR``), not the clock: how many draws and rounds a structure gets depends on its
 structure alone, so its tree is the same in every process, whatever the load.
 
-Measured on Q100 p=4's 119 costly cone classes (one thread, load 2-3; benchmarks/results/trees.md): steps
-1-3 2^27.6 flops in total in ~15 s, where the randomised greedy rounds before them gave 2^29.7 in 169 s;
-L8p3's 12 costly classes 2^24.5 against 2^26.5. cotengra's ``HyperOptimizer`` with reconfiguration after
+Measured on Q100 p=4's 119 costly cone classes (one thread, load 2-3; benchmarks/results/trees2.md): steps
+1-3 2^27.7 flops in total in 12 s, where the randomised greedy rounds before them gave 2^29.7 in 169 s;
+L8p3's 12 costly classes 2^24.6 in 1.1 s against 2^26.5 in 12 s. cotengra's ``HyperOptimizer`` with reconfiguration after
 every trial took 20-90 s a cone for the same or worse, and kahypar partitions were worse than greedy on
 these hyperedge networks. So the full ``HyperOptimizer`` (greedy trials, plus kahypar, or labels where
 kahypar is not installed, the same reconfiguration after each trial) runs only on what a network's share
@@ -52,8 +52,8 @@ greedy trees of 2^27.4 flops in total."""
 
 PAYBACK_CALLS = 30
 """Steps 1-3 go on while their nominal time stays below this many contractions along the best tree so
-far (at ``problem.FLOP_RATE``). On Q100 p=4's 119 costly cones: 10 calls 2^27.64 flops in total in 16 s,
-30 calls 2^27.49 in 19 s, 100 calls 2^27.39 in 32 s (load 2-3): the first step's planning is what the
+far (at ``problem.FLOP_RATE``). On Q100 p=4's 119 costly cones: 10 calls 2^28.03 flops in total in 9.2 s,
+30 calls 2^27.67 in 11.6 s, 60 calls 2^27.61 in 18.5 s (load 2-3): the first step's planning is what the
 issue's targets bind."""
 
 DRAW_BATCH = 4
