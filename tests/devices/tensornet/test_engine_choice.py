@@ -161,3 +161,101 @@ def test_engine_choice_reads_as_a_sentence():
     assert text.startswith("whole circuit, 24 wires: state vector (cheaper)")
     assert "2^31.0 flops" in text and "1.0 GiB" in text and "2^40.0 flops" in text and "8.0 GiB" in text
     assert math.isclose(choice.state_flops, 2.0**31)
+
+
+def _qaoa_word_tape(seed: int):
+    """A 10-wire 3-regular QAOA p=2 circuit (IsingZZ hyperedges, RX, a CNOT and an RY for dense gates)
+    measuring one ZZ word."""
+    g = nx.random_regular_graph(3, 10, seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    ops = [qml.Hadamard(i) for i in range(10)]
+    for _ in range(2):
+        ops += [qml.IsingZZ(float(torch.rand(1, generator=gen)), wires=e) for e in g.edges()]
+        ops += [qml.RX(float(torch.rand(1, generator=gen)), wires=i) for i in range(10)]
+    ops += [qml.CNOT([0, 1]), qml.RY(0.3, wires=2)]
+    u, v = next(iter(g.edges()))
+    return qml.tape.QuantumScript(ops, [qml.expval(qml.Z(u) @ qml.Z(v))])
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_network_pricing_without_plans_equals_pricing_by_a_closed_program(seed, tmp_path):
+    """``choice.network_cost`` prices a word's network from its path alone (no ContractionPlan built): the
+    same flops and bytes as through a greedy-planned ``ClosedProgram``; with a store holding a cheaper tree
+    for the network, it prices that tree (a second process prices what the first planned)."""
+    from dataclasses import replace
+
+    from qhybrid.devices.tensornet._structure import tape_structure
+    from qhybrid.devices.tensornet.engines.lightcone import choice
+    from qhybrid.devices.tensornet.engines.network import pathfind
+    from qhybrid.devices.tensornet.engines.network.path_cache import PathStore
+
+    tape = _qaoa_word_tape(seed)
+    structure = tape_structure(tape, None)
+    opts = qhybrid.device("tensornet", wires=10)._options([])
+    for gradient in (False, True):
+        new = choice.network_cost(structure, tape, opts, 16, gradient)
+        old = choice._program_cost(structure, tape, opts, 16, gradient)
+        assert new == old and new[0] > 0
+    store = PathStore(tmp_path)
+    stored = replace(opts, optimizer=pathfind.PathSettings("auto", math.inf, store))
+    (spec,) = [s for s in choice._closed_terms(tape.measurements[0], structure)]
+    net = choice.closed_network(structure, frozenset(), 0, *spec[:3], (), choice.diagonal_slots(structure, tape))
+    problem = choice.Problem.of(net.inputs, net.output, net.sizes, net.positions, choice.BATCH)
+    greedy = pathfind._quick(problem, "greedy")
+    worse = tuple((0, 1) for _ in range(problem.n - 1))  # a different (here costlier) tree, as a marker
+    store.save(problem.inputs, problem.output, problem.sizes, worse, True)
+    flops, _ = choice.network_cost(structure, tape, stored, 16, False)
+    marked = pathfind._evaluate(problem, worse)
+    assert marked.flops != greedy.flops  # the stored tree's price can be told from the greedy one's
+    assert flops == marked.flops + choice.NETWORK_STEP_FLOPS * choice._calls(net, marked)
+
+
+@pytest.mark.parametrize("limit", [1 << 2, 1 << 5, 1 << 30])
+def test_whole_network_refusal_before_building_agrees_with_the_program(monkeypatch, limit):
+    """``whole._refused`` settles a Hamiltonian's whole-circuit network from its words' paths before any
+    program is built; where it refuses, the program it saves building would have been refused too."""
+    from dataclasses import replace
+
+    from qhybrid.devices.tensornet._structure import tape_structure
+    from qhybrid.devices.tensornet.engines.network.pathfind import PathSettings
+    from qhybrid.devices.tensornet.engines.network.programs import ClosedProgram
+
+    monkeypatch.setattr(whole, "WHOLE_NETWORK_MAX_ELEMENTS", limit)
+    g = nx.random_regular_graph(3, 10, seed=3)
+    ops = [qml.Hadamard(i) for i in range(10)]
+    for layer in range(2):
+        ops += [qml.IsingZZ(0.3 + layer, wires=e) for e in g.edges()] + [qml.RX(0.2, wires=i) for i in range(10)]
+    tape = qml.tape.QuantumScript(ops, [qml.expval(qml.sum(*[qml.Z(u) @ qml.Z(v) for u, v in g.edges()]))])
+    structure = tape_structure(tape, None)
+    opts = qhybrid.device("tensornet", wires=10)._options([])
+    refused = whole._refused(structure, frozenset(), 0, opts, tape, 0)
+    judged = replace(opts, optimizer=replace(PathSettings.of(opts.optimizer), hyper=False, rescue=False))
+    program = ClosedProgram(structure, frozenset(), 0, judged, tape, only=[0])
+    small = whole._small(program, tape.measurements[0])
+    assert not (refused and small)
+    assert refused == (limit < 1 << 30) and small == (limit == 1 << 30)
+
+
+def test_call_count_equals_the_plans_einsum_calls():
+    """``choice.call_count`` counts the einsum calls ``plan._chunks`` builds, on random networks and paths."""
+    import random
+
+    from qhybrid.devices.tensornet.engines.lightcone.choice import call_count
+    from qhybrid.devices.tensornet.engines.network.plan import _binary_tree, _chunks
+
+    rng = random.Random(5)
+    for _ in range(200):
+        n, labels = rng.randint(1, 30), list(range(rng.randint(1, 24)))
+        inputs = [tuple(rng.sample(labels, rng.randint(1, min(5, len(labels))))) for _ in range(n)]
+        used = sorted({i for ix in inputs for i in ix})
+        output = tuple(rng.sample(used, rng.randint(0, min(3, len(used)))))
+        path, left = [], n
+        while left > 1:
+            k = rng.choice((2, 2, 2, 3))
+            k = min(k, left)
+            path.append(tuple(rng.sample(range(left), k)))
+            left -= k - 1
+        if n == 1:
+            path = [(0,)]
+        tree = _binary_tree(inputs, output, path)
+        assert call_count(*tree) == len(_chunks(n, *tree))

@@ -1,7 +1,7 @@
-"""The hyper tier of the path search (``network/hyper.py``): randomised greedy trees refined by subtree
-reconfiguration for networks whose greedy path is costly, cotengra's HyperOptimizer on what their budget
-share leaves, kahypar or cotengra's own partitioner; kept on disk; the budget shared among cone classes by
-their flops (``lightcone/budget.py``). Values and gradients through hyper-planned networks equal
+"""The hyper tier of the path search (``network/hyper.py``): min-fill elimination trees, subtree
+reconfiguration and randomised greedy rounds for networks whose greedy path is costly, cotengra's
+HyperOptimizer on what their budget share leaves, kahypar or cotengra's own partitioner; kept on disk;
+the budget shared among cone classes by their flops (``lightcone/budget.py``). Values and gradients through hyper-planned networks equal
 default.qubit. No timing."""
 
 from __future__ import annotations
@@ -229,26 +229,36 @@ def test_a_second_process_reads_the_cone_classes_hyper_paths(tmp_path):
 
 
 def test_hyper_rounds_draw_new_seeds_while_they_pay(monkeypatch):
-    """Step 3: further rounds of randomised greedy trees and reconfiguration, each with a new seed, while
-    the payback rule allows (at most MAX_ROUNDS); one round where it does not. Never worse than one round."""
+    """Steps 1-3: elimination draws in batches and randomised greedy rounds (a new seed each) while the
+    payback rule allows (at most MAX_DRAWS / MAX_ROUNDS); one batch of draws and no round where it does
+    not. Never worse than the one batch; the same structure gets the same tree on every call."""
     from cotengra.pathfinders import path_basic
 
-    seeds = []
-    original = path_basic.RandomGreedyOptimizer
+    from qhybrid.devices.tensornet.engines.network import eliminate
+
+    seeds, draws = [], []
+    original, drawn = path_basic.RandomGreedyOptimizer, eliminate.min_fill_order
 
     def spy(*args, **kwargs):
         seeds.append(kwargs["seed"])
         return original(*args, **kwargs)
 
+    def count(graph, seed=0, noise=0.0):
+        draws.append(seed)
+        return drawn(graph, seed, noise)
+
     monkeypatch.setattr(path_basic, "RandomGreedyOptimizer", spy)
+    monkeypatch.setattr(hyper, "min_fill_order", count)
     problem = _random_network(8, n=20)
-    monkeypatch.setattr(hyper, "ROUND_PAYBACK_CALLS", 0)
+    monkeypatch.setattr(hyper, "PAYBACK_CALLS", 0)
     one = hyper.improve(problem, 0.0)
-    assert seeds == [hyper.SEED]
-    seeds.clear()
-    monkeypatch.setattr(hyper, "ROUND_PAYBACK_CALLS", math.inf)
+    assert seeds == [] and draws == [hyper.SEED + k for k in range(hyper.DRAW_BATCH)]
+    seeds.clear(), draws.clear()
+    monkeypatch.setattr(hyper, "PAYBACK_CALLS", math.inf)
     monkeypatch.setattr(hyper, "MAX_ROUNDS", 3)
+    monkeypatch.setattr(hyper, "MAX_DRAWS", 2 * hyper.DRAW_BATCH)
     three = hyper.improve(problem, 0.0)
-    assert seeds == [hyper.SEED, hyper.SEED + 1, hyper.SEED + 2]
+    assert seeds == [hyper.SEED, hyper.SEED + 1, hyper.SEED + 2] and len(draws) == 2 * hyper.DRAW_BATCH
     assert three.flops <= one.flops and three.searched
     assert valid_path([list(s) for s in three.path], problem.n)
+    assert hyper.improve(problem, 0.0) == three

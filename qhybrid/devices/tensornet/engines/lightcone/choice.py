@@ -22,8 +22,11 @@ import math
 from dataclasses import dataclass, replace
 
 from .....errors import ContractionTooLargeError, UnsupportedOperationError
-from ..network.pathfind import PathSettings
-from ..network.programs import ClosedProgram
+from ..network.network import BATCH, closed_network, diagonal_slots
+from ..network.pathfind import PathSettings, priced_paths
+from ..network.plan import CHUNK_LETTERS, _binary_tree
+from ..network.problem import Problem, _numel
+from ..network.programs import ClosedProgram, _closed_terms
 from ..statevector.cost import GRADIENT_FACTOR, _fmt_bytes, state_flops, state_memory
 
 NETWORK_STEP_FLOPS = 2e4
@@ -71,7 +74,79 @@ def _fmt_flops(f: float) -> str:
 
 def network_cost(structure, tape, opts, itemsize: int, gradient: bool) -> tuple[float, float] | None:
     """(flops with the backward where ``gradient``, bytes of the largest intermediate) of ``tape`` as closed
-    networks along greedy paths (no search, no disk store), or None where it cannot be a closed network."""
+    networks, or None where it cannot be a closed network. Each network is priced by the path the device's
+    path store keeps for it (a second process prices by the trees the first planned, and plans and prices
+    nothing again), else by its greedy path (no search; remembered for the planning that follows); the
+    networks are built but not compiled into contraction plans, and nothing is written to the store.
+    A Pauli sentence measured as one network goes through a ``ClosedProgram`` as before (its split into
+    words is that program's decision)."""
+    try:
+        specs = list(dict.fromkeys(spec for mp in tape.measurements for spec in _closed_terms(mp, structure)))
+    except UnsupportedOperationError:
+        return None
+    if any(spec[0] == "paulisum" for spec in specs):
+        return _program_cost(structure, tape, opts, itemsize, gradient)
+    diagonal = diagonal_slots(structure, tape)
+    networks = [closed_network(structure, frozenset(), 0, *spec[:3], spec[3] if len(spec) > 3 else (), diagonal)
+                for spec in specs]  # fmt: skip
+    if not networks:
+        return None
+    problems = [Problem.of(n.inputs, n.output, n.sizes, n.positions, BATCH) for n in networks]
+    found = priced_paths(problems, PathSettings.of(opts.optimizer).store)
+    flops = sum(f.flops + NETWORK_STEP_FLOPS * _calls(n, f) for n, f in zip(networks, found))
+    largest = max(_largest(n, f) for n, f in zip(networks, found)) * itemsize
+    return flops * (GRADIENT_FACTOR if gradient else 1.0), float(largest)
+
+
+def _calls(network, found) -> int:
+    """The einsum calls of the network's plan along ``found``'s path (``len(ContractionPlan.steps)``)."""
+    inputs = network.inputs
+    if found.sliced:
+        inputs = [tuple(i for i in ix if i not in found.sliced) for ix in inputs]
+    return call_count(*_binary_tree(inputs, network.output, found.path))
+
+
+def call_count(nodes: dict, indices: dict) -> int:
+    """``len(plan._chunks(n, nodes, indices))`` without building the calls' equations and operand
+    positions (most of ``_chunks``' time): the same cut of the tree into subtrees of at most
+    ``CHUNK_LETTERS`` letters, counted."""
+    if not nodes:
+        return 0
+    letters: dict[int, set] = {}
+    cut: set = set()
+
+    def own(t: int) -> set:
+        if t in nodes:
+            cut.add(t)
+        return set(indices[t])
+
+    for node in sorted(nodes):
+        left, right = nodes[node]
+        if right == -1:
+            letters[node] = own(left)
+            continue
+        parts = []
+        for child in (left, right):
+            if child in nodes and nodes[child][1] == -1:
+                parts.append(own(child))
+            else:
+                parts.append(letters[child] if child in nodes else set(indices[child]))
+        union = parts[0] | parts[1] | set(indices[node])
+        if len(union) <= CHUNK_LETTERS:
+            letters[node] = union
+        else:
+            letters[node] = own(left) | own(right) | set(indices[node])
+    return len(cut | {max(nodes)})
+
+
+def _largest(network, found) -> int:
+    """``ContractionPlan.largest_intermediate`` of the network along ``found``: inputs and output included."""
+    sizes = network.sizes
+    return max(found.largest, _numel(network.output, sizes), *(_numel(ix, sizes) for ix in network.inputs))
+
+
+def _program_cost(structure, tape, opts, itemsize: int, gradient: bool) -> tuple[float, float] | None:
+    """``network_cost`` through a ``ClosedProgram`` planned with greedy paths (Pauli sentences)."""
     quick = replace(
         opts, optimizer=PathSettings("greedy", math.inf, None), plan_time=0.0, max_memory=math.inf
     )

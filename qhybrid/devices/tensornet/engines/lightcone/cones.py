@@ -97,8 +97,13 @@ def cone_slots(slots: Sequence[Slot], word: dict[int, str]) -> list[int]:
         wires = slot.wires
         if bases is None:
             keep = any(acts.get(w) for w in wires)
-        else:
-            keep = any(acts.get(w, _NONE) - {b} for w, b in zip(wires, bases))
+        else:  # some action on a shared wire other than this gate's basis there
+            keep = False
+            for w, b in zip(wires, bases):
+                seen = acts.get(w)
+                if seen and (len(seen) > 1 or b not in seen):
+                    keep = True
+                    break
         if not keep:
             continue
         kept.append(si)
@@ -139,39 +144,50 @@ WL_MAX_ROUNDS = 64
 def _colours(slots: Sequence[Slot], keys, layers: list[list[int]], word: dict[int, str]) -> dict:
     """Relabelling-invariant colours of the cone's gates (``("g", si)``) and wires (``("w", w)``): colour
     refinement (1-WL) on the gate-wire incidence graph, gates coloured by kind and ASAP layer, their
-    wires by operand position. Used only to break ties: equal canonical forms are equal circuits anyway."""
+    wires by operand position. Used only to break ties: equal canonical forms are equal circuits anyway.
+    The first colours are ``_stable_hash``es; the rounds hash tuples of ints (``_mix``), equal in every
+    process and far faster than hashing each round's tuples' text (Q100 p=4's 150 cones: 562k such hashes)."""
     colour: dict = {}
     gate_wires: dict[int, tuple] = {}
     wire_gates: dict[int, list] = {}
+    symmetric: dict[int, bool] = {}
     for at, layer in enumerate(layers):
         for si in layer:
             k = keys[si]
             colour[("g", si)] = _stable_hash((k[0], k[1], k[3], k[4], slots[si].params[1] - slots[si].params[0], at))
             gate_wires[si] = slots[si].wires
-            sym = slots[si].name in SYMMETRIC_GATES
+            sym = symmetric[si] = slots[si].name in SYMMETRIC_GATES
             for pos, w in enumerate(slots[si].wires):
                 pos = 0 if sym else pos
                 wire_gates.setdefault(w, []).append((at, pos, si))
     for w in set(wire_gates) | set(word):
         colour[("w", w)] = _stable_hash(("w", word.get(w, "I")))
     classes = len(set(colour.values()))
+    wires_only = [w for w in colour if w[0] == "w"]
     for _ in range(WL_MAX_ROUNDS):
         new = {}
         for si, wires in gate_wires.items():
             around = [colour[("w", w)] for w in wires]
-            if slots[si].name in SYMMETRIC_GATES:
+            if symmetric[si]:
                 around.sort()
-            new[("g", si)] = _stable_hash((colour[("g", si)], tuple(around)))
-        for w in colour.keys() - new.keys():
-            if w[0] == "w":
-                seen = sorted((at, pos, colour[("g", si)]) for at, pos, si in wire_gates.get(w[1], ()))
-                new[w] = _stable_hash((colour[w], tuple(seen)))
+            new[("g", si)] = _mix(colour[("g", si)], around)
+        for w in wires_only:
+            seen = sorted((at, pos, colour[("g", si)]) for at, pos, si in wire_gates.get(w[1], ()))
+            new[w] = _mix(colour[w], [x for entry in seen for x in entry])
         colour = new
         count = len(set(colour.values()))
         if count == classes:
             break
         classes = count
     return colour
+
+
+def _mix(start: int, values) -> int:
+    """A hash of ``start`` then ``values`` (ints): Python's hash of a tuple of ints, which, unlike a
+    string's, does not depend on the process's hash seed (in C: ~10x faster than mixing in Python). A
+    Python build that hashes differently only labels cones differently: their networks' paths on disk
+    are then not found (each entry is checked against its structure), never wrong."""
+    return hash((start, *values))
 
 
 def _stable_hash(value) -> int:

@@ -89,7 +89,9 @@ class ConeProgram:
         self.term_of = {tuple(sorted(w.items())): t for t, w in enumerate(words)}
         widths = [_width(structure, w) for w in words]
         candidate_wires = WHOLE_NETWORK_CANDIDATE_WIRES if rule is None else rule
-        self.closed = closed_program(plain, per_measurement, widths, candidate_wires, structure, stacked, stack_size, opts, tape)
+        self.closed = closed_program(
+            plain, per_measurement, widths, candidate_wires, structure, stacked, stack_size, opts, tape, words
+        )
         self.closed_measurements = self.closed.only if self.closed is not None else frozenset()
         self._programs: dict = {}
         self._kept = KeptBudget(opts.max_memory)  # this step's room for kept intermediates (_run_classes)

@@ -1,30 +1,33 @@
 """The hyper tier of the path search: contraction trees worth having for networks whose greedy path is costly.
 
 cotengra's plain greedy path can be many powers of two above the best known tree of a deep light cone (a
-Q100 QAOA p=4 cone of ~400 tensors: 2^38 flops greedy against 2^25 after this tier). A network whose
+Q100 QAOA p=4 cone of ~400 tensors: 2^33-2^38 flops greedy against 2^23-2^25 here). A network whose
 quick path costs at least ``HYPER_MIN_FLOPS`` gets, however little of the planning budget is left:
 
-1. a batch of ``RANDOM_GREEDY_TRIALS`` randomised greedy trees (cotengra's ``RandomGreedyOptimizer``; in
-   Rust when ``cotengrust`` is installed, ~0.1 s for 32 trials of a 400-tensor cone), then
-2. subtree reconfiguration of the best one (``ContractionTree.subtree_reconfigure_`` with
-   ``RECONF_OPTS``: every subtree of 8 leaves re-planned optimally, 64 of them, the costliest first);
-3. rounds of 1-2 again with new seeds, the best tree kept, while the time spent stays below what
-   ``ROUND_PAYBACK_CALLS`` contractions along the best tree so far would take (at most ``MAX_ROUNDS``):
-   the batch whose best tree reconfigures best is a lottery (one seed's tree of a Q100 p=4 cone reached
-   2^30.5 flops, another's 2^23.3), so a costly tree buys more draws and a cheap one stops after one.
-   On the eight costliest Q100 p=4 cones: 2^30.8 -> 2^26.7 flops in total for 3.9 -> 16 s; on the 15 8x8
-   lattice p=3 classes 2^27.9 -> 2^26.8 (load 4-11; benchmarks/results/trees.md). Larger subtrees (10
-   leaves, 128 of them) cost 5x a round for less than a second seed gives.
+1. min-fill elimination orders of its index graph (``eliminate``; QTensor's way with diagonal gates as
+   hyperedges): batches of ``DRAW_BATCH`` draws, the first without noise, while the draws stay within
+   ``PAYBACK_CALLS`` contractions along the best estimate so far (at most ``MAX_DRAWS``); the best
+   order becomes a tree;
+2. subtree reconfiguration of that tree (``ContractionTree.subtree_reconfigure_`` with ``RECONF_OPTS``:
+   the costliest subtrees of 8 leaves re-planned optimally) where it pays back the same way;
+3. rounds of randomised greedy trees (cotengra's ``RandomGreedyOptimizer``, in Rust with ``cotengrust``)
+   with the same reconfiguration, new seeds each round, while the work so far stays within the payback
+   (at most ``MAX_ROUNDS``): networks that elimination does not suit (dense gate tensors) get them, the
+   QAOA cones do not need them.
 
-Measured on the Q100 p=4 cones (loaded 2-core machine): steps 1+2 take 0.3-0.5 s and reach 2^25.2 / 2^19.3 /
-2^20.4 flops where greedy gave 2^38.0 / 2^33.5 / 2^28.8; cotengra's ``HyperOptimizer`` with reconfiguration
-after every trial took 20-90 s for the same or worse (2^24.3-2^25.6), and kahypar partitions were worse
-than random greedy on these hyperedge networks (2^30.7 before reconfiguration). So the full
-``HyperOptimizer`` (greedy trials, plus kahypar, or labels where kahypar is not installed, the same
-reconfiguration after each trial) runs only on what a network's share of the budget leaves after steps
-1-3, and only when that is at least ``DEEP_MIN_S``; partitioned trees join only from ``PARTITION_MIN_S``.
-The better tree is kept; slicing to the memory target
-follows in ``slicing`` (``sliced_path``, cotengra's ``slice_and_reconfigure_``).
+The payback counts nominal seconds (``DRAW_SECONDS_PER_INDEX``, ``RECONF_SECONDS_PER_TENSOR``,
+``ROUND_SECONDS_PER_TENSOR``), not the clock: how many draws and rounds a structure gets depends on its
+structure alone, so its tree is the same in every process, whatever the load.
+
+Measured on Q100 p=4's 119 costly cone classes (one thread, load 2-3; benchmarks/results/trees2.md): steps
+1-3 2^27.7 flops in total in 12 s, where the randomised greedy rounds before them gave 2^29.7 in 169 s;
+L8p3's 12 costly classes 2^24.6 in 1.1 s against 2^26.5 in 12 s. cotengra's ``HyperOptimizer`` with reconfiguration after
+every trial took 20-90 s a cone for the same or worse, and kahypar partitions were worse than greedy on
+these hyperedge networks. So the full ``HyperOptimizer`` (greedy trials, plus kahypar, or labels where
+kahypar is not installed, the same reconfiguration after each trial) runs only on what a network's share
+of the budget leaves after steps 1-3, and only when that is at least ``DEEP_MIN_S``; partitioned trees
+join only from ``PARTITION_MIN_S``. The better tree is kept; slicing to the memory target follows in
+``slicing`` (``sliced_path``, cotengra's ``slice_and_reconfigure_``).
 
 >>> from .problem import Problem
 >>> ring = Problem.of([(i, (i + 1) % 12) for i in range(12)], (), {i: 4 for i in range(12)})
@@ -38,30 +41,54 @@ import importlib.util
 import math
 import time
 
+from .eliminate import NOISE, IndexGraph, bucket_path, min_fill_order
 from .problem import FLOP_RATE, Found, Problem, _evaluate
 
-HYPER_MIN_FLOPS = 1 << 24
-"""Networks whose quick path costs at least this many flops (~17 ms a contraction at 1 GFLOP/s) get the
-hyper tier: its 0.1-0.5 s pays back within a few dozen calls, and a cheaper network's greedy path is close
-enough to its best."""
+HYPER_MIN_FLOPS = 1 << 22
+"""Networks whose quick path costs at least this many flops (~4 ms a contraction at 1 GFLOP/s) get the
+hyper tier: a few elimination draws (~10 ms each on a 400-tensor cone) pay back within a few calls. Was
+2^24 with the randomised greedy rounds (0.3-0.6 s a cone); Q100 p=4's 30 classes below 2^24 then kept
+greedy trees of 2^27.4 flops in total."""
+
+PAYBACK_CALLS = 30
+"""Steps 1-3 go on while their nominal time stays below this many contractions along the best tree so
+far (at ``problem.FLOP_RATE``). On Q100 p=4's 119 costly cones: 10 calls 2^28.03 flops in total in 9.2 s,
+30 calls 2^27.67 in 11.6 s, 60 calls 2^27.61 in 18.5 s (load 2-3): the first step's planning is what the
+issue's targets bind."""
+
+DRAW_BATCH = 4
+"""Elimination orders drawn between two payback checks."""
+
+MAX_DRAWS = 64
+"""Most elimination orders for one network."""
+
+ESTIMATE_FLOPS = 1.5
+"""A min-fill order's estimate (``eliminate.min_fill_order``) times this is about its tree's flops (measured
+1.3-1.9x on Q100 p=4 cones): the payback of the draws reads it."""
+
+DRAW_SECONDS_PER_INDEX = 6e-5
+"""Nominal seconds of one elimination draw per index (a 190-index Q100 p=4 cone: 8-12 ms, one thread)."""
+
+RECONF_OPTS = {"subtree_size": 8, "maxiter": 16}
+"""Subtree reconfiguration of step 2 (and of each round of step 3): the 16 costliest subtrees of 8 leaves
+re-planned optimally, ~50 ms on a 400-tensor cone. On Q100 p=4's 20 costliest cones after 8 draws:
+2^27.03 -> 2^26.74 flops in total (64 subtrees: 2^26.81 -> ... for 3x the time)."""
+
+RECONF_SECONDS_PER_TENSOR = 1.2e-4
+"""Nominal seconds of step 2 per tensor (~50 ms for a 400-tensor cone)."""
+
+ROUND_SECONDS_PER_TENSOR = 1.5e-3
+"""Nominal seconds of one round of step 3 per tensor (32 Rust greedy trials and a reconfiguration of a
+400-tensor cone: ~0.6 s)."""
 
 RANDOM_GREEDY_TRIALS = 32
-"""Randomised greedy trials in step 1 with cotengra's Rust backend (``cotengrust``)."""
+"""Randomised greedy trials a round of step 3 with cotengra's Rust backend (``cotengrust``)."""
 
 PYTHON_GREEDY_TRIALS = 4
-"""Trials in step 1 without ``cotengrust`` (each is a pure-Python greedy pass, tens of times slower)."""
-
-RECONF_OPTS = {"subtree_size": 8, "maxiter": 64}
-"""Subtree reconfiguration of step 2 (and of each trial of the deep search): subtrees of 8 leaves re-planned
-optimally, the 64 costliest. On Q100 p=4 cones: 2^29.4 -> 2^25.2 flops in 0.3 s; cotengra's default (up to
-1024 subtrees) reached the same in 1.5 s, subtrees of 10 leaves 2^24.5 in 1.9 s."""
-
-ROUND_PAYBACK_CALLS = 100
-"""Rounds of steps 1-2 go on while the time spent is below this many contractions along the best tree so
-far (at ``problem.FLOP_RATE``): the planning pays back within about as many calls as a step's costliest trees."""
+"""Trials a round without ``cotengrust`` (each is a pure-Python greedy pass, tens of times slower)."""
 
 MAX_ROUNDS = 16
-"""Most rounds of steps 1-2 for one network (the payback rule normally stops them first)."""
+"""Most rounds of step 3 for one network (the payback rule normally stops them first)."""
 
 DEEP_MIN_S = 0.5
 """A network's budget share must leave at least this many seconds after steps 1-3 for cotengra's
@@ -80,7 +107,7 @@ SEED = 7
 
 
 def rust_available() -> bool:
-    """Whether cotengra's Rust backend (``cotengrust``) is installed (step 1 then runs many more trials)."""
+    """Whether cotengra's Rust backend (``cotengrust``) is installed (step 3 then runs many more trials)."""
     return importlib.util.find_spec("cotengrust") is not None
 
 
@@ -101,22 +128,16 @@ def deep_methods(seconds: float = PARTITION_MIN_S) -> list[str]:
 
 
 def improve(problem: Problem, seconds: float, start: Found | None = None, max_elements: float = math.inf) -> Found:
-    """The best of ``start`` (the quick path; None: none), steps 1-3 (always run), and, where ``seconds``
-    leaves at least ``DEEP_MIN_S`` after them, cotengra's ``HyperOptimizer`` for the rest of ``seconds``.
-    Best: within ``max_elements`` first, then fewer flops. The result is marked searched (settled)."""
+    """The best of ``start`` (the quick path; None: none), steps 1-3 (always run, within their payback),
+    and, where ``seconds`` leaves at least ``DEEP_MIN_S`` after them, cotengra's ``HyperOptimizer`` for the
+    rest of ``seconds``. Best: within ``max_elements`` first, then fewer flops. The result is marked
+    searched (settled)."""
     import cotengra as ctg
-    from cotengra.pathfinders.path_basic import RandomGreedyOptimizer
 
     began = time.perf_counter()
     inputs, output, sizes = problem.symbolic()
-    best = start
-    trials = RANDOM_GREEDY_TRIALS if rust_available() else PYTHON_GREEDY_TRIALS
-    for draw in range(MAX_ROUNDS):
-        tree = RandomGreedyOptimizer(max_repeats=trials, seed=SEED + draw, parallel=False).search(inputs, output, sizes)
-        tree.subtree_reconfigure_(minimize="flops", seed=SEED + draw, **RECONF_OPTS)
-        best = _keep(problem, tree, best, max_elements)
-        if time.perf_counter() - began >= ROUND_PAYBACK_CALLS * best.flops / FLOP_RATE:
-            break
+    best, spent = _eliminated(problem, start, max_elements)
+    best, spent = _greedy_rounds(problem, best, spent, max_elements)
     left = seconds - (time.perf_counter() - began)
     if left >= DEEP_MIN_S:
         opt = ctg.HyperOptimizer(
@@ -127,6 +148,60 @@ def improve(problem: Problem, seconds: float, start: Found | None = None, max_el
         except (KeyError, ValueError):  # every trial failed (cotengra then has no best tree): keep steps 1-3
             pass
     return Found(best.path, best.flops, best.largest, True, best.widest, best.sliced)
+
+
+def _pays(spent: float, flops: float) -> bool:
+    return spent < PAYBACK_CALLS * flops / FLOP_RATE
+
+
+def _eliminated(problem: Problem, best: Found | None, max_elements: float) -> tuple[Found, float]:
+    """Steps 1-2: the best of ``best`` and the reconfigured tree of the best elimination order drawn
+    while they pay (leaving room for the reconfiguration, which runs where it pays alone); and the
+    nominal seconds spent."""
+    graph = IndexGraph(problem)
+    draw_s = DRAW_SECONDS_PER_INDEX * max(len(graph.names), 1)
+    reconf_s = RECONF_SECONDS_PER_TENSOR * problem.n
+    order, estimate, spent, drawn = None, math.inf, 0.0, 0
+    while drawn < MAX_DRAWS:
+        for k in range(drawn, drawn + DRAW_BATCH):
+            got, cost = min_fill_order(graph, SEED + k, NOISE if k else 0.0)
+            if cost < estimate:
+                order, estimate = got, cost
+        drawn += DRAW_BATCH
+        spent += DRAW_BATCH * draw_s
+        if not _pays(spent + reconf_s, ESTIMATE_FLOPS * estimate):
+            break
+    tree = _evaluate(problem, bucket_path(problem, order))
+    if _pays(reconf_s, tree.flops):
+        spent += reconf_s
+        tree = _reconfigured(problem, tree, max_elements)
+    return (tree if best is None or _rank(tree, max_elements) < _rank(best, max_elements) else best), spent
+
+
+def _reconfigured(problem: Problem, found: Found, max_elements: float) -> Found:
+    import cotengra as ctg
+
+    inputs, output, sizes = problem.symbolic()
+    tree = ctg.ContractionTree.from_path(inputs, output, sizes, path=[list(step) for step in found.path])
+    tree.subtree_reconfigure_(minimize="flops", seed=SEED, **RECONF_OPTS)
+    return _keep(problem, tree, found, max_elements)
+
+
+def _greedy_rounds(problem: Problem, best: Found, spent: float, max_elements: float) -> tuple[Found, float]:
+    """Step 3: randomised greedy trees with their reconfiguration, a new seed each round, while they pay."""
+    from cotengra.pathfinders.path_basic import RandomGreedyOptimizer
+
+    inputs, output, sizes = problem.symbolic()
+    trials = RANDOM_GREEDY_TRIALS if rust_available() else PYTHON_GREEDY_TRIALS
+    round_s = ROUND_SECONDS_PER_TENSOR * problem.n
+    for draw in range(MAX_ROUNDS):
+        if not _pays(spent + round_s, best.flops):
+            break
+        spent += round_s
+        tree = RandomGreedyOptimizer(max_repeats=trials, seed=SEED + draw, parallel=False).search(inputs, output, sizes)
+        tree.subtree_reconfigure_(minimize="flops", seed=SEED + draw, **RECONF_OPTS)
+        best = _keep(problem, tree, best, max_elements)
+    return best, spent
 
 
 def _keep(problem: Problem, tree, best: Found | None, max_elements: float) -> Found:
@@ -142,4 +217,5 @@ def _rank(found: Found, max_elements: float) -> tuple:
     return not found.fits(max_elements), found.flops, found.largest
 
 
-__all__ = ["improve", "partitioner", "deep_methods", "rust_available", "HYPER_MIN_FLOPS", "RECONF_OPTS", "MAX_ROUNDS"]
+__all__ = ["improve", "partitioner", "deep_methods", "rust_available", "HYPER_MIN_FLOPS", "RECONF_OPTS", "MAX_ROUNDS",
+           "PAYBACK_CALLS", "MAX_DRAWS"]

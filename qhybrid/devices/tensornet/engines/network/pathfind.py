@@ -118,6 +118,7 @@ class SearchStats:
 STATS = SearchStats()
 _MEMO: OrderedDict = OrderedDict()
 _QUICK: OrderedDict = OrderedDict()  # structure key -> its greedy (or sweep) path's Found, this process
+_READ: OrderedDict = OrderedDict()  # (store directory, structure key) -> (file mtime, its Found), this process
 
 
 def reset_stats() -> SearchStats:
@@ -129,6 +130,7 @@ def reset_stats() -> SearchStats:
 def clear_memo() -> None:
     _MEMO.clear()
     _QUICK.clear()
+    _READ.clear()
 
 
 def _sweep_path(positions: Sequence[int]) -> list[tuple[int, int]]:
@@ -167,18 +169,20 @@ def _settled(found: Found) -> Found:
     return replace(found, searched=True)
 
 
-def _quick(problem: Problem, optimizer: str, key: str | None = None) -> Found:
+def _quick(problem: Problem, optimizer: str, key: str | None = None, counted: bool = True) -> Found:
     """The instant path: exhaustive for tiny networks, else greedy (or the sweep, or the memo, if cheaper).
     ``key``: the structure key, under which the greedy/sweep path is remembered for this process (a word
-    network is priced, judged and planned by separate calls: one greedy pass serves them all)."""
-    STATS.quick += 1
+    network is priced, judged and planned by separate calls: one greedy pass serves them all).
+    ``counted``: whether ``STATS`` counts it (pricing does not: the plan that follows is counted)."""
+    stats = STATS if counted else SearchStats()
+    stats.quick += 1
     if problem.n == 1:
         return Found(((0,),), 0, 0)
     if optimizer == "optimal" or (optimizer == "auto" and problem.n <= OPTIMAL_MAX_TENSORS):
         return _evaluate(problem, oe.paths.optimal(*problem.sets(), problem.sizes))
     known = _QUICK.get(key) if key is not None else None
     if known is not None:
-        STATS.quick_hits += 1
+        stats.quick_hits += 1
         _QUICK.move_to_end(key)
         best = replace(known, searched=False)
     else:
@@ -193,7 +197,7 @@ def _quick(problem: Problem, optimizer: str, key: str | None = None) -> Found:
                 _QUICK.popitem(last=False)
     remembered = _MEMO.get(problem.key) if problem.key is not None else None
     if remembered is not None:  # this topology had its budget (at another batch size): no new search
-        STATS.memo_hits += 1
+        stats.memo_hits += 1
         _MEMO.move_to_end(problem.key)
         memo = _evaluate(problem, [tuple(p) for p in remembered])
         return _settled(best if _better(best, memo) else memo)
@@ -241,11 +245,44 @@ def _from_store(problems: Sequence[Problem], keys: Sequence[str], store: PathSto
         return found
     for k, (p, key) in enumerate(zip(problems, keys)):
         if p.n >= STORE_MIN_TENSORS:
-            hit = store.load(p.inputs, p.output, p.sizes, key=key)
+            hit = _stored(p, key, store)
             if hit is not None:
                 STATS.disk_hits += 1
-                found[k] = replace(_with_slices(p, hit.path, hit.sliced), searched=hit.searched)
+                found[k] = hit
     return found
+
+
+def _stored(problem: Problem, key: str | None, store: PathStore) -> Found | None:
+    """The store's path for ``problem`` as a Found, read once per process while its file is unchanged
+    (an engine choice prices a class by it, then the class's plan takes it: one read, one evaluation)."""
+    key = key or structure_key(problem.inputs, problem.output, problem.sizes)
+    try:
+        stamp = store._file(key).stat().st_mtime_ns
+    except OSError:
+        return None
+    memo = _READ.get((str(store.directory), key))
+    if memo is not None and memo[0] == stamp:
+        return memo[1]
+    hit = store.load(problem.inputs, problem.output, problem.sizes, key=key)
+    if hit is None:
+        return None
+    found = replace(_with_slices(problem, hit.path, hit.sliced), searched=hit.searched)
+    _READ[(str(store.directory), key)] = (stamp, found)
+    if len(_READ) > QUICK_MEMO_SIZE:
+        _READ.popitem(last=False)
+    return found
+
+
+def priced_paths(problems: Sequence[Problem], store: PathStore | None) -> list[Found]:
+    """Paths to price networks by (an engine choice): the store's where it keeps one (the tree planned
+    before, in this process or an earlier one), else the greedy path (remembered per structure for the
+    planning that follows). Nothing is searched and nothing written."""
+    out = []
+    for p in problems:  # (not counted in STATS: the plan that follows takes the same entry and counts it)
+        key = structure_key(p.inputs, p.output, p.sizes)
+        stored = _stored(p, key, store) if store is not None and p.n >= STORE_MIN_TENSORS else None
+        out.append(stored if stored is not None else _quick(p, "greedy", key, counted=False))
+    return out
 
 
 def _budgeted_search(problems, found: list[Found], optimizer: str, plan_time: float, start: float, max_elements):
@@ -352,5 +389,5 @@ def _find(problems: Sequence[Problem], keys: Sequence[str], settings: PathSettin
 
 
 __all__ = [
-    "Problem", "Found", "PathSettings", "find_paths", "DEFAULT_PLAN_TIME", "STATS", "reset_stats", "clear_memo",
+    "Problem", "Found", "PathSettings", "find_paths", "priced_paths", "DEFAULT_PLAN_TIME", "STATS", "reset_stats", "clear_memo",
 ]  # fmt: skip
