@@ -33,12 +33,9 @@ class _QR(torch.autograd.Function):
     """``theta [B, m, n] -> (Q [B, m, k], R [B, k, n])``, k = min(m, n); backward as in the module."""
 
     @staticmethod
-    def forward(theta, factors):
+    def forward(ctx, theta, factors):
+        ctx.save_for_backward(*factors)
         return factors  # computed by the caller, which checks R first
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*output)
 
     @staticmethod
     @once_differentiable

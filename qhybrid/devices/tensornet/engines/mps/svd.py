@@ -89,27 +89,25 @@ def _factor(theta: torch.Tensor):
 
 class _Split(torch.autograd.Function):
     """``theta [B, m, n] -> (U_k [B, m, k], S_k Vh_k [B, k, n], s [B, r])``: the kept left singular vectors,
-    ``U_k^H theta`` (both differentiable, see the module) and every singular value (not differentiable)."""
+    ``U_k^H theta`` (both differentiable, see the module) and every singular value (not differentiable).
+
+    The forward takes ``ctx`` (not ``setup_context``): torch then skips binding the arguments by
+    ``inspect.signature`` on every call (0.14 ms each, about 2% of a step)."""
 
     @staticmethod
-    def forward(theta, max_bond, cutoff):
+    def forward(ctx, theta, max_bond, cutoff):
         u, s, svh, vh = _factor(theta)
         k = kept_rank(s, max_bond, cutoff)
-        vh = vh if vh is not None else svh[..., :0, :]  # a tensor either way (autograd outputs)
-        return u[..., :k], svh[..., :k, :], s, u, svh, vh
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        uk, _, s, u, svh, vh = output
         ctx.save_for_backward(u, s, svh, vh)
-        ctx.k = uk.shape[-1]
-        ctx.mark_non_differentiable(s, u, svh, vh)
+        ctx.k = k
+        ctx.mark_non_differentiable(s)
+        return u[..., :k], svh[..., :k, :], s
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, g_left, g_right, _gs, _gu, _gsvh, _gvh):
+    def backward(ctx, g_left, g_right, _gs):
         u, s, svh, vh = ctx.saved_tensors
-        return split_backward(g_left, g_right, u, s, svh, vh if vh.shape[-2] else None, ctx.k), None, None
+        return split_backward(g_left, g_right, u, s, svh, vh, ctx.k), None, None
 
 
 def split_backward(g_left, g_right, u, s, svh, vh, k: int) -> torch.Tensor:
@@ -174,7 +172,7 @@ def split(theta: torch.Tensor, max_bond: int | None, cutoff: float, centre: str)
     if centre == "left":
         right, left, discarded, k = split(theta.mH, max_bond, cutoff, "right")
         return left.mH, right.mH, discarded, k
-    uk, right, s, _, _, _ = _Split.apply(theta, max_bond, cutoff)
+    uk, right, s = _Split.apply(theta, max_bond, cutoff)
     k = uk.shape[-1]
     if k == s.shape[-1]:
         return uk, right, torch.zeros_like(s[..., 0]), k
