@@ -11,8 +11,10 @@ first the product is unchanged by any rotation ``U_k -> U_k W`` of the kept basi
 gradient is pure gauge and is dropped exactly (no ``1/(s_i - s_j)`` between kept values). What remains are
 the pairs of a kept and a dropped value (the rotation of the kept subspace, Wan & Zhang 2019,
 arXiv:1909.02659, eq. for dU) and, for tall blocks, ``1/s_i`` of kept values; both reciprocals are broadened
-to Lorentzians ``1/x -> x / (x^2 + eps)`` (Liao, Liu, Wang & Xiang, PRX 9, 031041 (2019)), which changes
-nothing unless a kept and a dropped value tie or a kept value is zero (where no gradient exists).
+to Lorentzians ``1/x -> x / (x^2 + eps)`` (Liao, Liu, Wang & Xiang, PRX 9, 031041 (2019)), the pairs' relative
+to their own scale, which changes nothing unless a kept and a dropped value tie or a kept value is zero
+(where no gradient exists). Pairs whose kept value is at noise level get no term: at a cap that only cuts
+among zero Schmidt values (padded bonds) the gradient is then the exact state's (see :data:`NOISE_FLOOR`).
 
 With nothing dropped and ``m <= n`` the gradient is exactly ``U g_right``: the one of the exact state.
 """
@@ -23,8 +25,17 @@ import torch
 from torch.autograd.function import once_differentiable
 
 PAIR_BROADENING = {torch.float64: 1e-12, torch.float32: 1e-8}
-"""eps of the Lorentzian for a kept and a dropped value, x = s_i^2 - s_j^2 of a normalised state: pairs closer
-than about sqrt(eps) (a near-tie at the cut, where the truncated state jumps) get a capped, finite term."""
+"""eps of the Lorentzian for a kept and a dropped value, ``x = s_i^2 - s_j^2``, relative to the pair's scale
+``d = s_i^2 + s_j^2``: ``1/x -> x / (x^2 + eps d^2)``. Only a near-tie at the cut (relative gap below about
+sqrt(eps), where the truncated state jumps) gets a capped, finite term; a small kept value against a zero
+(``x = d``) keeps ``1/x`` to eps relative (an absolute eps bends it: by 6% for s_i = 2e-3 against eps = 1e-12,
+which made the gradients at a cap that only cuts zero Schmidt values 1e-5 off, mps2.md)."""
+
+NOISE_FLOOR = {torch.float64: 1e-16, torch.float32: 1e-7}
+"""A kept ``s^2`` below this times ``s_max^2`` is noise (the Gram route's eigenvalues carry an absolute error
+of about eps ``s_max^2``): its pairs with the dropped values, noise too, get no term. Their ``1/x`` is
+unbounded where the factors it multiplies are noise, and the term is zero for every perturbation the
+state can follow (one that keeps a zero Schmidt value zero to first order)."""
 
 GRAM_DTYPES = frozenset({torch.float64, torch.complex128})
 """Dtypes whose wide and square blocks are factored by the Gram route: ``eigh(theta theta^H)`` gives ``U`` and
@@ -38,9 +49,19 @@ ZERO_BROADENING = {torch.float64: 1e-24, torch.float32: 1e-14}
 """eps of the Lorentzian for 1/s_i of a kept value: only values below about sqrt(eps) are touched."""
 
 
-def _inverse(x: torch.Tensor, eps_by_dtype: dict) -> torch.Tensor:
-    eps = eps_by_dtype.get(x.dtype, 1e-12)
-    return x / (x * x + eps)
+def _pair_inverse(s2_kept: torch.Tensor, s2_dropped: torch.Tensor, s2_max: torch.Tensor) -> torch.Tensor:
+    """``[..., i, j] = 1 / (s2_kept[j] - s2_dropped[i])``, broadened (:data:`PAIR_BROADENING`), zero where the
+    kept value is noise (:data:`NOISE_FLOOR`)."""
+    eps = PAIR_BROADENING.get(s2_kept.dtype, 1e-12)
+    x = s2_kept - s2_dropped
+    d = s2_kept + s2_dropped
+    f = x / (x * x + eps * d * d).clamp_min(torch.finfo(x.dtype).tiny)
+    return f.masked_fill(s2_kept <= NOISE_FLOOR.get(x.dtype, 1e-16) * s2_max, 0.0)
+
+
+def _small_inverse(s: torch.Tensor) -> torch.Tensor:
+    """``1 / s`` broadened below about sqrt(eps) (:data:`ZERO_BROADENING`)."""
+    return s / (s * s + ZERO_BROADENING.get(s.dtype, 1e-24))
 
 
 def _svd(a: torch.Tensor):
@@ -136,14 +157,14 @@ def split_backward(g_left, g_right, u, s, svh, vh, k: int) -> torch.Tensor:
         if g_right is not None:
             p = sd @ g_right.mH if p is None else p + sd @ g_right.mH
         s2 = s * s
-        f = _inverse(s2[..., None, :k] - s2[..., k:, None], PAIR_BROADENING)
+        f = _pair_inverse(s2[..., None, :k], s2[..., k:, None], s2[..., :1, None])
         y = f.to(cdtype) * p
         coef = y.mH @ sd if coef is None else coef + y.mH @ sd
         out = ud @ (y @ svh[..., :k, :])
     if coef is not None:
         out = u[..., :k] @ coef if out is None else out + u[..., :k] @ coef
     if tall:  # the kept columns also turn out of theta's column space
-        gus = (g_left - u @ uhg) * _inverse(s[..., :k], ZERO_BROADENING).to(cdtype).unsqueeze(-2)
+        gus = (g_left - u @ uhg) * _small_inverse(s[..., :k]).to(cdtype).unsqueeze(-2)
         out = out + gus @ vh[..., :k, :] if out is not None else gus @ vh[..., :k, :]
     if out is None:
         out = torch.zeros(*u.shape[:-2], m, svh.shape[-1], dtype=cdtype, device=u.device)
