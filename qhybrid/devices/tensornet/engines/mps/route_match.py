@@ -120,8 +120,8 @@ class MatchRouter:
             if not out_of_order:
                 return
             self._swap(min(out_of_order, key=lambda q: (self._travel(q, q + 1), q)))
-            for g in list(self.ready):
-                if self._need(g) == 0 and self._travel(*self._span(g)) == 0:
+            for g in list(self.ready):  # one-site gates wait for the next flush: they need no centre
+                if len(self.gates[g][0]) > 1 and self._need(g) == 0 and self._travel(*self._span(g)) == 0:
                     self._gate_block(g)
 
     def _target(self, front, path_need) -> list[int]:
