@@ -4,7 +4,8 @@ every wire (diagonal gates may trade places), and distant gates cost fewer split
 import numpy as np
 import pytest
 
-from qhybrid.devices.tensornet.engines.mps.route import plan
+from qhybrid.devices.tensornet.engines.mps.route import Block, _dependencies, _Router, plan, plan_cost
+from qhybrid.devices.tensornet.engines.mps.route_match import MatchRouter
 
 
 def _random_gates(n, count, seed, diagonal_share=0.5):
@@ -17,9 +18,13 @@ def _random_gates(n, count, seed, diagonal_share=0.5):
     return tuple(gates)
 
 
-def _replay(gates, n):
+def _sorting_plan(gates, n):
+    return MatchRouter(gates, n, *_dependencies(gates), Block).run()
+
+
+def _replay(gates, n, router=plan):
     """Runs the plan on a list of wires: checks each block, returns the gate order and the final sites."""
-    blocks, final = plan(gates, n)
+    blocks, final = router(gates, n)
     at = list(range(n))  # site -> slot
     order = []
     for b in blocks:
@@ -38,11 +43,12 @@ def _replay(gates, n):
     return order
 
 
+@pytest.mark.parametrize("router", [plan, _sorting_plan], ids=["plan", "sorting"])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_blocks_meet_their_wires_and_keep_non_commuting_order(seed):
+def test_blocks_meet_their_wires_and_keep_non_commuting_order(seed, router):
     n = 9
     gates = _random_gates(n, 120, seed)
-    order = _replay(gates, n)
+    order = _replay(gates, n, router)
     rank = {g: i for i, g in enumerate(order)}
     for a in range(len(gates)):
         for b in range(a + 1, len(gates)):
@@ -72,3 +78,33 @@ def test_ring_layers_cost_less_than_swapping_back():
     gates = tuple(((i, (i + r) % n), False) for r in (1, 2, 3) for i in range(n))
     blocks, _ = plan(gates, n)
     assert sum(b.gate is None for b in blocks) < 484 * 0.6
+
+
+def _lattice_qaoa(side, layers):
+    """Gate structure of a QAOA circuit on a side x side lattice (row-major wires): Hadamards, then per layer
+    every edge's IsingZZ (diagonal) and every wire's RX."""
+    n = side * side
+    edges = [(r * side + c, r * side + c + 1) for r in range(side) for c in range(side - 1)]
+    edges += [(r * side + c, (r + 1) * side + c) for r in range(side - 1) for c in range(side)]
+    gates = [((i,), False) for i in range(n)]
+    for _ in range(layers):
+        gates += [(e, True) for e in edges] + [((i,), False) for i in range(n)]
+    return tuple(gates), n
+
+
+def test_lattice_layers_are_sorted_together():
+    """A 6x6 lattice QAOA: sorting rows into each other costs far fewer SWAPs than moving one wire per edge,
+    and the plan keeps it."""
+    gates, n = _lattice_qaoa(6, 3)
+    greedy, _ = _Router(gates, n).run()
+    sorting, _ = _sorting_plan(gates, n)
+    swaps = lambda blocks: sum(b.gate is None for b in blocks)
+    assert swaps(sorting) < 0.7 * swaps(greedy)
+    assert plan(gates, n)[0] == sorting
+    _replay(gates, n, _sorting_plan)
+
+
+@pytest.mark.parametrize("gates, n", [_lattice_qaoa(4, 2), (_random_gates(9, 80, 5), 9), (_random_gates(9, 80, 6, 0.0), 9)])
+def test_plan_keeps_the_cheaper_router(gates, n):
+    chosen = plan_cost(plan(gates, n)[0])
+    assert chosen == min(plan_cost(_Router(gates, n).run()[0]), plan_cost(_sorting_plan(gates, n)[0]))

@@ -96,3 +96,33 @@ def test_cuda_tensors_stay_on_the_gpu():
     assert w.grad.device.type == "cuda"
     ref = _reference(x.cpu(), w.detach().cpu())
     assert torch.allclose(out.detach().cpu(), ref, atol=1e-10)
+
+
+@pytest.mark.gpu
+def test_truncated_routed_batch_on_the_gpu_is_the_cpu_run():
+    """The sel50b16 path at small size: a batch through a capped, routed SEL chain (ring-closing CNOTs: SWAP
+    routing; centre moves by the SVD split on CUDA, by QR on the CPU; truncated splits by the batched CUDA
+    SVD, by the Gram route on the CPU): values and gradients equal the CPU run's, and stay on the GPU."""
+    n = 10
+
+    def circuit(x, w):
+        qml.AngleEmbedding(x, wires=range(n), rotation="Y")
+        qml.StronglyEntanglingLayers(w, wires=range(n))
+        return [qml.expval(qml.PauliZ(i)) for i in range(n)]
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.rand(4, n, dtype=torch.float64, generator=g)
+    w = torch.rand(3, n, 3, dtype=torch.float64, generator=g)
+    runs = []
+    for device in ("cpu", "cuda"):
+        wd = w.to(device).requires_grad_(True)
+        dev = qhybrid.device("tensornet", wires=n, method="mps", max_bond_dim=8)
+        with pytest.warns(qhybrid.errors.QhybridWarning):  # it truncates: the discarded weight is reported
+            out = torch.stack(qhybrid.qnode(dev, diff_method="backprop")(circuit)(x.to(device), wd), -1)
+        assert out.device.type == device
+        (grad,) = torch.autograd.grad(out.sum(), wd)
+        assert grad.device.type == device
+        runs.append((out.detach().cpu(), grad.cpu(), dev.last_truncation.discarded_weight))
+    (v_cpu, g_cpu, d_cpu), (v_gpu, g_gpu, d_gpu) = runs
+    assert d_cpu > 1e-3 and d_gpu == pytest.approx(d_cpu, rel=1e-6)
+    assert torch.allclose(v_gpu, v_cpu, atol=1e-8) and torch.allclose(g_gpu, g_cpu, atol=1e-6)

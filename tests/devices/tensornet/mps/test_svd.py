@@ -4,7 +4,7 @@ own gradient of the truncated state where the spectrum is simple, finite gradien
 import pytest
 import torch
 
-from qhybrid.devices.tensornet.engines.mps.svd import kept_rank, split
+from qhybrid.devices.tensornet.engines.mps.svd import _pair_inverse, kept_rank, split
 
 
 def _block(m, n, s, dtype):
@@ -84,3 +84,14 @@ def test_kept_rank_follows_cutoff_and_cap():
     assert kept_rank(s, None, 0.0) == 4
     assert kept_rank(s, None, 1e-6) == 3
     assert kept_rank(s, 2, 1e-6) == 2
+
+
+def test_pair_inverse_is_exact_off_ties_and_silent_at_noise():
+    """1/(s_i^2 - s_j^2) for a kept and a dropped value: exact for a small kept value against a zero (an
+    absolute broadening bent it), capped at a near-tie, zero where the kept value is at noise level."""
+    s2_kept = torch.tensor([[[1.0, 4e-6, 0.25, 1e-20]]], dtype=torch.float64)
+    s2_dropped = torch.tensor([[[0.0], [0.25 * (1 - 1e-9)]]], dtype=torch.float64)
+    f = _pair_inverse(s2_kept, s2_dropped, torch.tensor([[[1.0]]], dtype=torch.float64))
+    assert f[0, 0, 0] == pytest.approx(1.0, rel=1e-11) and f[0, 0, 1] == pytest.approx(1 / 4e-6, rel=1e-11)
+    assert abs(f[0, 1, 2]) < 1e7  # a relative gap of 1e-9: broadened (the exact term is 4e9)
+    assert f[0, 0, 3] == 0 and f[0, 1, 3] == 0  # a kept value at noise level

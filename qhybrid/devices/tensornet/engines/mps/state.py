@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .svd import split
+from .qr import exact_split
 
 
 @dataclass
@@ -43,12 +43,12 @@ class MPS:
         self.max_bond_seen = max(self.max_bond_seen, bond)
 
     def move_centre(self, to: int) -> None:
-        """Move the orthogonality centre to site ``to`` by exact SVD steps (no truncation)."""
+        """Move the orthogonality centre to site ``to`` by exact steps (QR, see :mod:`.qr`; no truncation)."""
         while self.centre < to:
             i = self.centre
             a = self.sites[i]
             b, l, d, r = a.shape
-            left, right, _, k = split(a.reshape(b, l * d, r), None, 0.0, "right")
+            left, right, k = exact_split(a.reshape(b, l * d, r), "right")
             self.sites[i] = left.reshape(b, l, d, k)
             self.sites[i + 1] = torch.einsum("bkr,brsq->bksq", right, self.sites[i + 1])
             self.centre = i + 1
@@ -56,7 +56,7 @@ class MPS:
             i = self.centre
             a = self.sites[i]
             b, l, d, r = a.shape
-            left, right, _, k = split(a.reshape(b, l, d * r), None, 0.0, "left")
+            left, right, k = exact_split(a.reshape(b, l, d * r), "left")
             self.sites[i] = right.reshape(b, k, d, r)
             self.sites[i - 1] = torch.einsum("blsr,brk->blsk", self.sites[i - 1], left)
             self.centre = i - 1
