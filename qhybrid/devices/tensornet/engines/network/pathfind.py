@@ -34,6 +34,7 @@ from typing import Sequence
 import opt_einsum as oe
 
 from . import hyper
+from .eliminate import eliminate
 from .path_cache import PathStore, structure_key
 from .problem import FLOP_RATE, MAX_STEP_INDICES, Found, Problem, _evaluate, _numel
 from .slicing import _with_slices, sliced_path
@@ -274,14 +275,20 @@ def _stored(problem: Problem, key: str | None, store: PathStore) -> Found | None
 
 
 def priced_paths(problems: Sequence[Problem], store: PathStore | None) -> list[Found]:
-    """Paths to price networks by (an engine choice): the store's where it keeps one (the tree planned
-    before, in this process or an earlier one), else the greedy path (remembered per structure for the
-    planning that follows). Nothing is searched and nothing written."""
+    """Paths to price networks by (an engine choice): the store's (planned before, here or in an earlier
+    process), else the greedy path (remembered for the planning that follows) or, where that costs the hyper
+    tier's threshold or more, one min-fill order's tree if cheaper (milliseconds; priced by greedy trees 2^11
+    too high, 8x8 lattice p=4 cone classes chose 25-wire state vectors). Nothing searched or written."""
     out = []
     for p in problems:  # (not counted in STATS: the plan that follows takes the same entry and counts it)
         key = structure_key(p.inputs, p.output, p.sizes)
         stored = _stored(p, key, store) if store is not None and p.n >= STORE_MIN_TENSORS else None
-        out.append(stored if stored is not None else _quick(p, "greedy", key, counted=False))
+        if stored is None:
+            stored = _quick(p, "greedy", key, counted=False)
+            if stored.flops >= hyper.HYPER_MIN_FLOPS:
+                ordered = eliminate(p, 1)
+                stored = ordered if ordered.flops < stored.flops else stored
+        out.append(stored)
     return out
 
 
