@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import time
 
@@ -127,7 +128,7 @@ def run(workload: str, steps: int, peers: bool = True) -> dict:
         try:
             row[f"{name}_first"], values[name] = _timed(step)
         except Exception as exc:  # noqa: BLE001 - a failing system is a result
-            row[f"{name}_error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
+            row[f"{name}_error"] = _failure(exc)
     live = {k: s for k, s in systems.items() if f"{k}_error" not in row}
     for _ in range(steps):  # steady steps, alternating
         for name, step in live.items():
@@ -143,6 +144,14 @@ def run(workload: str, steps: int, peers: bool = True) -> dict:
         row["diff"] = abs(values["qhybrid"][0] - values["quimb"][0])
         row["grad_diff"] = max(float(np.max(np.abs(a - b))) for a, b in zip(values["qhybrid"][1], values["quimb"][1]))
     return row
+
+
+def _failure(exc: Exception) -> str:
+    """A failing system's error, an allocation refusal as the size asked for."""
+    found = re.search(r"tried to allocate (\d+) bytes", str(exc))
+    if found:
+        return f"out of memory: asked for {int(found.group(1)) / 2**30:.1f} GiB in one tensor"
+    return f"{type(exc).__name__}: {str(exc)[:120]}"
 
 
 def _fmt(row) -> str:
