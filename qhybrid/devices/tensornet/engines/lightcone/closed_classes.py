@@ -54,7 +54,8 @@ class ClassesTogether:
             table = c.table.cpu().numpy() if rows is None else rows[i]
             plans.extend([contraction.plan] * len(table))
             for row in table:
-                recipes.append([self._recipe(o, c, row) for o in contraction.network.operands])
+                bases: dict = {}  # slot -> its base tensor's place (a gate's ket and bra copies share it)
+                recipes.append([self._recipe(o, c, row, bases) for o in contraction.network.operands])
         self.constants = torch.cat(self._const_parts) if self._const_parts else torch.zeros(0, dtype=dtype, device=device)
         self._fast_index = {
             name: torch.tensor(list(rows), dtype=torch.long, device=device).reshape(len(rows), -1)
@@ -65,31 +66,40 @@ class ClassesTogether:
             offsets[name] = at
             at += len(rows) * self._dims[name] ** 2
         self.table_size = at
-        leaves = [[self._positions(r, offsets) for r in network] for network in recipes]
+        seen: dict = {}  # equal operands (a gate read by several cones) share one read-only position array
+        leaves = [[self._positions(r, offsets, seen) for r in network] for network in recipes]
         limit = max_memory / dtype.itemsize
         self.trees = ManyTrees(plans, leaves, self.table_size, max_elements=limit, constants=self._const_size, mirrored=True)
 
-    def _recipe(self, o, c, row) -> tuple:
-        """(block, key, dimension, operand) of one network operand: where its base tensor lives in the table."""
+    def _recipe(self, o, c, row, bases: dict) -> tuple:
+        """(block, key, dimension, operand) of one network operand: where its base tensor lives in the table
+        (``bases``: the member's slots placed so far)."""
         if o.kind == "slot":
-            slot = c.structure.slots[o.slot]
-            dim = 2 ** len(slot.wires)
-            if slot.kind == "fast":
-                if slot.params[1] == slot.params[0]:
-                    raise NotTogether("a closed-form gate without parameters")
-                key = tuple(int(p) for p in row[slot.params[0] : slot.params[1]])
-                rows = self._fast.setdefault(slot.name, {})
-                rows.setdefault(key, len(rows))
-                self._dims[slot.name] = dim
-                return ("fast", slot.name, key, dim, o)
-            if slot.kind == "const":
-                op = c.tape.operations[slot.op_index]
-                return ("const", self._constant(constant_matrix(op, self.dtype, self.device)), None, dim, o)
-            raise NotTogether(f"a {slot.kind} gate")
+            base = bases.get(o.slot)
+            if base is None:
+                base = bases[o.slot] = self._base(c, row, o.slot)
+            return (*base, o)
         if o.kind in ("zero", "pauli"):
             t = _pauli_tensor("0" if o.kind == "zero" else o.letter, self.dtype, self.device)
             return ("const", self._constant(t), None, 0, o)
         raise NotTogether(f"a {o.kind} operand")
+
+    def _base(self, c, row, si: int) -> tuple:
+        """(block, key, dimension) of slot ``si``'s base tensor for the member reading parameter row ``row``."""
+        slot = c.structure.slots[si]
+        dim = 2 ** len(slot.wires)
+        if slot.kind == "fast":
+            if slot.params[1] == slot.params[0]:
+                raise NotTogether("a closed-form gate without parameters")
+            key = tuple(int(p) for p in row[slot.params[0] : slot.params[1]])
+            rows = self._fast.setdefault(slot.name, {})
+            rows.setdefault(key, len(rows))
+            self._dims[slot.name] = dim
+            return ("fast", slot.name, key, dim)
+        if slot.kind == "const":
+            op = c.tape.operations[slot.op_index]
+            return ("const", self._constant(constant_matrix(op, self.dtype, self.device)), None, dim)
+        raise NotTogether(f"a {slot.kind} gate")
 
     def _constant(self, t: torch.Tensor) -> tuple[int, tuple]:
         key = (id(t), tuple(t.shape))
@@ -100,10 +110,19 @@ class ClassesTogether:
             self._const_size += t.numel()
         return at, tuple(t.shape)
 
-    def _positions(self, recipe, offsets) -> np.ndarray:
+    def _positions(self, recipe, offsets, seen: dict) -> np.ndarray:
         """The operand's element positions in the table (its conjugate block for a conjugated operand), in
-        the shape ``_values.operand`` gives the tensor (the same reshapes, diagonal and selection)."""
+        the shape ``_values.operand`` gives the tensor (the same reshapes, diagonal and selection); equal
+        operands get one array (``seen``), made read-only so that no reader can change another's."""
         block, name, key, dim, o = recipe
+        memo = (block, name, key, dim, o.kind, o.diagonal, o.conj, _selection(o.select))
+        pos = seen.get(memo)
+        if pos is None:
+            pos = seen[memo] = self._new_positions(block, name, key, dim, o, offsets)
+            pos.flags.writeable = False
+        return pos
+
+    def _new_positions(self, block, name, key, dim, o, offsets) -> np.ndarray:
         if block == "fast":
             base = offsets[name] + self._fast[name][key] * dim * dim
             pos = base + np.arange(dim * dim).reshape(dim, dim)
@@ -301,6 +320,11 @@ class _SharedRows(torch.autograd.Function):
             grads.append(dy[at : at + x.shape[0]].unsqueeze(-1).to(g.dtype) * g[inverse])
             at += x.shape[0]
         return (None, None, None, *grads)
+
+
+def _selection(select) -> tuple | None:
+    """An operand's selection (slices and fixed positions) as a hashable key."""
+    return None if select is None else tuple(None if isinstance(x, slice) else x for x in select)
 
 
 __all__ = ["ClassesTogether", "SharedTogether", "classes_together", "run_together"]

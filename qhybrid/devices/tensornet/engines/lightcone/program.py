@@ -101,9 +101,13 @@ class ConeProgram:
         self.classes: list[ConeClass] = group_cones(tape, structure, cones)
         for c in self.classes:
             c.terms = [kept[i] for i in c.terms]
+        self._networks: dict = {}  # id(class) -> its networks as its engine choice built them (by term spec)
         self.choices = [self._choose(c, rule) for c in self.classes]
         """Per class (in ``classes`` order): its ``EngineChoice``, decided once with the structure."""
         self._closed_class = {id(c): ch.engine == "closed network" for c, ch in zip(self.classes, self.choices)}
+        for c in self.classes:  # a class run as a state vector needs no network
+            if not self._closed_class[id(c)]:
+                self._networks.pop(id(c), None)
         # closed classes' networks are planned at their first run with a new stack size, each within its
         # share of the structure's planning budget by its network's flops (what the choice took is not path
         # search: charging it left Q100 p=4's classes nothing)
@@ -126,7 +130,8 @@ class ConeProgram:
             engine = "closed network" if c.width > rule else "state vector"
             return EngineChoice(what, engine, f"width rule: state vectors up to {rule} wires", None, None, None, None)
         itemsize = self.opts.dtype.itemsize
-        return choose_class(what, c.structure, c.tape, self.opts, itemsize, torch.is_grad_enabled())
+        keep = self._networks[id(c)] = {}
+        return choose_class(what, c.structure, c.tape, self.opts, itemsize, torch.is_grad_enabled(), keep)
 
     # --- parameters ---------------------------------------------------------------------------
     def _parameters(self, group, values) -> torch.Tensor:
@@ -165,7 +170,10 @@ class ConeProgram:
             members = frozenset(si for si, s in enumerate(c.structure.slots) if s.params[1] > s.params[0])
             stacked, size = (members, k) if k > 1 else (frozenset(), 0)
             if closed:
-                program = ClosedProgram(c.structure, stacked, size, replace(self.opts, plan_time=self._plan_time[id(c)]), c.tape)
+                # one row: the networks the engine choice priced (built for no stack) are this program's
+                built = self._networks.pop(id(c), None) if not stacked else None
+                opts = replace(self.opts, plan_time=self._plan_time[id(c)])
+                program = ClosedProgram(c.structure, stacked, size, opts, c.tape, networks=built)
             else:
                 program = StateVectorProgram(c.structure, stacked, size, c.tape, self.opts.dtype, self.opts.max_memory)
             self._programs[key] = program
