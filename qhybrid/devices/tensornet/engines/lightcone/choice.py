@@ -183,20 +183,37 @@ def choose_class(what: str, structure, tape, opts, itemsize: int, gradient: bool
     multiplies both sides alike); ``keep``: as ``network_cost``'s."""
     batch = structure.batch_size or 1
     flops, peak = state_side(structure, batch, itemsize, gradient)
-    fits = peak <= opts.max_memory
-    if fits and flops / (GRADIENT_FACTOR if gradient else 1.0) <= CLASS_STATE_SURE_FLOPS:
+    sure = state_sure(what, flops, peak, opts.max_memory, gradient)
+    if sure is not None:
+        return sure
+    return decide(what, flops, peak, network_cost(structure, tape, opts, itemsize, gradient, keep), opts.max_memory)
+
+
+NO_NETWORK = "no closed network measures it"
+"""The reason of a class choice whose network could not be priced."""
+
+
+def state_sure(what: str, flops: float, peak: float, max_memory: float, gradient: bool) -> EngineChoice | None:
+    """The state vector, without pricing a network, where it fits and costs at most ``CLASS_STATE_SURE_FLOPS``
+    a forward run; else None."""
+    if peak <= max_memory and flops / (GRADIENT_FACTOR if gradient else 1.0) <= CLASS_STATE_SURE_FLOPS:
         return EngineChoice(what, "state vector", "cheap enough not to price a network", flops, peak, None, None)
-    net = network_cost(structure, tape, opts, itemsize, gradient, keep)
+    return None
+
+
+def decide(what: str, flops: float, peak: float, net: tuple | None, max_memory: float) -> EngineChoice:
+    """The cheaper of a state vector (``flops``, ``peak`` bytes) and a network (``net``: flops, bytes; None
+    where none measures it) that fits ``max_memory``."""
     if net is None:
-        return EngineChoice(what, "state vector", "no closed network measures it", flops, peak, None, None)
+        return EngineChoice(what, "state vector", NO_NETWORK, flops, peak, None, None)
     net_flops, net_bytes = net
-    if not fits:
+    if peak > max_memory:
         return EngineChoice(what, "closed network", "its state vector does not fit max_memory", flops, peak, net_flops, net_bytes)
-    if net_flops < flops and net_bytes <= opts.max_memory:
+    if net_flops < flops and net_bytes <= max_memory:
         return EngineChoice(what, "closed network", "cheaper", flops, peak, net_flops, net_bytes)
     return EngineChoice(what, "state vector", "cheaper" if net_flops >= flops else "its network does not fit max_memory",
                         flops, peak, net_flops, net_bytes)
 
 
-__all__ = ["EngineChoice", "choose_class", "network_cost", "closed_plans", "state_side",
+__all__ = ["EngineChoice", "choose_class", "network_cost", "closed_plans", "state_side", "state_sure", "decide", "NO_NETWORK",
            "NETWORK_STEP_FLOPS", "WHOLE_STATE_SURE_WIRES", "CLASS_STATE_SURE_FLOPS"]

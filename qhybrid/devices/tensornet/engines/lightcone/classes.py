@@ -16,7 +16,7 @@ import torch
 from pennylane.measurements import ExpectationMP, VarianceMP
 from pennylane.wires import Wires
 
-from ..._structure import TapeStructure, tape_structure
+from ..._structure import Slot, TapeStructure, measurement_key, op_slot, tape_structure
 from .cones import SYMMETRIC_GATES, Cone, cone_wires, make_cone
 
 
@@ -50,6 +50,33 @@ def class_tape(tape, structure: TapeStructure, cone: Cone) -> qml.tape.QuantumSc
     return qml.tape.QuantumScript(ops, [qml.expval(observable)])
 
 
+def class_structure(structure: TapeStructure, cone: Cone, sub) -> TapeStructure:
+    """``tape_structure(sub, Wires(range(cone.width)))`` of the cone's class tape ``sub``: its gates' slots
+    are the circuit's, relabelled (each operator is classified once, for the circuit; ~5x faster, Q100 p=4's
+    149 class tapes: 0.4 s before), its basis changes and measurement read as ``tape_structure`` does."""
+    keys = structure.key[0]
+    ops = sub.operations
+    slots, out, start = [], [], 0
+    for index, si in enumerate(cone.slots):
+        full, k = structure.slots[si], keys[si]
+        n = full.params[1] - full.params[0]
+        wires = cone_wires(full, cone.labels)
+        slots.append(Slot(full.kind, full.name, wires, (start, start + n), full.batched, index))
+        # (an operator's settings may name its wires: read them from the relabelled one)
+        out.append((full.kind, full.name, wires, full.batched, repr(ops[index].hyperparameters) if k[4] else ""))
+        start += n
+    position = {w: w for w in range(cone.width)}
+    touched = set(sub.wires)  # (no state preparation in a cone: only its classification reads this)
+    for index in range(len(cone.slots), len(ops)):
+        slot, key, _ = op_slot(ops[index], index, start, position, touched)
+        slots.append(slot)
+        out.append(key)
+        start += len(ops[index].data)
+    batch = structure.batch_size if any(s.batched for s in slots) else None
+    key = (tuple(out), measurement_key(sub), tuple(range(cone.width)), batch)
+    return TapeStructure(key, tuple(slots), Wires(range(cone.width)), batch, start)
+
+
 def group_cones(tape, structure: TapeStructure, cones: list[Cone]) -> list[ConeClass]:
     """Classes of ``cones`` (term ``t`` is ``cones[t]``), in order of their first member."""
     by_key: dict[tuple, list[int]] = {}
@@ -59,7 +86,7 @@ def group_cones(tape, structure: TapeStructure, cones: list[Cone]) -> list[ConeC
     for terms in by_key.values():
         rep = cones[terms[0]]
         sub = class_tape(tape, structure, rep)
-        sub_structure = tape_structure(sub, Wires(range(rep.width)))
+        sub_structure = class_structure(structure, rep, sub)
         rows = []
         for t in terms:
             rows.append([j for si in cones[t].slots for j in range(*structure.slots[si].params)])

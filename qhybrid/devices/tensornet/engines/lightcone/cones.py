@@ -206,15 +206,16 @@ def _stable_hash(value) -> int:
     return int.from_bytes(hashlib.blake2b(repr(value).encode(), digest_size=8).digest(), "little")
 
 
-def make_cone(structure: TapeStructure, word: dict[int, str]) -> Cone:
-    """The cone of ``word`` (simulated-wire position -> letter) with its canonical form.
+def make_cone(structure: TapeStructure, word: dict[int, str], kept: list[int] | None = None) -> Cone:
+    """The cone of ``word`` (simulated-wire position -> letter) with its canonical form (``kept``: its
+    slots, ``cone_slots(structure.slots, word)``, where the caller has them).
 
     Labels are given walking back from the measured word: its wires first, then, layer by layer from the
     last, each gate's fresh wires, taking first the gates on the smallest labels already given (ties
     broken by refinement colours, which do not depend on the wires' names)."""
     slots = structure.slots
     keys = structure.key[0]
-    kept = cone_slots(slots, word)
+    kept = cone_slots(slots, word) if kept is None else kept
     layers = _layers(slots, kept)
     gate_colour, wire_colour = _colours(slots, keys, layers, word)
     labels: dict[int, int] = {}
@@ -222,6 +223,13 @@ def make_cone(structure: TapeStructure, word: dict[int, str]) -> Cone:
         labels[w] = len(labels)
     picked = [_pick(slots, layer, labels, gate_colour) for layer in reversed(layers)]
     order = [si for layer in reversed(picked) for si in layer]
+    return labelled_cone(structure, order, labels, word)
+
+
+def labelled_cone(structure: TapeStructure, order: Sequence[int], labels: dict, word: dict[int, str]) -> Cone:
+    """The ``Cone`` of ``word`` whose kept slots are ``order`` (in that order) and wires ``labels``, with its
+    canonical form (``make_cone``'s, or a stored cone's once checked: ``stored.py``)."""
+    slots, keys = structure.slots, structure.key[0]
     form = tuple(
         (k[0], k[1], cone_wires(slots[si], labels), k[3], k[4], slots[si].params[1] - slots[si].params[0])
         for si in order
@@ -285,4 +293,4 @@ def _rank(slot: Slot, labels: dict) -> tuple:
     return (min(known), tuple(known))
 
 
-__all__ = ["Cone", "make_cone", "cone_slots", "cone_wires", "DIAGONAL_GATES", "SYMMETRIC_GATES", "BASIS_GATES", "GENERAL"]
+__all__ = ["Cone", "make_cone", "labelled_cone", "cone_slots", "cone_wires", "DIAGONAL_GATES", "SYMMETRIC_GATES", "BASIS_GATES", "GENERAL"]
