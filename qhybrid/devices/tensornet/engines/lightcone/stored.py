@@ -50,6 +50,21 @@ FOLDER = "cones"
 """Where entries live: this folder of the path store's directory (``path_cache``; none without one)."""
 
 
+class StoreStats:
+    """Entries read (``hits``), looked up and not usable (``misses``: absent, another structure's, or
+    failing a check) and written (``writes``) since the last ``reset``: for tests and diagnostics."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> "StoreStats":
+        self.hits = self.misses = self.writes = 0
+        return self
+
+
+STATS = StoreStats()
+
+
 def store_of(opts) -> "ConeStore | None":
     """The store beside the device's path store (None where paths are not kept)."""
     paths = PathSettings.of(opts.optimizer).store
@@ -112,6 +127,14 @@ class ConeStore:
         """The entry for ``description`` with its cones checked against ``structure`` (``words[t]``: term
         ``t``'s word; ``kept``: the terms measured by cones, in order), or None (absent, unreadable, for
         another structure, or a cone that is not its term's light cone)."""
+        stored = self._read(description, structure, words, kept)
+        if stored is None:
+            STATS.misses += 1
+        else:
+            STATS.hits += 1
+        return stored
+
+    def _read(self, description: dict, structure, words: list, kept: list) -> Stored | None:
         key = _digest(description)
         try:
             entry = json.loads(self._file(key).read_text())
@@ -157,6 +180,7 @@ class ConeStore:
                 with os.fdopen(fd, "w") as f:
                     f.write(json.dumps(entry, separators=(",", ":")))
                 os.replace(tmp, self._file(key))
+                STATS.writes += 1
             except BaseException:
                 os.unlink(tmp)
                 raise
@@ -198,4 +222,4 @@ def priced_choice(what: str, c, price, opts, gradient: bool):
     return _choice.decide(what, flops, peak, net, opts.max_memory)
 
 
-__all__ = ["ConeStore", "Stored", "store_of", "describe", "checked_cone", "priced_choice", "FORMAT"]
+__all__ = ["ConeStore", "Stored", "STATS", "store_of", "describe", "checked_cone", "priced_choice", "FORMAT"]
