@@ -120,15 +120,15 @@ def op_slot(op: Operator, index: int, start: int, position: dict, touched: set) 
     return slot, (kind, op.name, wires, slot.batched, hyper), batch
 
 
-def measurement_key(tape) -> tuple:
+def measurement_key(measurements) -> tuple:
     """The measurements' part of a structure key (refusing measurements of mid-circuit measurements)."""
-    for mp in tape.measurements:
+    for mp in measurements:
         if mp.mv is not None:
             raise UnsupportedOperationError(
                 f"{type(mp).__name__} of a mid-circuit measurement is not supported by qhybrid.tensornet; "
                 "apply qml.defer_measurements to the circuit first."
             )
-    return tuple(mp.hash for mp in tape.measurements)
+    return tuple(mp.hash for mp in measurements)
 
 
 def tape_structure(tape: qml.tape.QuantumScript, device_wires: Wires | None) -> TapeStructure:
@@ -176,6 +176,6 @@ def tape_structure(tape: qml.tape.QuantumScript, device_wires: Wires | None) -> 
             "circuit needs the same leading dimension."
         )
     batch_size = sizes.pop() if sizes else None
-    mkey = measurement_key(tape)
+    mkey = measurement_key(tape.measurements)
     key = (tuple(keys), mkey, tuple(sim_wires), batch_size)
     return TapeStructure(key, tuple(slots), sim_wires, batch_size, start)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ...._collector import collector_paused
 from ..._values import _pauli_tensor
 from ..._gates import constant_matrix, fast_matrix
 from ...backends import get_backend
@@ -97,7 +98,7 @@ class ClassesTogether:
             self._dims[slot.name] = dim
             return ("fast", slot.name, key, dim)
         if slot.kind == "const":
-            op = c.tape.operations[slot.op_index]
+            op = c.operator(slot.op_index)
             return ("const", self._constant(constant_matrix(op, self.dtype, self.device)), None, dim)
         raise NotTogether(f"a {slot.kind} gate")
 
@@ -183,7 +184,8 @@ def run_together(program, params: torch.Tensor, values) -> dict[int, torch.Tenso
     out = {}
     key = (values.dtype, str(values.device), tuple(id(c) for c in distinct))
     if key not in program._together:
-        program._together[key] = classes_together(program, distinct, values.dtype, values.device)
+        with collector_paused():  # (the classes' programs and their ManyTrees: millions of objects)
+            program._together[key] = classes_together(program, distinct, values.dtype, values.device)
     together = program._together[key]
     if together is not None:
         program.executions += len(together.classes)
@@ -191,7 +193,8 @@ def run_together(program, params: torch.Tensor, values) -> dict[int, torch.Tenso
     if shared:
         key = ("shared", values.dtype, str(values.device), tuple((id(c), u.shape[0]) for c, _, u, _ in shared))
         if key not in program._together:
-            program._together[key] = shared_together(program, shared, values.dtype, values.device)
+            with collector_paused():
+                program._together[key] = shared_together(program, shared, values.dtype, values.device)
         got = program._together[key]
         if got is not None:
             program.executions += sum(u.shape[0] for _, _, u, _ in shared)
@@ -228,7 +231,7 @@ def _pairs(program, classes, device, networks: int):
         return None
     pairs = []
     for c in classes:
-        if not _one_word(c.tape):
+        if not _one_word(c.measurements):
             return None
         program_c = program._program(c, 1, closed=True)
         if len(program_c._terms) != 1 or next(iter(program_c._terms))[0] != "pauli":
@@ -237,11 +240,11 @@ def _pairs(program, classes, device, networks: int):
     return pairs
 
 
-def _one_word(tape) -> bool:
+def _one_word(measurements) -> bool:
     """Whether the class's sub-tape measures one expval of one Pauli word with coefficient 1."""
-    if len(tape.measurements) != 1 or tape.measurements[0].obs is None:
+    if len(measurements) != 1 or measurements[0].obs is None:
         return False
-    ps = tape.measurements[0].obs.pauli_rep
+    ps = measurements[0].obs.pauli_rep
     return ps is not None and len(ps) == 1 and all(w and c == 1 for w, c in ps.items())
 
 

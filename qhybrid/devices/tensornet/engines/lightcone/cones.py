@@ -230,11 +230,14 @@ def labelled_cone(structure: TapeStructure, order: Sequence[int], labels: dict, 
     """The ``Cone`` of ``word`` whose kept slots are ``order`` (in that order) and wires ``labels``, with its
     canonical form (``make_cone``'s, or a stored cone's once checked: ``stored.py``)."""
     slots, keys = structure.slots, structure.key[0]
-    form = tuple(
-        (k[0], k[1], cone_wires(slots[si], labels), k[3], k[4], slots[si].params[1] - slots[si].params[0])
-        for si in order
-        for k in (keys[si],)
-    )
+    form = []
+    for si in order:
+        k, slot = keys[si], slots[si]
+        wires = tuple(labels[w] for w in slot.wires)
+        if len(wires) > 1 and slot.name in SYMMETRIC_GATES:
+            wires = tuple(sorted(wires))
+        form.append((k[0], k[1], wires, k[3], k[4], slot.params[1] - slot.params[0]))
+    form = tuple(form)
     measured = tuple(sorted((labels[w], letter) for w, letter in word.items()))
     return Cone(tuple(order), labels, measured, (form, measured))
 

@@ -150,7 +150,7 @@ class ConeProgram:
                 return choice
         itemsize = self.opts.dtype.itemsize
         keep = self._networks[id(c)] = {}
-        return choose_class(what, c.structure, c.tape, self.opts, itemsize, torch.is_grad_enabled(), keep)
+        return choose_class(what, c.structure, c.view, self.opts, itemsize, torch.is_grad_enabled(), keep)
 
     # --- running -------------------------------------------------------------------------------
     def _program(self, c: ConeClass, k: int, closed: bool):
@@ -164,7 +164,7 @@ class ConeProgram:
                 # one row: the networks the engine choice priced (built for no stack) are this program's
                 built = self._networks.pop(id(c), None) if not stacked else None
                 opts = replace(self.opts, plan_time=self._plan_time[id(c)])
-                program = ClosedProgram(c.structure, stacked, size, opts, c.tape, networks=built)
+                program = ClosedProgram(c.structure, stacked, size, opts, c.view, networks=built)
             else:
                 program = StateVectorProgram(c.structure, stacked, size, c.tape, self.opts.dtype, self.opts.max_memory)
             self._programs[key] = program
@@ -189,7 +189,7 @@ class ConeProgram:
         lead = ((k,) if k > 1 else ()) + ((batch,) if batch is not None else ())
         self.executions += 1
         program.admit(self._kept)
-        out = program.run(values, _Sub(c.tape), c.structure, lead)[0]
+        out = program.run(values, _Sub(c.view), c.structure, lead)[0]
         return out.reshape(k, -1) if batch is not None else out.reshape(k)
 
     def _class_values(self, c: ConeClass, params: torch.Tensor, values) -> torch.Tensor:
