@@ -17,6 +17,7 @@ from .readout.measure import StateReader
 from .readout.shared_observables import observables_shared, sharing_observables
 from .engines.statevector.program import StateVectorProgram
 from ..._variant import Variant
+from .._collector import collector_paused
 from ._structure import TapeStructure, tape_structure
 from ._options import CacheInfo, PlanCache, SimOptions
 from ._values import _Values, _stacked_slots
@@ -159,6 +160,12 @@ def build_program(structure: TapeStructure, stacked: frozenset, stack_size: int,
     return program
 
 
+def _built(structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions, tape):
+    """``build_program`` with the cyclic collector paused (``devices/_collector``)."""
+    with collector_paused():
+        return build_program(structure, stacked, stack_size, opts, tape)
+
+
 def _choose_whole(structure: TapeStructure, stack_size: int, opts: SimOptions, tape) -> EngineChoice:
     """One state vector, or light cones (closed networks where cones do not apply), for the whole circuit:
     the cheaper that fits ``max_memory``."""
@@ -202,7 +209,7 @@ def _cones_cost(structure, tape, words, opts, itemsize: int, gradient: bool, row
     total, largest = 0.0, 0.0
     for cones in sorted(members.values(), key=lambda cs: -(len(cs[0].slots) << cs[0].width) * len(cs)):
         (c,) = group_cones(tape, structure, cones[:1])
-        choice = choose_class("", c.structure, c.tape, opts, itemsize, gradient)
+        choice = choose_class("", c.structure, c.view, opts, itemsize, gradient)
         if choice.engine == "closed network":
             cost, size = choice.network_flops, choice.network_bytes
         else:
@@ -227,7 +234,7 @@ def _run_group(structure: TapeStructure, group: Sequence[Variant], opts: SimOpti
     key = plan_key(structure, stacked, stack_size, opts)
     tape = group[0].tape
     # which program is decided once per structure, by the cache's factory
-    program = cache.get(key, lambda: build_program(structure, stacked, stack_size, opts, tape))
+    program = cache.get(key, lambda: _built(structure, stacked, stack_size, opts, tape))
     if not getattr(program, "reads_observable_data", False):
         group = _bound(structure, group)
     lead_shape = ((stack_size,) if stacked else ()) + (

@@ -104,6 +104,33 @@ def _classify(op: Operator, touched: set) -> str:
     return "fast" if has_fast_builder(op.name) else "matrix"
 
 
+def op_slot(op: Operator, index: int, start: int, position: dict, touched: set) -> tuple[Slot, tuple, int | None]:
+    """One operator's slot (``index`` in ``tape.operations``, its parameters from ``start`` in the flat
+    list, wires mapped by ``position``; ``touched``: the wires acted on before, updated), its structure key
+    and its batch size."""
+    kind = _classify(op, touched)
+    try:
+        batch = op.batch_size
+    except ValueError as exc:
+        raise BroadcastError(f"{op.name} on wires {op.wires.tolist()}: {exc}") from exc
+    wires = tuple(position[w] for w in op.wires)
+    touched.update(op.wires)
+    slot = Slot(kind, op.name, wires, (start, start + len(op.data)), batch is not None, index)
+    hyper = repr(op.hyperparameters) if op.hyperparameters and kind != "fast" else ""
+    return slot, (kind, op.name, wires, slot.batched, hyper), batch
+
+
+def measurement_key(measurements) -> tuple:
+    """The measurements' part of a structure key (refusing measurements of mid-circuit measurements)."""
+    for mp in measurements:
+        if mp.mv is not None:
+            raise UnsupportedOperationError(
+                f"{type(mp).__name__} of a mid-circuit measurement is not supported by qhybrid.tensornet; "
+                "apply qml.defer_measurements to the circuit first."
+            )
+    return tuple(mp.hash for mp in measurements)
+
+
 def tape_structure(tape: qml.tape.QuantumScript, device_wires: Wires | None) -> TapeStructure:
     """The structure key, slots and simulated wires of ``tape``.
 
@@ -134,19 +161,11 @@ def tape_structure(tape: qml.tape.QuantumScript, device_wires: Wires | None) -> 
         if op.name in SKIPPED_OPS:
             start += n
             continue
-        kind = _classify(op, touched)
-        try:
-            batch = op.batch_size
-        except ValueError as exc:
-            raise BroadcastError(f"{op.name} on wires {op.wires.tolist()}: {exc}") from exc
+        slot, key, batch = op_slot(op, index, start, position, touched)
         if batch is not None:
             batch_sizes[f"{op.name}{op.wires.tolist()}"] = batch
-        wires = tuple(position[w] for w in op.wires)
-        touched.update(op.wires)
-        slot = Slot(kind, op.name, wires, (start, start + n), batch is not None, index)
         slots.append(slot)
-        hyper = repr(op.hyperparameters) if op.hyperparameters and kind != "fast" else ""
-        keys.append((kind, op.name, wires, slot.batched, hyper))
+        keys.append(key)
         start += n
 
     sizes = set(batch_sizes.values())
@@ -157,12 +176,6 @@ def tape_structure(tape: qml.tape.QuantumScript, device_wires: Wires | None) -> 
             "circuit needs the same leading dimension."
         )
     batch_size = sizes.pop() if sizes else None
-    for mp in tape.measurements:
-        if mp.mv is not None:
-            raise UnsupportedOperationError(
-                f"{type(mp).__name__} of a mid-circuit measurement is not supported by qhybrid.tensornet; "
-                "apply qml.defer_measurements to the circuit first."
-            )
-    mkey = tuple(mp.hash for mp in tape.measurements)
+    mkey = measurement_key(tape.measurements)
     key = (tuple(keys), mkey, tuple(sim_wires), batch_size)
     return TapeStructure(key, tuple(slots), sim_wires, batch_size, start)

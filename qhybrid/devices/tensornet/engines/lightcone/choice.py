@@ -72,12 +72,14 @@ def _fmt_flops(f: float) -> str:
     return f"2^{math.log2(max(f, 1.0)):.1f} flops"
 
 
-def network_cost(structure, tape, opts, itemsize: int, gradient: bool) -> tuple[float, float] | None:
+def network_cost(structure, tape, opts, itemsize: int, gradient: bool, keep: dict | None = None) -> tuple[float, float] | None:
     """(flops with the backward where ``gradient``, bytes of the largest intermediate) of ``tape`` as closed
     networks, or None where it cannot be a closed network. Each network is priced by the path the device's
     path store keeps for it (a second process prices by the trees the first planned, and plans and prices
     nothing again), else by its greedy path (no search; remembered for the planning that follows); the
     networks are built but not compiled into contraction plans, and nothing is written to the store.
+    ``keep``: a dict that receives the networks built, by term spec (a ``ClosedProgram`` of the same
+    structure takes them instead of building them again).
     A Pauli sentence measured as one network goes through a ``ClosedProgram`` as before (its split into
     words is that program's decision)."""
     try:
@@ -91,6 +93,8 @@ def network_cost(structure, tape, opts, itemsize: int, gradient: bool) -> tuple[
                 for spec in specs]  # fmt: skip
     if not networks:
         return None
+    if keep is not None:
+        keep.update(zip(specs, networks))
     problems = [Problem.of(n.inputs, n.output, n.sizes, n.positions, BATCH) for n in networks]
     found = priced_paths(problems, PathSettings.of(opts.optimizer).store)
     flops = sum(f.flops + NETWORK_STEP_FLOPS * _calls(n, f) for n, f in zip(networks, found))
@@ -174,25 +178,42 @@ def state_side(structure, lead: int, itemsize: int, gradient: bool, words: int =
     return state_flops(structure, lead, gradient=gradient, measured_words=words), memory.peak
 
 
-def choose_class(what: str, structure, tape, opts, itemsize: int, gradient: bool) -> EngineChoice:
+def choose_class(what: str, structure, tape, opts, itemsize: int, gradient: bool, keep: dict | None = None) -> EngineChoice:
     """State vector or closed network for one light-cone class (priced for one member; every member
-    multiplies both sides alike)."""
+    multiplies both sides alike); ``keep``: as ``network_cost``'s."""
     batch = structure.batch_size or 1
     flops, peak = state_side(structure, batch, itemsize, gradient)
-    fits = peak <= opts.max_memory
-    if fits and flops / (GRADIENT_FACTOR if gradient else 1.0) <= CLASS_STATE_SURE_FLOPS:
+    sure = state_sure(what, flops, peak, opts.max_memory, gradient)
+    if sure is not None:
+        return sure
+    return decide(what, flops, peak, network_cost(structure, tape, opts, itemsize, gradient, keep), opts.max_memory)
+
+
+NO_NETWORK = "no closed network measures it"
+"""The reason of a class choice whose network could not be priced."""
+
+
+def state_sure(what: str, flops: float, peak: float, max_memory: float, gradient: bool) -> EngineChoice | None:
+    """The state vector, without pricing a network, where it fits and costs at most ``CLASS_STATE_SURE_FLOPS``
+    a forward run; else None."""
+    if peak <= max_memory and flops / (GRADIENT_FACTOR if gradient else 1.0) <= CLASS_STATE_SURE_FLOPS:
         return EngineChoice(what, "state vector", "cheap enough not to price a network", flops, peak, None, None)
-    net = network_cost(structure, tape, opts, itemsize, gradient)
+    return None
+
+
+def decide(what: str, flops: float, peak: float, net: tuple | None, max_memory: float) -> EngineChoice:
+    """The cheaper of a state vector (``flops``, ``peak`` bytes) and a network (``net``: flops, bytes; None
+    where none measures it) that fits ``max_memory``."""
     if net is None:
-        return EngineChoice(what, "state vector", "no closed network measures it", flops, peak, None, None)
+        return EngineChoice(what, "state vector", NO_NETWORK, flops, peak, None, None)
     net_flops, net_bytes = net
-    if not fits:
+    if peak > max_memory:
         return EngineChoice(what, "closed network", "its state vector does not fit max_memory", flops, peak, net_flops, net_bytes)
-    if net_flops < flops and net_bytes <= opts.max_memory:
+    if net_flops < flops and net_bytes <= max_memory:
         return EngineChoice(what, "closed network", "cheaper", flops, peak, net_flops, net_bytes)
     return EngineChoice(what, "state vector", "cheaper" if net_flops >= flops else "its network does not fit max_memory",
                         flops, peak, net_flops, net_bytes)
 
 
-__all__ = ["EngineChoice", "choose_class", "network_cost", "closed_plans", "state_side",
+__all__ = ["EngineChoice", "choose_class", "network_cost", "closed_plans", "state_side", "state_sure", "decide", "NO_NETWORK",
            "NETWORK_STEP_FLOPS", "WHOLE_STATE_SURE_WIRES", "CLASS_STATE_SURE_FLOPS"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ...._collector import collector_paused
 from ..._values import _pauli_tensor
 from ..._gates import constant_matrix, fast_matrix
 from ...backends import get_backend
@@ -54,7 +55,8 @@ class ClassesTogether:
             table = c.table.cpu().numpy() if rows is None else rows[i]
             plans.extend([contraction.plan] * len(table))
             for row in table:
-                recipes.append([self._recipe(o, c, row) for o in contraction.network.operands])
+                bases: dict = {}  # slot -> its base tensor's place (a gate's ket and bra copies share it)
+                recipes.append([self._recipe(o, c, row, bases) for o in contraction.network.operands])
         self.constants = torch.cat(self._const_parts) if self._const_parts else torch.zeros(0, dtype=dtype, device=device)
         self._fast_index = {
             name: torch.tensor(list(rows), dtype=torch.long, device=device).reshape(len(rows), -1)
@@ -65,31 +67,40 @@ class ClassesTogether:
             offsets[name] = at
             at += len(rows) * self._dims[name] ** 2
         self.table_size = at
-        leaves = [[self._positions(r, offsets) for r in network] for network in recipes]
+        seen: dict = {}  # equal operands (a gate read by several cones) share one read-only position array
+        leaves = [[self._positions(r, offsets, seen) for r in network] for network in recipes]
         limit = max_memory / dtype.itemsize
         self.trees = ManyTrees(plans, leaves, self.table_size, max_elements=limit, constants=self._const_size, mirrored=True)
 
-    def _recipe(self, o, c, row) -> tuple:
-        """(block, key, dimension, operand) of one network operand: where its base tensor lives in the table."""
+    def _recipe(self, o, c, row, bases: dict) -> tuple:
+        """(block, key, dimension, operand) of one network operand: where its base tensor lives in the table
+        (``bases``: the member's slots placed so far)."""
         if o.kind == "slot":
-            slot = c.structure.slots[o.slot]
-            dim = 2 ** len(slot.wires)
-            if slot.kind == "fast":
-                if slot.params[1] == slot.params[0]:
-                    raise NotTogether("a closed-form gate without parameters")
-                key = tuple(int(p) for p in row[slot.params[0] : slot.params[1]])
-                rows = self._fast.setdefault(slot.name, {})
-                rows.setdefault(key, len(rows))
-                self._dims[slot.name] = dim
-                return ("fast", slot.name, key, dim, o)
-            if slot.kind == "const":
-                op = c.tape.operations[slot.op_index]
-                return ("const", self._constant(constant_matrix(op, self.dtype, self.device)), None, dim, o)
-            raise NotTogether(f"a {slot.kind} gate")
+            base = bases.get(o.slot)
+            if base is None:
+                base = bases[o.slot] = self._base(c, row, o.slot)
+            return (*base, o)
         if o.kind in ("zero", "pauli"):
             t = _pauli_tensor("0" if o.kind == "zero" else o.letter, self.dtype, self.device)
             return ("const", self._constant(t), None, 0, o)
         raise NotTogether(f"a {o.kind} operand")
+
+    def _base(self, c, row, si: int) -> tuple:
+        """(block, key, dimension) of slot ``si``'s base tensor for the member reading parameter row ``row``."""
+        slot = c.structure.slots[si]
+        dim = 2 ** len(slot.wires)
+        if slot.kind == "fast":
+            if slot.params[1] == slot.params[0]:
+                raise NotTogether("a closed-form gate without parameters")
+            key = tuple(int(p) for p in row[slot.params[0] : slot.params[1]])
+            rows = self._fast.setdefault(slot.name, {})
+            rows.setdefault(key, len(rows))
+            self._dims[slot.name] = dim
+            return ("fast", slot.name, key, dim)
+        if slot.kind == "const":
+            op = c.operator(slot.op_index)
+            return ("const", self._constant(constant_matrix(op, self.dtype, self.device)), None, dim)
+        raise NotTogether(f"a {slot.kind} gate")
 
     def _constant(self, t: torch.Tensor) -> tuple[int, tuple]:
         key = (id(t), tuple(t.shape))
@@ -100,10 +111,19 @@ class ClassesTogether:
             self._const_size += t.numel()
         return at, tuple(t.shape)
 
-    def _positions(self, recipe, offsets) -> np.ndarray:
+    def _positions(self, recipe, offsets, seen: dict) -> np.ndarray:
         """The operand's element positions in the table (its conjugate block for a conjugated operand), in
-        the shape ``_values.operand`` gives the tensor (the same reshapes, diagonal and selection)."""
+        the shape ``_values.operand`` gives the tensor (the same reshapes, diagonal and selection); equal
+        operands get one array (``seen``), made read-only so that no reader can change another's."""
         block, name, key, dim, o = recipe
+        memo = (block, name, key, dim, o.kind, o.diagonal, o.conj, _selection(o.select))
+        pos = seen.get(memo)
+        if pos is None:
+            pos = seen[memo] = self._new_positions(block, name, key, dim, o, offsets)
+            pos.flags.writeable = False
+        return pos
+
+    def _new_positions(self, block, name, key, dim, o, offsets) -> np.ndarray:
         if block == "fast":
             base = offsets[name] + self._fast[name][key] * dim * dim
             pos = base + np.arange(dim * dim).reshape(dim, dim)
@@ -164,7 +184,8 @@ def run_together(program, params: torch.Tensor, values) -> dict[int, torch.Tenso
     out = {}
     key = (values.dtype, str(values.device), tuple(id(c) for c in distinct))
     if key not in program._together:
-        program._together[key] = classes_together(program, distinct, values.dtype, values.device)
+        with collector_paused():  # (the classes' programs and their ManyTrees: millions of objects)
+            program._together[key] = classes_together(program, distinct, values.dtype, values.device)
     together = program._together[key]
     if together is not None:
         program.executions += len(together.classes)
@@ -172,7 +193,8 @@ def run_together(program, params: torch.Tensor, values) -> dict[int, torch.Tenso
     if shared:
         key = ("shared", values.dtype, str(values.device), tuple((id(c), u.shape[0]) for c, _, u, _ in shared))
         if key not in program._together:
-            program._together[key] = shared_together(program, shared, values.dtype, values.device)
+            with collector_paused():
+                program._together[key] = shared_together(program, shared, values.dtype, values.device)
         got = program._together[key]
         if got is not None:
             program.executions += sum(u.shape[0] for _, _, u, _ in shared)
@@ -209,7 +231,7 @@ def _pairs(program, classes, device, networks: int):
         return None
     pairs = []
     for c in classes:
-        if not _one_word(c.tape):
+        if not _one_word(c.measurements):
             return None
         program_c = program._program(c, 1, closed=True)
         if len(program_c._terms) != 1 or next(iter(program_c._terms))[0] != "pauli":
@@ -218,11 +240,11 @@ def _pairs(program, classes, device, networks: int):
     return pairs
 
 
-def _one_word(tape) -> bool:
+def _one_word(measurements) -> bool:
     """Whether the class's sub-tape measures one expval of one Pauli word with coefficient 1."""
-    if len(tape.measurements) != 1 or tape.measurements[0].obs is None:
+    if len(measurements) != 1 or measurements[0].obs is None:
         return False
-    ps = tape.measurements[0].obs.pauli_rep
+    ps = measurements[0].obs.pauli_rep
     return ps is not None and len(ps) == 1 and all(w and c == 1 for w, c in ps.items())
 
 
@@ -301,6 +323,11 @@ class _SharedRows(torch.autograd.Function):
             grads.append(dy[at : at + x.shape[0]].unsqueeze(-1).to(g.dtype) * g[inverse])
             at += x.shape[0]
         return (None, None, None, *grads)
+
+
+def _selection(select) -> tuple | None:
+    """An operand's selection (slices and fixed positions) as a hashable key."""
+    return None if select is None else tuple(None if isinstance(x, slice) else x for x in select)
 
 
 __all__ = ["ClassesTogether", "SharedTogether", "classes_together", "run_together"]

@@ -21,20 +21,21 @@ from pennylane.measurements import ExpectationMP
 
 from ..._options import SimOptions
 from ..._structure import TapeStructure
-from ..._values import _differences
 from ..network.programs import ClosedProgram
 from ..statevector.program import StateVectorProgram
 from .budget import plan_shares
 from .classes import ConeClass, cone_measurable, group_cones, measured_words, sentences
 from .choice import EngineChoice, choose_class
 from .coefficients import data_map
+from .parameters import parameter_rows, scalar
 from .cones import cone_slots, make_cone
 from .shared import run_distinct
 from .closed_classes import run_together
 from ..network.tree_grad import KeptBudget
 from .spread import spread_group, spread_terms
 from .values import ConeValues
-from .whole import closed_program
+from .whole import closed_program, whole_candidates
+from .stored import describe, priced_choice, store_of
 
 CONE_STATE_MAX_WIRES: int | None = None
 """None: each class runs as a state vector or a closed network by cost (``choice.choose_class``). A number
@@ -83,27 +84,45 @@ class ConeProgram:
         rule = state_max_wires if state_max_wires is not None else CONE_STATE_MAX_WIRES
         self.rows = max(stack_size, 1)
         pos = {w: i for i, w in enumerate(structure.sim_wires)}
+        self.stacked, self.candidate_wires = stacked, WHOLE_NETWORK_CANDIDATE_WIRES if rule is None else rule
         # measurements that are not Pauli sentences: a closed network of the whole circuit in any case
         plain = [m for m, mp in enumerate(tape.measurements) if not cone_measurable(mp)]
         words, per_measurement = measured_words(tape, structure)
         self.term_of = {tuple(sorted(w.items())): t for t, w in enumerate(words)}
-        widths = [_width(structure, w) for w in words]
-        candidate_wires = WHOLE_NETWORK_CANDIDATE_WIRES if rule is None else rule
-        self.closed = closed_program(
-            plain, per_measurement, widths, candidate_wires, structure, stacked, stack_size, opts, tape, words
-        )
+        # cones and prices a process built before (nothing goes to the whole circuit then: stored.py)
+        store = store_of(opts) if not plain else None
+        described = describe(self, structure, tape, opts, rule, words, per_measurement, torch.is_grad_enabled()) if store else None
+        every = sorted({t for ts in per_measurement.values() for t in ts})
+        stored = store.load(described, structure, words, every) if store is not None else None
+        settled = stored is not None
+        if stored is None:
+            lit = [cone_slots(structure.slots, w) for w in words]  # each word's light cone, walked once
+            widths = [_width(structure, w, k) for w, k in zip(words, lit)]
+            candidates = whole_candidates(
+                per_measurement, widths, self.candidate_wires, structure, stacked, stack_size, opts, tape, words
+            )
+            settled = not plain and not candidates
+            self.closed = closed_program(plain, candidates, structure, stacked, stack_size, opts, tape)
+        else:
+            self.closed = None
         self.closed_measurements = self.closed.only if self.closed is not None else frozenset()
         self._programs: dict = {}
         self._kept = KeptBudget(opts.max_memory)  # this step's room for kept intermediates (_run_classes)
         self._together: dict = {}  # (dtype, device, classes) -> those closed classes' ClassesTogether, or None
         kept = sorted({t for m, ts in per_measurement.items() if m not in self.closed_measurements for t in ts})
-        cones = [make_cone(structure, words[t]) for t in kept]
+        cones = stored.cones if stored is not None else [make_cone(structure, words[t], lit[t]) for t in kept]
         self.classes: list[ConeClass] = group_cones(tape, structure, cones)
         for c in self.classes:
             c.terms = [kept[i] for i in c.terms]
-        self.choices = [self._choose(c, rule) for c in self.classes]
+        self._networks: dict = {}  # id(class) -> its networks as its engine choice built them (by term spec)
+        self.choices = [self._choose(c, rule, stored) for c in self.classes]
         """Per class (in ``classes`` order): its ``EngineChoice``, decided once with the structure."""
+        if store is not None and stored is None and settled:
+            store.save(described, cones, self.classes, self.choices)
         self._closed_class = {id(c): ch.engine == "closed network" for c, ch in zip(self.classes, self.choices)}
+        for c in self.classes:  # a class run as a state vector needs no network
+            if not self._closed_class[id(c)]:
+                self._networks.pop(id(c), None)
         # closed classes' networks are planned at their first run with a new stack size, each within its
         # share of the structure's planning budget by its network's flops (what the choice took is not path
         # search: charging it left Q100 p=4's classes nothing)
@@ -120,41 +139,18 @@ class ConeProgram:
         self.executions = 0
         """Class programs run so far (one per class and call, whatever its number of members)."""
 
-    def _choose(self, c: ConeClass, rule: int | None) -> EngineChoice:
+    def _choose(self, c: ConeClass, rule: int | None, stored=None) -> EngineChoice:
         what = f"cone class of {c.width} wires, {len(c.terms)} terms"
         if rule is not None:
             engine = "closed network" if c.width > rule else "state vector"
             return EngineChoice(what, engine, f"width rule: state vectors up to {rule} wires", None, None, None, None)
+        if stored is not None:  # the price a process found before, decided again under these options
+            choice = priced_choice(what, c, stored.prices.get(c.terms[0]), self.opts, torch.is_grad_enabled())
+            if choice is not None:
+                return choice
         itemsize = self.opts.dtype.itemsize
-        return choose_class(what, c.structure, c.tape, self.opts, itemsize, torch.is_grad_enabled())
-
-    # --- parameters ---------------------------------------------------------------------------
-    def _parameters(self, group, values) -> torch.Tensor:
-        """``[rows, P]`` (``[rows, P, B]`` when broadcast) gate parameters of the circuit's variants."""
-        n = self.structure.n_op_params
-        real, device = values.real_dtype, values.device
-        batch = self.structure.batch_size
-        if self.rows == 1 and batch is None:
-            row = _gathered_row(group[0], n, real, device)
-            if row is not None:
-                return row.unsqueeze(0)
-        first = group[0].params[:n]
-        row = [_scalar(p, real, device) for p in first]
-        if batch is not None:
-            row = [p.expand(batch) if p.ndim == 0 else p for p in row]
-        base = torch.stack(row) if row else torch.zeros((0,) if batch is None else (0, batch), dtype=real, device=device)
-        if self.rows == 1:
-            return base.unsqueeze(0)
-        diff = {j: r for j, r in _differences(group).items() if j < n}
-        table = base.expand(self.rows, *base.shape)
-        if diff:
-            r_idx = torch.tensor([r for j in diff for r in diff[j]], device=device)
-            k_idx = torch.tensor([j for j in diff for _ in diff[j]], device=device)
-            vals = [_scalar(group[r].params[j], real, device) for j in diff for r in diff[j]]
-            if batch is not None:
-                vals = [v.expand(batch) if v.ndim == 0 else v for v in vals]
-            table = table.index_put((r_idx, k_idx), torch.stack(vals))
-        return table
+        keep = self._networks[id(c)] = {}
+        return choose_class(what, c.structure, c.view, self.opts, itemsize, torch.is_grad_enabled(), keep)
 
     # --- running -------------------------------------------------------------------------------
     def _program(self, c: ConeClass, k: int, closed: bool):
@@ -165,7 +161,10 @@ class ConeProgram:
             members = frozenset(si for si, s in enumerate(c.structure.slots) if s.params[1] > s.params[0])
             stacked, size = (members, k) if k > 1 else (frozenset(), 0)
             if closed:
-                program = ClosedProgram(c.structure, stacked, size, replace(self.opts, plan_time=self._plan_time[id(c)]), c.tape)
+                # one row: the networks the engine choice priced (built for no stack) are this program's
+                built = self._networks.pop(id(c), None) if not stacked else None
+                opts = replace(self.opts, plan_time=self._plan_time[id(c)])
+                program = ClosedProgram(c.structure, stacked, size, opts, c.view, networks=built)
             else:
                 program = StateVectorProgram(c.structure, stacked, size, c.tape, self.opts.dtype, self.opts.max_memory)
             self._programs[key] = program
@@ -190,7 +189,7 @@ class ConeProgram:
         lead = ((k,) if k > 1 else ()) + ((batch,) if batch is not None else ())
         self.executions += 1
         program.admit(self._kept)
-        out = program.run(values, _Sub(c.tape), c.structure, lead)[0]
+        out = program.run(values, _Sub(c.view), c.structure, lead)[0]
         return out.reshape(k, -1) if batch is not None else out.reshape(k)
 
     def _class_values(self, c: ConeClass, params: torch.Tensor, values) -> torch.Tensor:
@@ -265,7 +264,7 @@ class ConeProgram:
                 cacheable = cacheable and not any(isinstance(c, torch.Tensor) for c in coeffs + [constant])
                 vec = torch.zeros(n_terms, dtype=values.real_dtype, device=values.device)
                 if coeffs:
-                    cs = torch.stack([_scalar(c, values.real_dtype, values.device) for c in coeffs])
+                    cs = torch.stack([scalar(c, values.real_dtype, values.device) for c in coeffs])
                     vec = vec.index_put((torch.tensor(index, device=values.device),), cs, accumulate=True)
                 per.append((vec, constant))
             out.append(per)
@@ -277,7 +276,7 @@ class ConeProgram:
         group = values.group if hasattr(values, "group") else [variant]
         terms = None
         if self.classes:
-            params = self._parameters(group, values)
+            params = parameter_rows(self.structure, self.rows, group, values)
             ranks = spread_group(getattr(self.opts, "spread_classes", False))  # None: every class here
             if ranks is not None:
                 terms = spread_terms(ranks, self.classes, lambda c, p: self._class_values(c, p, values), params)
@@ -313,7 +312,7 @@ class ConeProgram:
             matrix = torch.stack([vec for vec, _ in pairs])  # [S, T]
             constants = None
             if any(isinstance(c, torch.Tensor) or c != 0 for _, c in pairs):
-                constants = torch.stack([_scalar(c, values.real_dtype, values.device) for _, c in pairs])
+                constants = torch.stack([scalar(c, values.real_dtype, values.device) for _, c in pairs])
             stacked = (coefficients, matrix, constants)
             if coefficients is (self._coeffs[1] if self._coeffs is not None else None):
                 self._stacked = stacked  # the tape's own coefficients: as long-lived as that cache
@@ -331,45 +330,10 @@ class _Sub:
         self.tape = tape
 
 
-def _width(structure: TapeStructure, word: dict) -> int:
+def _width(structure: TapeStructure, word: dict, kept: list) -> int:
+    """The width of ``word``'s light cone (``kept``: its slots)."""
     slots = structure.slots
-    return len(set(word).union(*(slots[si].wires for si in cone_slots(slots, word))))
-
-
-def _gathered_row(variant, n: int, real, device) -> torch.Tensor | None:
-    """The variant's first ``n`` (gate) parameters as one ``[n]`` tensor read straight from its gather's
-    inputs with one indexing op, where every one is a scalar element of an input (None otherwise): the
-    parameters one by one would cost an unbind, a conversion per parameter and a stack, and as many
-    autograd nodes (a 100-qubit QAOA: 250 of them, more than the cones' own backward)."""
-    g = variant.gather
-    if g is None or variant._params is not None:
-        return None
-    sizes = tuple(x.numel() for x in g.inputs)
-    key = ("cone-row", n, sizes)
-    plan = g.memo.get(key)
-    if plan is None:
-        maps = g.maps[:n]
-        plan = False
-        if all(m[0] != "const" and m[1].ndim == 0 for m in maps):
-            sources = sorted({m[0] for m in maps})
-            offsets, at = {}, 0
-            for src in sources:
-                offsets[src] = at
-                at += sizes[src]
-            plan = (sources, torch.tensor([offsets[m[0]] + int(m[1]) for m in maps], dtype=torch.long))
-        g.memo[key] = plan
-    if plan is False:
-        return None
-    sources, index = plan
-    flat = [g.inputs[src].reshape(-1) for src in sources]
-    flat = flat[0] if len(flat) == 1 else torch.cat(flat)
-    return flat[g.index_on(index, flat.device)].to(device=device, dtype=real)
-
-
-def _scalar(p, real, device) -> torch.Tensor:
-    if isinstance(p, torch.Tensor):
-        return p if p.dtype == real and p.device == device else p.to(device=device, dtype=real)
-    return torch.as_tensor(p, dtype=real, device=device)
+    return len(set(word).union(*(slots[si].wires for si in kept)))
 
 
 def _to_lead(value: torch.Tensor, lead_shape: tuple, stack_size: int) -> torch.Tensor:

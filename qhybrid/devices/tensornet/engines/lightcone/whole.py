@@ -25,16 +25,24 @@ circuit (the pre-cone path) when that network's largest intermediate stays withi
 terms run by cone classes (Q100 at p=3: the whole network would touch 52 indices)."""
 
 
-def closed_program(plain, per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape, words=None):
-    """The ClosedProgram of the measurements a closed network of the whole circuit measures (None if
-    none): those that are not Pauli sentences, and those with terms too wide for a state vector whose
-    whole-circuit network has small intermediates (their sentence as one matrix-product operator, light
-    cones united: a CNOT ladder's nested cones share all their work there). One planning budget for all.
+def whole_candidates(per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape, words=None) -> list:
+    """The Pauli-sentence measurements a closed network of the whole circuit may measure: those with terms
+    too wide for a state vector (wider than ``state_max_wires``) that ``_refused`` does not settle at once.
     ``words``: the measured words (position -> letter) the term indices of ``per_measurement`` and
-    ``widths`` (each word's light-cone width) refer to; the widest are judged first (``_refused``)."""
-    candidates = [m for m, terms in per_measurement.items() if any(widths[t] > state_max_wires for t in terms)]
+    ``widths`` (each word's light-cone width) refer to; the widest are judged first. With none (and no
+    measurement that is not a Pauli sentence) nothing is built: a decision that depends on the circuit's
+    structure alone (the light-cone program keeps it on disk, ``stored.py``)."""
+    found = [m for m, terms in per_measurement.items() if any(widths[t] > state_max_wires for t in terms)]
     width = {tuple(sorted(words[t].items())): widths[t] for ts in per_measurement.values() for t in ts} if words else {}
-    candidates = [m for m in candidates if not _refused(structure, stacked, stack_size, opts, tape, m, width)]
+    return [m for m in found if not _refused(structure, stacked, stack_size, opts, tape, m, width)]
+
+
+def closed_program(plain, candidates, structure, stacked, stack_size, opts, tape):
+    """The ClosedProgram of the measurements a closed network of the whole circuit measures (None if
+    none): those that are not Pauli sentences (``plain``), and those of ``candidates`` (see ``whole_candidates``)
+    whose whole-circuit network has small intermediates (their sentence as one matrix-product operator,
+    light cones united: a CNOT ladder's nested cones share all their work there). One planning budget for
+    all."""
     if not plain and not candidates:
         return None
     # judged by its largest intermediate, mostly to be refused (a QAOA Hamiltonian's 150 word networks): no
@@ -98,4 +106,4 @@ def _small(program: ClosedProgram, mp) -> bool:
     return program.largest_intermediate(mp) <= WHOLE_NETWORK_MAX_ELEMENTS
 
 
-__all__ = ["closed_program", "WHOLE_NETWORK_MAX_ELEMENTS"]
+__all__ = ["whole_candidates", "closed_program", "WHOLE_NETWORK_MAX_ELEMENTS"]

@@ -125,6 +125,24 @@ class _Builder:
             cur.update(zip(slot.wires, out))
         return cur
 
+    def mirror(self, start: int, count: int, ket: dict[int, int]) -> dict[int, int]:
+        """The bra pass as a copy of the ket pass (its first ``count`` operands, which made the indices from
+        ``start`` on): each operand conjugated, each index it made shifted by the number made, which is what
+        ``pass_(kept, conj=True)`` builds, without walking the slots again. Returns the bra's last indices."""
+        shift = self._next - start
+        net = self.net
+        for j in range(count):
+            o = net.operands[j]
+            net.add(
+                Operand(o.kind, o.slot, True, o.select, o.letter, o.data, o.diagonal),
+                tuple(i + shift if i >= start else i for i in net.inputs[j]),
+                net.positions[j],
+            )
+        for i in range(start, self._next):
+            net.sizes[i + shift] = net.sizes[i]
+        self._next += shift
+        return {w: i + shift if i >= start else i for w, i in ket.items()}
+
     def _diagonal(self, si: int, slot: Slot, lead: list[int], cur: dict[int, int], conj: bool) -> None:
         """A diagonal gate as its diagonal on the wires' current indices (no new index). A wire still in
         |0> stays there: the diagonal is read at 0 on it (a phase that the rest of the network carries)."""
@@ -212,9 +230,10 @@ def closed_network(
     b = _Builder(structure, stacked, stack_size, diagonal)
     letters = _letters(cap, word, len(wires))
     kept = light_cone(structure.slots, wires, letters)
+    start = b._next
     ket = b.pass_(kept, conj=False)
     first_bra = len(b.net.inputs)
-    bra = b.pass_(kept, conj=True)
+    bra = b.mirror(start, first_bra, ket)
     for w in wires:
         if w not in ket:
             ket[w] = b.zero(False, w)

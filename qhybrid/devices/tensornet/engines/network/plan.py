@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Callable, Sequence
 
 import torch
@@ -20,24 +20,7 @@ from torch import _VF  # torch.einsum's C++ entry, which takes a contraction pat
 
 from .....errors import ContractionTooLargeError
 from .pathfind import DEFAULT_PLAN_TIME, Found, PathSettings, Problem, find_paths
-
-from string import ascii_letters as _EINSUM_CHARS  # einsum's index letters
-CHUNK_LETTERS = 8
-"""A subtree of the contraction tree runs as one ``torch.einsum`` call (its pairwise steps in C++) while its
-tensors name at most this many indices: C++ einsum aligns every operand to all of a call's indices, so
-wide calls cost more than they save (a Q100 p=3 light cone: 6-10 letters 1.5x faster than pairwise, 52
-letters 4x slower)."""
-
-
-@dataclass(frozen=True)
-class _Step:
-    """One ``torch.einsum`` call: a subtree of the contraction tree whose tensors name at most 52 indices,
-    run by torch's C++ einsum along the subtree's own pairwise order (``pairs``, a flat linear path)."""
-
-    operands: tuple[int, ...]  # positions in the working list, popped in descending order
-    equation: str  # "" for a step too wide for einsum (refused when contracted)
-    order: tuple[int, ...] | None = None  # the popped tensors in the equation's order (None: as popped)
-    pairs: tuple[int, ...] = ()  # the subtree's pairwise order over its operands (empty: two operands)
+from .tree import _EINSUM_CHARS, CHUNK_LETTERS, _binary_tree, _chunks, _Step  # noqa: F401 (re-exported)
 
 
 class ContractionPlan:
@@ -83,10 +66,20 @@ class ContractionPlan:
             rest = [tuple(i for i in ix if i not in self.sliced) for ix in self.inputs]
             self._inner = ContractionPlan(rest, self.output, sizes, found=replace(found, sliced=()))
             self._inner.flops = found.flops // self.slices
-        self.steps = self._compile(found.path) if not self.sliced else self._inner.steps
-        self._too_wide = any(not step.equation for step in self.steps)
+        self._steps: list[_Step] | None = None  # compiled at first use (``steps``)
+        self._widest = found.widest
+        self._tree = None
         self._tape = None
         self._held = None
+
+    @property
+    def steps(self) -> list[_Step]:
+        """The einsum calls (``_chunks``), compiled at first use: a plan contracted only through its binary
+        tree (``ManyTrees``, ``tree_grad``) never needs them (Q100 p=4's 149 plans: ~0.7 s of a first step
+        and of a second process's)."""
+        if self._steps is None:
+            self._steps = self._compile(self.path) if not self.sliced else self._inner.steps
+        return self._steps
 
     def _compile(self, path) -> list[_Step]:
         """The path as a binary tree, cut into einsum calls of at most ``CHUNK_LETTERS`` indices each."""
@@ -96,7 +89,7 @@ class ContractionPlan:
     def binary_tree(self) -> tuple[dict, dict]:
         """The path as a binary tree: ``nodes[id] = (left, right)`` (right -1 for a one-tensor step), ids of
         inputs first, and every tensor's indices (built once; read, never changed, by its users)."""
-        if getattr(self, "_tree", None) is None:
+        if self._tree is None:
             self._tree = _binary_tree(self.inputs, self.output, self.path)
         return self._tree
 
@@ -124,7 +117,7 @@ class ContractionPlan:
         if self.sliced:
             return self.contract_slices(operands, self._inner.contract)
         working = list(operands)
-        if self._too_wide:
+        if self.too_wide:
             raise ContractionTooLargeError(
                 "A contraction step touches more than 52 indices; the network is too wide to contract on this "
                 "backend. Measure local observables (their light cones are smaller), use fewer wires, or simulate it "
@@ -165,8 +158,12 @@ class ContractionPlan:
 
     @property
     def too_wide(self) -> bool:
-        """Whether some step names more indices than einsum has letters (refused when contracted)."""
-        return self._too_wide
+        """Whether some step names more indices than einsum has letters (refused when contracted). Known
+        without compiling the steps where the path's widest pairwise step (``Found.widest``) has few
+        enough: a call of more than ``CHUNK_LETTERS`` letters is one pairwise step."""
+        if self._steps is None and not self.sliced and 0 < self._widest <= len(_EINSUM_CHARS):
+            return False
+        return any(not step.equation for step in self.steps)
 
     def check_memory(self, itemsize: int, max_memory: float, what: str) -> None:
         """Refuse, before allocating, a contraction whose largest intermediate exceeds ``max_memory``."""
@@ -233,140 +230,6 @@ def cheaper_apart(whole, parts: Callable[[], Sequence], optimizer: "str | PathSe
 
 def _cost(found: Found) -> float:
     return found.flops + STEP_FLOPS * len(found.path)
-
-
-def _binary_tree(inputs, output, path) -> tuple[dict, dict]:
-    """A linear path (steps of two or more working-list positions; a longer step contracts left to right in
-    its order) as a binary tree: ``nodes[id] = (left, right)`` for ids from ``len(inputs)`` on, and every
-    node's indices (a result keeps those the output or a tensor not yet contracted holds)."""
-    indices = {k: tuple(ix) for k, ix in enumerate(inputs)}
-    holders: dict[int, int] = dict.fromkeys(output, 1)
-    for ix in inputs:
-        for i in set(ix):
-            holders[i] = holders.get(i, 0) + 1
-    working = list(range(len(inputs)))
-    nodes: dict[int, tuple[int, int]] = {}
-    last = len(path) - 1
-    for n_step, step in enumerate(path):
-        ids = [working[p] for p in step]
-        for p in sorted(step, reverse=True):
-            working.pop(p)
-        for t in ids:
-            for i in set(indices[t]):
-                holders[i] -= 1
-        acc = ids[0]
-        for k, t in enumerate(ids[1:], 2):
-            later = {i for u in ids[k:] for i in indices[u]}
-            node = len(indices)
-            if n_step == last and k == len(ids):
-                result = tuple(output)
-            else:
-                every = dict.fromkeys((*indices[acc], *indices[t]))
-                result = tuple(i for i in every if holders[i] > 0 or i in later)
-            nodes[node] = (acc, t)
-            indices[node] = result
-            acc = node
-        if len(ids) == 1:  # a one-tensor network: its traces and the output's order
-            node = len(indices)
-            nodes[node] = (acc, -1)
-            indices[node] = tuple(output) if n_step == last else indices[acc]
-            acc = node
-        for i in set(indices[acc]):
-            holders[i] += 1
-        working.append(acc)
-    return nodes, indices
-
-
-def _chunks(n_inputs: int, nodes: dict, indices: dict) -> list[_Step]:
-    """Einsum calls covering the tree bottom-up: a subtree becomes one call while its tensors name at most
-    52 indices (one Python call and C++ steps where there were as many Python steps as tensors)."""
-    if not nodes:
-        return []
-    root = max(nodes)
-    leaves: dict[int, list[int]] = {}  # per node: the tensors its call would take (inputs or earlier calls)
-    letters: dict[int, set] = {}
-    cut: list[int] = []  # nodes that become calls, children before parents
-
-    def leaf(t: int) -> tuple[list[int], set]:
-        if t in nodes and t not in cut:
-            cut.append(t)  # the child's subtree becomes a call of its own; its result a tensor
-        return [t], set(indices[t])
-
-    for node in sorted(nodes):  # ids grow bottom-up: children are numbered before their parents
-        left, right = nodes[node]
-        if right == -1:
-            leaves[node], letters[node] = leaf(left) if left in nodes else ([left], set(indices[left]))
-            continue
-        parts = []
-        for child in (left, right):
-            if child in nodes and nodes[child][1] == -1:
-                parts.append(leaf(child))  # a one-tensor step (a trace) is a call of its own
-            elif child in nodes:
-                parts.append((leaves[child], letters[child]))
-            else:
-                parts.append(([child], set(indices[child])))
-        union = parts[0][1] | parts[1][1] | set(indices[node])
-        if len(union) <= CHUNK_LETTERS:
-            leaves[node], letters[node] = parts[0][0] + parts[1][0], union
-        else:  # too many letters: the children are contracted first, each as a call of its own
-            (l_leaves, l_letters), (r_leaves, r_letters) = (
-                leaf(child) if child in nodes else ([child], set(indices[child])) for child in (left, right)
-            )
-            leaves[node], letters[node] = l_leaves + r_leaves, l_letters | r_letters | set(indices[node])
-    cut.append(root)
-    working = list(range(n_inputs))
-    steps = []
-    for node in cut:
-        taken_ids = leaves[node]
-        positions = [working.index(t) for t in taken_ids]
-        popped = sorted(positions, reverse=True)
-        order = tuple(popped.index(p) for p in positions)
-        for p in popped:
-            working.pop(p)
-        working.append(node)
-        pairs = _inner_path(node, taken_ids, nodes) if len(taken_ids) > 2 else ()
-        equation = _equation([indices[t] for t in taken_ids], indices[node])
-        steps.append(_Step(tuple(popped), equation, order, pairs))
-    return steps
-
-
-def _inner_path(node: int, taken: list[int], nodes: dict) -> tuple[int, ...]:
-    """The subtree under ``node`` over its call's tensors ``taken``, as a flat linear path."""
-    local = list(taken)
-    stop = set(taken)
-    order: list[int] = []
-
-    def walk(t):
-        if t in stop:
-            return
-        left, right = nodes[t]
-        walk(left)
-        walk(right)
-        order.append(t)
-
-    walk(node)
-    flat: list[int] = []
-    for t in order:
-        left, right = nodes[t]
-        i, j = local.index(left), local.index(right)
-        flat += [i, j]
-        for p in sorted((i, j), reverse=True):
-            local.pop(p)
-        local.append(t)
-    return tuple(flat)
-
-
-def _equation(taken, result) -> str:
-    """The einsum equation of one pairwise step, or "" when it needs more than 52 letters."""
-    local: dict[int, str] = {}
-    for ix in (*taken, result):
-        for i in ix:
-            if i not in local:
-                if len(local) == len(_EINSUM_CHARS):
-                    return ""
-                local[i] = _EINSUM_CHARS[len(local)]
-    equation = ",".join("".join(local[i] for i in ix) for ix in taken)
-    return equation + "->" + "".join(local[i] for i in result)
 
 
 def _numel(ix, sizes) -> int:

@@ -58,9 +58,13 @@ class ClosedProgram:
     """Wide circuits: one closed network per observable term, each over its own light cone.
 
     ``only``: indices of the measurements this program measures (``run`` returns those only); None: all.
+    ``networks``: networks of this structure, stack and tape already built, by term spec (an engine
+    choice's, ``choice.network_cost``): taken instead of building them again.
     """
 
-    def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions, tape, only=None):
+    def __init__(
+        self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions, tape, only=None, networks=None
+    ):
         self.structure, self.stacked, self.stack_size, self.opts = structure, stacked, stack_size, opts
         self.only = None if only is None else frozenset(only)
         self.diagonal = diagonal_slots(structure, tape)  # gates that enter as hyperedges
@@ -72,7 +76,8 @@ class ClosedProgram:
         specs = list(dict.fromkeys(spec for mp in measured for spec in _closed_terms(mp, structure)))
         self._split = {s for s in specs if s[0] == "paulisum" and self._cheaper_by_word(s)}
         specs = list(dict.fromkeys(s for mp in measured for s in _closed_terms(mp, structure, self._split)))
-        nets = [self._network(spec) for spec in specs]
+        built = networks or {}
+        nets = [built[spec] if spec in built else self._network(spec) for spec in specs]
         plans = plan_networks(nets, opts.optimizer, opts.plan_time, vary=BATCH)
         for spec, net, plan in zip(specs, nets, plans):
             self._contraction(spec, net, plan)
