@@ -89,6 +89,32 @@ def test_closed_classes_together_second_derivatives(closed_classes_runs):
     assert torch.allclose(hess, want, atol=1e-10)
 
 
+@pytest.mark.parametrize("case", ["irregular-shared", "irregular-xyz"])
+def test_one_by_one_steps_read_writable_positions(case, monkeypatch, closed_classes_runs):
+    """Every step one by one (``BIG_STEP_ELEMENTS = 0``): operand positions shared read-only between classes
+    reach torch as copies (torch's tensors over read-only arrays are undefined behaviour), and the values
+    and gradients equal default.qubit's."""
+    from qhybrid.devices.tensornet.engines.network import many
+
+    monkeypatch.setattr(many, "BIG_STEP_ELEMENTS", 0)
+    writable = []
+    from_numpy = torch.from_numpy
+    monkeypatch.setattr(torch, "from_numpy", lambda a: writable.append(a.flags.writeable) or from_numpy(a))
+    edges, words, spread, _ = CASES[case]
+    circuit = _circuit(edges, words, spread)
+    gamma, beta = torch.tensor([0.4, -0.9], dtype=torch.float64), torch.tensor([1.1, 0.3], dtype=torch.float64)
+    g, b = gamma.clone().requires_grad_(), beta.clone().requires_grad_()
+    value = qhybrid.qnode(qhybrid.device("tensornet", wires=8))(circuit)(g, b)
+    grads = torch.autograd.grad(value, (g, b))
+    rg, rb = gamma.clone().requires_grad_(), beta.clone().requires_grad_()
+    want = qml.QNode(circuit, qml.device("default.qubit"), interface="torch")(rg, rb)
+    want_grads = torch.autograd.grad(want, (rg, rb))
+    assert closed_classes_runs and writable and all(writable)
+    assert abs(float(value) - float(want)) < 1e-10
+    for a, w in zip(grads, want_grads):
+        assert torch.allclose(a, w, atol=1e-10)
+
+
 def test_classes_beyond_the_kept_budget_recompute(monkeypatch, closed_classes_runs):
     """Classes run one by one whose kept intermediates would exceed max_memory together recompute them in
     the backward: same values and gradients as default.qubit, and some class did recompute."""

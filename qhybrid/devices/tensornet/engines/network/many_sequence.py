@@ -164,7 +164,8 @@ def fetch_of(home, want: list, sizes: dict, grad: bool) -> _Fetch:
     small buffer) or ``("held", slot, order)``."""
     kind, where, order = home
     if kind == "positions":
-        index = torch.from_numpy(np.ascontiguousarray(where.transpose([order.index(x) for x in want])).reshape(-1))
+        # a copy: ``where`` may be a read-only array shared between programs
+        index = torch.from_numpy(np.array(where.transpose([order.index(x) for x in want]), order="C").reshape(-1))
         return _Fetch(-1, index, (), None, grad)
     shape = tuple(sizes[x] for x in order)
     perm = tuple(order.index(x) for x in want)
