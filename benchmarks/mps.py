@@ -1,5 +1,6 @@
 """method="mps" beside PennyLane default.tensor (method="mps", values only) and quimb CircuitMPS (torch
-arrays, autodiff gradient), in one process, alternating repeats. Writes benchmarks/results/mps.{json,md}.
+arrays, autodiff gradient), alternating repeats on the same random draw (default.tensor in a worker process
+of its own, see ``ISOLATED``). Writes benchmarks/results/mps.{json,md}.
 
     python -m benchmarks.mps                       # every workload, 1 thread
     python -m benchmarks.mps --workloads sel30 --threads 2 --repeats 3
@@ -186,28 +187,61 @@ def reference_check():
     }
 
 
+ISOLATED = {"default.tensor"}
+"""Systems run in a worker process of their own: quimb's CircuitMPS with torch arrays fails (numpy calls on
+torch tensors inside its splits) in a process where default.tensor, quimb with numpy arrays, ran before it."""
+
+
+def timed_run(name, system, args, trainable):
+    """One run of ``system`` on workload ``name``: (values, truncation, wall s, process CPU s). Module level,
+    so that a worker process can run it (it builds the circuit again from the name)."""
+    circuit, n, chi, _, _ = workload(name)
+    threads = int(os.environ.get("OMP_NUM_THREADS", "1"))
+    torch.set_num_threads(threads)
+    t0, c0 = time.perf_counter(), time.process_time()
+    v, _, trunc = SYSTEMS[system](circuit, n, chi, args, trainable)
+    return v, trunc, time.perf_counter() - t0, time.process_time() - c0
+
+
+def _copies(drawn):
+    """Every system gets the same draw (the values are compared), as leaves of its own."""
+    return tuple(a.detach().clone().requires_grad_(a.requires_grad) for a in drawn)
+
+
 def bench(name, systems, repeats):
-    circuit, n, chi, make, trainable = workload(name)
+    import multiprocessing
+
+    _, _, _, make, trainable = workload(name)
     rows = {s: {"times": [], "cpu": []} for s in systems}
     values = {}
-    for r in range(repeats + 1):  # the first round warms up (plans nothing, but allocates)
-        for s in systems:
-            args = make()
-            t0, c0 = time.perf_counter(), time.process_time()
-            try:
-                v, _, trunc = SYSTEMS[s](circuit, n, chi, args, trainable)
-            except Exception as exc:  # a peer that cannot run a workload is recorded, not raised
-                rows[s]["status"] = f"fails: {type(exc).__name__}: {str(exc)[:160]}"
-                continue
-            dt, cpu = time.perf_counter() - t0, time.process_time() - c0
-            if r:
-                rows[s].setdefault("load", []).append(round(os.getloadavg()[0], 2))
-                rows[s]["times"].append(dt)
-                rows[s]["cpu"].append(cpu)
-            values[s] = v
-            if trunc is not None:
-                rows[s]["discarded_weight"] = trunc.discarded_weight
-                rows[s]["fidelity"] = trunc.fidelity
+    isolated = [s for s in systems if s in ISOLATED]
+    worker = multiprocessing.get_context("spawn").Pool(1) if isolated else None
+    try:
+        for r in range(repeats + 1):  # the first round warms up (plans nothing, but allocates)
+            drawn = make()
+            for s in systems:
+                args = _copies(drawn)
+                try:
+                    if s in isolated:
+                        detached = tuple(a.detach() for a in args)
+                        v, trunc, dt, cpu = worker.apply(timed_run, (name, s, detached, trainable))
+                    else:
+                        v, trunc, dt, cpu = timed_run(name, s, args, trainable)
+                except Exception as exc:  # a peer that cannot run a workload is recorded, not raised
+                    rows[s]["status"] = f"fails: {type(exc).__name__}: {str(exc)[:160]}"
+                    continue
+                if r:
+                    rows[s].setdefault("load", []).append(round(os.getloadavg()[0], 2))
+                    rows[s]["times"].append(dt)
+                    rows[s]["cpu"].append(cpu)
+                values[s] = v
+                if trunc is not None:
+                    rows[s]["discarded_weight"] = trunc.discarded_weight
+                    rows[s]["fidelity"] = trunc.fidelity
+    finally:
+        if worker is not None:
+            worker.close()
+            worker.join()
     for s in systems:
         t, cpu = rows[s].pop("times"), rows[s].pop("cpu")
         if t:
@@ -227,7 +261,7 @@ def markdown(report):
         "",
         f"Machine: {report['machine']}; torch threads {report['threads']}; load average before {report['load_before']}"
         f", after {report['load_after']}. Versions: {report['versions']}.",
-        "Times: median over repeats after one warm-up, systems alternating in one process. qhybrid and quimb: value +",
+        "Times: median over repeats after one warm-up, systems alternating on one random draw per round (default.tensor in a worker process of its own). qhybrid and quimb: value +",
         "gradient of every trainable weight; quimb.values and default.tensor: values only (default.tensor has no",
         "gradient of its own; per-wire and global measurements as separate executions, what a PennyLane user runs).",
         "",
