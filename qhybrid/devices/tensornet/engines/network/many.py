@@ -198,6 +198,10 @@ class ManyTrees:
         waves, sequence, roots = self._at(small.device)
         cot = self._scratch(small)
         cot_held: list = [None] * len(sequence.steps)
+        # the passes carry conjugated cotangents (h = conj(g)): h_A = h_C B^T and h_B = A^T h_C need no
+        # conjugate of any operand, where g_A = g_C B^H would resolve one copy of each (a pass over the large
+        # operand of every large step); conjugated here on the way in and on the table's way out
+        grad = grad.conj_physical()
         at = 0
         for r in roots:
             if r[0] == "small":
@@ -213,7 +217,7 @@ class ManyTrees:
         sequence.backward(gathered, cot_held, cot)
         waves_backward(self.waves, waves, small, cot)
         t = self.table_size
-        out = 2 * cot[:t] if self.mirrored else cot[:t] + cot[t : 2 * t].conj()
+        out = 2 * cot[:t].conj() if self.mirrored else cot[:t].conj() + cot[t : 2 * t]
         self._spare.append(cot)
         return out
 

@@ -135,12 +135,11 @@ def waves_forward(waves: list, indices: list, buffer: torch.Tensor) -> None:
 
 
 def waves_backward(waves: list, indices: list, buffer: torch.Tensor, cot: torch.Tensor) -> None:
-    """The waves in reverse: every result's cotangent in ``cot`` (same layout as ``buffer``) added back to
-    its operands' positions."""
+    """The waves in reverse: every result's conjugated cotangent in ``cot`` (same layout as ``buffer``) added
+    back to its operands' positions (``h = conj(g)``: ``h_A = h_C B^T``, ``h_B = A^T h_C``, no conjugate)."""
     for wave, (ia, ib) in zip(reversed(waves), reversed(indices)):
-        # g_A = g_C conj(B)^T and g_B = conj(A)^T g_C: the operands conjugated once per wave
-        a = torch.split_with_sizes(buffer.index_select(0, ia).conj_physical_(), wave.a_sizes)
-        b = torch.split_with_sizes(buffer.index_select(0, ib).conj_physical_(), wave.b_sizes)
+        a = torch.split_with_sizes(buffer.index_select(0, ia), wave.a_sizes)
+        b = torch.split_with_sizes(buffer.index_select(0, ib), wave.b_sizes)
         ga = torch.empty(len(ia), dtype=buffer.dtype, device=buffer.device)
         gb = torch.empty(len(ib), dtype=buffer.dtype, device=buffer.device)
         c = torch.split_with_sizes(cot[wave.out[0] : wave.out[1]], wave.out_sizes)
