@@ -102,17 +102,22 @@ class ManyTrees:
         steps_by_wave: dict[int, list] = {}
         large: list[list[int]] = []  # per network: its large steps (and those above them), depth first
         small_made = kept = largest = 0  # elements: small results, large steps' operands, the largest tensor
+        # id of a position array (kept in ``stored`` meanwhile) -> whether it needs a cotangent: networks over
+        # overlapping cones share their gates' arrays, and testing each leaf took a sixth of the build
+        leaf_needs: dict[int, bool] = {}
         for i, (plan, (nodes, indices, root)) in enumerate(zip(plans, trees)):
             placed, need_grad = {}, {}
             for j, ix in enumerate(plan.inputs):
                 pos = np.asarray(leaves[i][j])
                 placed[j] = (pos, tuple(ix))
-                need_grad[j] = bool(((pos % max(table_size, 1)) >= constants).any()) if table_size else True
-                if self.mirrored and need_grad[j] and bool((pos >= table_size).all()):
-                    need_grad[j] = False  # a bra operand: its cotangent is its ket twin's conjugate
+                need = leaf_needs.get(id(pos))
+                if need is None:
+                    need = leaf_needs[id(pos)] = self._needs(pos, constants)
+                need_grad[j] = need
             stored.append(placed)
             needs.append(need_grad)
-            size = lambda t: prod(indices[t], plan._sizes)  # noqa: E731
+            numel: dict = {}
+            size = lambda t: numel[t] if t in numel else numel.setdefault(t, prod(indices[t], plan._sizes))  # noqa: E731
             height, tainted, order = dict.fromkeys(range(len(plan.inputs)), 0), set(), []
             for node in _depth_first(nodes, root):
                 left, right = nodes[node]
@@ -156,6 +161,16 @@ class ManyTrees:
                 self._roots.append(("small", pos.transpose([order.index(x) for x in plan.output]).reshape(-1)))
         self._on: dict = {}  # device -> (wave indices, sequence, roots) there
         self._spare: list[torch.Tensor] = []  # a backward's cotangent buffer, kept for the next backward
+
+    def _needs(self, pos: np.ndarray, constants: int) -> bool:
+        """Whether a leaf at positions ``pos`` needs a cotangent: it reads some non-constant entry, and not
+        only from the conjugate block of mirrored networks (a bra operand: its ket twin's conjugate)."""
+        t = self.table_size
+        if not t:
+            return True
+        if not bool(((pos % t) >= constants).any()):
+            return False
+        return not (self.mirrored and bool((pos >= t).all()))
 
     @property
     def size(self) -> int:

@@ -145,14 +145,16 @@ def _tiny_parts(tiny: dict, stored: list, offset: int) -> tuple[tuple, int]:
         for key in by_k[k]:
             m, _, n, need_a, need_b = key
             p0 = n_p
-            for i, node, pos_a, pos_b, order, sizes in tiny[key]:
-                a, b = many_tiny.products(pos_a, pos_b, m, k, n)
-                size = a.size // k
+            for i, node, pos_a, _, order, sizes in tiny[key]:
+                size = pos_a.size // k * n
                 stored[i][node] = (np.arange(offset, offset + size).reshape([sizes[x] for x in order]), order)
                 offset += size
-                ta.append(a)
-                tb.append(b)
-                n_p += a.size
+            a, b = many_tiny.products(
+                np.concatenate([x[2].reshape(-1) for x in tiny[key]]), np.concatenate([x[3].reshape(-1) for x in tiny[key]]), m, k, n
+            )  # (the members laid end to end: their products in the same order as their results)
+            ta.append(a)
+            tb.append(b)
+            n_p += a.size
             (spans_a if need_a else []).append((p0, n_p))
             (spans_b if need_b else []).append((p0, n_p))
         index_a, index_b = torch.from_numpy(np.concatenate(ta)), torch.from_numpy(np.concatenate(tb))
