@@ -18,6 +18,7 @@ from ..devices._tracking import track_run
 from .._variant import Variant
 from ..devices._protocol import register_vjp_calculator, supports_reverse_mode
 from ..errors import GradientError
+from ._packed import pack
 from .jpc import JacobianProductCalculator, Results, refuse_shots, register_jpc
 
 
@@ -53,10 +54,16 @@ class AdjointTN(JacobianProductCalculator):
 
     def forward(self, variants: Sequence[Variant], trainable, sources=None) -> tuple[Results, Any]:
         if sources is not None:
-            leaves = [s.detach().requires_grad_(True) for s in sources]
+            packed = pack(variants, sources)
+            if packed is not None:  # one leaf for many scalar sources
+                leaf, graph_variants, unpack = packed
+                leaves = [leaf]
+            else:
+                leaves, unpack = [s.detach().requires_grad_(True) for s in sources], None
+                graph_variants = _regathered(variants, sources, leaves)
             with torch.enable_grad():  # the gathers are part of the recorded graph
-                results = self.device.simulate_variants(_regathered(variants, sources, leaves))
-            return [tuple(r.detach() for r in res) for res in results], (leaves, results)
+                results = self.device.simulate_variants(graph_variants)
+            return [tuple(r.detach() for r in res) for res in results], (leaves, results, unpack)
         leaves = []
         graph_variants = []
         for v, tr in zip(variants, trainable):
@@ -84,8 +91,9 @@ class AdjointTN(JacobianProductCalculator):
                 return _grad(results, aliases, flat_dy, create_graph=True, dedupe=False)
             if saved is None:
                 saved = self.forward(variants, trainable, sources)[1]
-            leaves, results = saved
-            return _grad(results, leaves, flat_dy, create_graph=False, dedupe=False)
+            leaves, results, unpack = saved
+            grads = _grad(results, leaves, flat_dy, create_graph=False, dedupe=False)
+            return grads if unpack is None else unpack(grads[0])
         inputs = [v.params[j] for v, tr in zip(variants, trainable) for j in tr]
         if torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in inputs):
             # create_graph: differentiate the caller's own parameters so the products carry history

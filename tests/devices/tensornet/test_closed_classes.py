@@ -49,7 +49,7 @@ def closed_classes_runs(monkeypatch):
 
 
 CASES = {  # (edges, words, spread, whether the classes run together)
-    "ring-shared": (RING, [qml.Z(u) @ qml.Z(v) for u, v in RING], 0.0, False),  # one class, one distinct row
+    "ring-shared": (RING, [qml.Z(u) @ qml.Z(v) for u, v in RING], 0.0, True),  # one class, one distinct row
     "ring-distinct": (RING, [qml.Z(u) @ qml.Z(v) for u, v in RING], 0.1, True),  # one class of 8 members
     "irregular-shared": (IRREGULAR, [qml.Z(u) @ qml.Z(v) for u, v in IRREGULAR], 0.0, True),  # shared rows
     "irregular-xyz": (
@@ -119,6 +119,7 @@ def test_classes_beyond_the_kept_budget_recompute(monkeypatch, closed_classes_ru
     """Classes run one by one whose kept intermediates would exceed max_memory together recompute them in
     the backward: same values and gradients as default.qubit, and some class did recompute."""
     monkeypatch.setattr(closed_classes, "TOGETHER_MIN_MEMBERS", 10**9)  # one by one
+    monkeypatch.setattr(closed_classes, "SHARED_MIN_ROWS", 10**9)
     from qhybrid.devices.tensornet.engines.network import tree_grad
 
     admitted = []

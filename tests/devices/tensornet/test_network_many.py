@@ -10,7 +10,7 @@ import torch
 
 import qhybrid
 from qhybrid.devices.tensornet import _simulate
-from qhybrid.devices.tensornet.engines.network import many, many_sequence, programs, together
+from qhybrid.devices.tensornet.engines.network import many, many_sequence, many_tiny, programs, together
 from qhybrid.devices.tensornet.engines.network.fuse import fuse_chains
 from qhybrid.devices.tensornet.engines.network.many import ManyTrees, NotTogether
 from qhybrid.devices.tensornet.engines.network.plan import ContractionPlan, _binary_tree
@@ -49,11 +49,16 @@ def _one_by_one(plans, leaves, table):
 SPLITS = {"waves": 10**9, "sequence": 0, "split": 6}
 """``BIG_STEP_ELEMENTS``: every step batched by waves, every step one by one, or both kinds in one tree."""
 
+TINY = {"bmm": 0, "tiny": 10**9, "mixed": 40}
+"""``many_tiny.TINY_PRODUCTS``: every wave group a ``bmm``, every one elementwise products, or some of each."""
 
+
+@pytest.mark.parametrize("tiny", sorted(TINY))
 @pytest.mark.parametrize("split", sorted(SPLITS))
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_many_trees_match_plans_one_by_one(seed, split, monkeypatch):
+def test_many_trees_match_plans_one_by_one(seed, split, tiny, monkeypatch):
     monkeypatch.setattr(many, "BIG_STEP_ELEMENTS", SPLITS[split])
+    monkeypatch.setattr(many_tiny, "TINY_PRODUCTS", TINY[tiny])
     if split == "split" and seed == 2:  # fragmented permutations read through position tables
         monkeypatch.setattr(many_sequence, "MAX_COPY_RUNS", 1)
     plans, leaves, table = _random_networks(6, seed)
@@ -62,6 +67,8 @@ def test_many_trees_match_plans_one_by_one(seed, split, monkeypatch):
     leaves[0][0] = leaves[0][0] + len(table)
     doubled = torch.cat([table, table.conj()])
     trees = ManyTrees(plans, leaves, len(table))
+    bmm, products = any(w.groups for w in trees.waves), any(w.tiny for w in trees.waves)
+    assert not (bmm if tiny == "tiny" else products if tiny == "bmm" else split == "waves" and not (bmm and products))
     got, want = trees.contract(table), _one_by_one(plans, leaves, doubled)
     assert torch.allclose(got, want, atol=1e-12, rtol=1e-12)
     w = torch.randn(got.shape, dtype=got.dtype, generator=torch.Generator().manual_seed(seed))
@@ -74,11 +81,13 @@ def test_many_trees_match_plans_one_by_one(seed, split, monkeypatch):
     assert torch.allclose(h1, h2, atol=1e-10)
 
 
+@pytest.mark.parametrize("tiny", ["bmm", "tiny"])
 @pytest.mark.parametrize("split", ["sequence", "split"])
-def test_constant_leaves_get_no_cotangent_work_and_the_rest_theirs(split, monkeypatch):
+def test_constant_leaves_get_no_cotangent_work_and_the_rest_theirs(split, tiny, monkeypatch):
     """The table's first ``constants`` entries need no gradient: their products are skipped, every other
     entry's gradient is the one-by-one plan's."""
     monkeypatch.setattr(many, "BIG_STEP_ELEMENTS", SPLITS[split])
+    monkeypatch.setattr(many_tiny, "TINY_PRODUCTS", TINY[tiny])
     plans, leaves, table = _random_networks(5, 3)
     constants = len(table) // 3
     table = table.requires_grad_()
@@ -120,9 +129,11 @@ def _doubled_networks(count, seed):
     return plans, leaves, table
 
 
+@pytest.mark.parametrize("tiny", ["bmm", "tiny"])
 @pytest.mark.parametrize("split", ["waves", "sequence", "split"])
-def test_mirrored_networks_take_the_bra_gradient_from_the_ket(split, monkeypatch):
+def test_mirrored_networks_take_the_bra_gradient_from_the_ket(split, tiny, monkeypatch):
     monkeypatch.setattr(many, "BIG_STEP_ELEMENTS", SPLITS[split])
+    monkeypatch.setattr(many_tiny, "TINY_PRODUCTS", TINY[tiny])
     plans, leaves, table = _doubled_networks(4, 11)
     table = table.requires_grad_()
     plain = many.ManyTrees(plans, leaves, len(table), constants=16)

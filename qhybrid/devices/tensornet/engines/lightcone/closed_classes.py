@@ -33,6 +33,11 @@ from ..network.together import gate_view
 TOGETHER_MIN_MEMBERS = 2
 """Closed classes run together once they hold at least this many members (one network gains nothing)."""
 
+SHARED_MIN_ROWS = 1
+"""Classes whose members share rows run together from this many distinct rows on: one network through
+``ManyTrees`` (chains fused, one autograd node) beat ``contract_tree``'s einsum per step (Q100 p=4: a
+39-wire class of 2 members reading one row took ~0.1 s of a step that way)."""
+
 
 class ClassesTogether:
     """The closed classes of a ``ConeProgram`` (``classes``: (class, its one-row ``ClosedProgram``) pairs),
@@ -202,10 +207,12 @@ def run_together(program, params: torch.Tensor, values) -> dict[int, torch.Tenso
     return out
 
 
-def classes_together(program, classes, dtype, device, rows=None) -> ClassesTogether | None:
-    """The ``ClassesTogether`` of some of a ``ConeProgram``'s closed classes, or None where they run one
-    by one."""
-    pairs = _pairs(program, classes, device, sum(len(c.terms) for c in classes) if rows is None else sum(map(len, rows)))
+def classes_together(program, classes, dtype, device, rows=None, min_networks=None) -> ClassesTogether | None:
+    """The ``ClassesTogether`` of some of a ``ConeProgram``'s closed classes (at least ``min_networks``
+    networks, by default ``TOGETHER_MIN_MEMBERS``), or None where they run one by one."""
+    networks = sum(len(c.terms) for c in classes) if rows is None else sum(map(len, rows))
+    least = TOGETHER_MIN_MEMBERS if min_networks is None else min_networks
+    pairs = None if networks < least else _pairs(program, classes, device)
     if pairs is None:
         return None
     try:
@@ -222,12 +229,12 @@ def shared_together(program, shared, dtype, device):
     for c, cols, unique, _ in shared:
         rows.append(at + np.arange(unique.numel()).reshape(unique.shape))
         at += unique.numel()
-    together = classes_together(program, classes, dtype, device, rows)
+    together = classes_together(program, classes, dtype, device, rows, min_networks=SHARED_MIN_ROWS)
     return None if together is None else SharedTogether(program, together, shared)
 
 
-def _pairs(program, classes, device, networks: int):
-    if networks < TOGETHER_MIN_MEMBERS or not isinstance(get_backend(program.opts.backend, device), TorchBackend):
+def _pairs(program, classes, device):
+    if not isinstance(get_backend(program.opts.backend, device), TorchBackend):
         return None
     pairs = []
     for c in classes:

@@ -102,17 +102,22 @@ class ManyTrees:
         steps_by_wave: dict[int, list] = {}
         large: list[list[int]] = []  # per network: its large steps (and those above them), depth first
         small_made = kept = largest = 0  # elements: small results, large steps' operands, the largest tensor
+        # id of a position array (kept in ``stored`` meanwhile) -> whether it needs a cotangent: networks over
+        # overlapping cones share their gates' arrays, and testing each leaf took a sixth of the build
+        leaf_needs: dict[int, bool] = {}
         for i, (plan, (nodes, indices, root)) in enumerate(zip(plans, trees)):
             placed, need_grad = {}, {}
             for j, ix in enumerate(plan.inputs):
                 pos = np.asarray(leaves[i][j])
                 placed[j] = (pos, tuple(ix))
-                need_grad[j] = bool(((pos % max(table_size, 1)) >= constants).any()) if table_size else True
-                if self.mirrored and need_grad[j] and bool((pos >= table_size).all()):
-                    need_grad[j] = False  # a bra operand: its cotangent is its ket twin's conjugate
+                need = leaf_needs.get(id(pos))
+                if need is None:
+                    need = leaf_needs[id(pos)] = self._needs(pos, constants)
+                need_grad[j] = need
             stored.append(placed)
             needs.append(need_grad)
-            size = lambda t: prod(indices[t], plan._sizes)  # noqa: E731
+            numel: dict = {}
+            size = lambda t: numel[t] if t in numel else numel.setdefault(t, prod(indices[t], plan._sizes))  # noqa: E731
             height, tainted, order = dict.fromkeys(range(len(plan.inputs)), 0), set(), []
             for node in _depth_first(nodes, root):
                 left, right = nodes[node]
@@ -157,6 +162,16 @@ class ManyTrees:
         self._on: dict = {}  # device -> (wave indices, sequence, roots) there
         self._spare: list[torch.Tensor] = []  # a backward's cotangent buffer, kept for the next backward
 
+    def _needs(self, pos: np.ndarray, constants: int) -> bool:
+        """Whether a leaf at positions ``pos`` needs a cotangent: it reads some non-constant entry, and not
+        only from the conjugate block of mirrored networks (a bra operand: its ket twin's conjugate)."""
+        t = self.table_size
+        if not t:
+            return True
+        if not bool(((pos % t) >= constants).any()):
+            return False
+        return not (self.mirrored and bool((pos >= t).all()))
+
     @property
     def size(self) -> int:
         """Elements of every intermediate of every network (the small buffer, then the large results)."""
@@ -166,7 +181,10 @@ class ManyTrees:
         key = str(device)
         got = self._on.get(key)
         if got is None:
-            waves = [(w.index_a.to(device), w.index_b.to(device)) for w in self.waves]
+            waves = [
+                (w.index_a.to(device), w.index_b.to(device), [(t.index_a.to(device), t.index_b.to(device)) for t in w.tiny])
+                for w in self.waves
+            ]
             roots = [r if r[0] == "held" else ("small", torch.from_numpy(np.ascontiguousarray(r[1])).to(device)) for r in self._roots]
             got = self._on[key] = (waves, self.sequence.to(device), roots)
         return got
@@ -198,6 +216,10 @@ class ManyTrees:
         waves, sequence, roots = self._at(small.device)
         cot = self._scratch(small)
         cot_held: list = [None] * len(sequence.steps)
+        # the passes carry conjugated cotangents (h = conj(g)): h_A = h_C B^T and h_B = A^T h_C need no
+        # conjugate of any operand, where g_A = g_C B^H would resolve one copy of each (a pass over the large
+        # operand of every large step); conjugated here on the way in and on the table's way out
+        grad = grad.conj_physical()
         at = 0
         for r in roots:
             if r[0] == "small":
@@ -213,7 +235,7 @@ class ManyTrees:
         sequence.backward(gathered, cot_held, cot)
         waves_backward(self.waves, waves, small, cot)
         t = self.table_size
-        out = 2 * cot[:t] if self.mirrored else cot[:t] + cot[t : 2 * t].conj()
+        out = 2 * cot[:t].conj() if self.mirrored else cot[:t].conj() + cot[t : 2 * t]
         self._spare.append(cot)
         return out
 

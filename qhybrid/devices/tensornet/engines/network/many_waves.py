@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import many_tiny
+
 
 class NotTogether(Exception):
     """A network this executor does not take (a one-tensor step, an index summed inside one operand, a
@@ -48,6 +50,7 @@ class _Wave:
     out_sizes: tuple[int, ...]
     a_need: tuple[int, int] = (0, 0)  # the spans of the gathered operands that need a cotangent (groups are
     b_need: tuple[int, int] = (0, 0)  # ordered so that each side's needing groups are contiguous)
+    tiny: tuple = ()  # the tiniest groups as elementwise products (``many_tiny.Tiny``), results after ``out``
 
 
 def split_step(ia, ib, out, sizes) -> tuple:
@@ -98,7 +101,9 @@ def build_waves(steps_by_wave: dict, stored: list, offset: int, needs: list | No
             pos_b = pb.transpose([ib.index(x) for x in bt + k + n])
             shape = (prod(m, sizes), prod(k, sizes), prod(n, sizes), *need)
             by_shape.setdefault(shape, []).append((i, node, pos_a, pos_b, tuple(bt + m + n), sizes))
-        groups, index_a, index_b, n_a, n_b = [], [], [], 0, 0
+        tiny = {key: ms for key, ms in by_shape.items() if _products(key, ms) <= many_tiny.TINY_PRODUCTS}
+        by_shape = {key: ms for key, ms in by_shape.items() if key not in tiny}
+        groups, index_a, index_b, n_a, n_b, start = [], [], [], 0, 0, offset
         for (m, k, n, need_a, need_b), members in sorted(by_shape.items(), key=lambda kv: _NEED_ORDER[kv[0][3:]]):
             rows, start, a0, b0 = 0, offset, n_a, n_b
             for i, node, pos_a, pos_b, order, sizes in members:
@@ -111,13 +116,50 @@ def build_waves(steps_by_wave: dict, stored: list, offset: int, needs: list | No
                 n_a += pos_a.size
                 n_b += pos_b.size
             groups.append(_Group(m, k, n, rows, (a0, n_a), (b0, n_b), (start, offset), need_a, need_b))
-        ia, ib = torch.from_numpy(np.concatenate(index_a)), torch.from_numpy(np.concatenate(index_b))
+        first = groups[0].out[0] if groups else offset
+        ia, ib = (torch.from_numpy(np.concatenate(x)) if x else torch.zeros(0, dtype=torch.long) for x in (index_a, index_b))
         sizes_ = [tuple(g.a[1] - g.a[0] for g in groups), tuple(g.b[1] - g.b[0] for g in groups)]
         sizes_.append(tuple(g.out[1] - g.out[0] for g in groups))
         a_need = _span([g.a for g in groups if g.need_a])
         b_need = _span([g.b for g in groups if g.need_b])
-        waves.append(_Wave(ia, ib, tuple(groups), (groups[0].out[0], offset), *sizes_, a_need, b_need))
+        bmm_end = offset
+        parts, offset = _tiny_parts(tiny, stored, offset)
+        waves.append(_Wave(ia, ib, tuple(groups), (first, bmm_end), *sizes_, a_need, b_need, parts))
     return waves, offset
+
+
+def _products(key: tuple, members: list) -> int:
+    m, k, n = key[:3]
+    return sum(pos_a.size for _, _, pos_a, _, _, _ in members) // (m * k) * m * k * n
+
+
+def _tiny_parts(tiny: dict, stored: list, offset: int) -> tuple[tuple, int]:
+    """The tiny groups as one ``Tiny`` per summed extent (each side's needing products adjoining), their
+    results placed from ``offset`` on."""
+    by_k: dict[int, list] = {}
+    for key in sorted(tiny, key=lambda key: _NEED_ORDER[key[3:]]):
+        by_k.setdefault(key[1], []).append(key)
+    parts = []
+    for k in sorted(by_k):
+        start, ta, tb, spans_a, spans_b, n_p = offset, [], [], [], [], 0
+        for key in by_k[k]:
+            m, _, n, need_a, need_b = key
+            p0 = n_p
+            for i, node, pos_a, _, order, sizes in tiny[key]:
+                size = pos_a.size // k * n
+                stored[i][node] = (np.arange(offset, offset + size).reshape([sizes[x] for x in order]), order)
+                offset += size
+            a, b = many_tiny.products(
+                np.concatenate([x[2].reshape(-1) for x in tiny[key]]), np.concatenate([x[3].reshape(-1) for x in tiny[key]]), m, k, n
+            )  # (the members laid end to end: their products in the same order as their results)
+            ta.append(a)
+            tb.append(b)
+            n_p += a.size
+            (spans_a if need_a else []).append((p0, n_p))
+            (spans_b if need_b else []).append((p0, n_p))
+        index_a, index_b = torch.from_numpy(np.concatenate(ta)), torch.from_numpy(np.concatenate(tb))
+        parts.append(many_tiny.Tiny(k, (start, offset), index_a, index_b, _span(spans_a), _span(spans_b)))
+    return tuple(parts), offset
 
 
 def _span(parts: list) -> tuple[int, int]:
@@ -126,7 +168,11 @@ def _span(parts: list) -> tuple[int, int]:
 
 def waves_forward(waves: list, indices: list, buffer: torch.Tensor) -> None:
     """Run the waves, writing every result into ``buffer``."""
-    for wave, (ia, ib) in zip(waves, indices):
+    for wave, (ia, ib, tiny) in zip(waves, indices):
+        for part, (ta, tb) in zip(wave.tiny, tiny):
+            many_tiny.tiny_forward(part, ta, tb, buffer)
+        if not wave.groups:
+            continue
         a = torch.split_with_sizes(buffer.index_select(0, ia), wave.a_sizes)
         b = torch.split_with_sizes(buffer.index_select(0, ib), wave.b_sizes)
         c = torch.split_with_sizes(buffer[wave.out[0] : wave.out[1]], wave.out_sizes)
@@ -135,12 +181,15 @@ def waves_forward(waves: list, indices: list, buffer: torch.Tensor) -> None:
 
 
 def waves_backward(waves: list, indices: list, buffer: torch.Tensor, cot: torch.Tensor) -> None:
-    """The waves in reverse: every result's cotangent in ``cot`` (same layout as ``buffer``) added back to
-    its operands' positions."""
-    for wave, (ia, ib) in zip(reversed(waves), reversed(indices)):
-        # g_A = g_C conj(B)^T and g_B = conj(A)^T g_C: the operands conjugated once per wave
-        a = torch.split_with_sizes(buffer.index_select(0, ia).conj_physical_(), wave.a_sizes)
-        b = torch.split_with_sizes(buffer.index_select(0, ib).conj_physical_(), wave.b_sizes)
+    """The waves in reverse: every result's conjugated cotangent in ``cot`` (same layout as ``buffer``) added
+    back to its operands' positions (``h = conj(g)``: ``h_A = h_C B^T``, ``h_B = A^T h_C``, no conjugate)."""
+    for wave, (ia, ib, tiny) in zip(reversed(waves), reversed(indices)):
+        for part, (ta, tb) in zip(wave.tiny, tiny):
+            many_tiny.tiny_backward(part, ta, tb, buffer, cot)
+        if not wave.groups:
+            continue
+        a = torch.split_with_sizes(buffer.index_select(0, ia), wave.a_sizes)
+        b = torch.split_with_sizes(buffer.index_select(0, ib), wave.b_sizes)
         ga = torch.empty(len(ia), dtype=buffer.dtype, device=buffer.device)
         gb = torch.empty(len(ib), dtype=buffer.dtype, device=buffer.device)
         c = torch.split_with_sizes(cot[wave.out[0] : wave.out[1]], wave.out_sizes)
@@ -159,12 +208,13 @@ def waves_backward(waves: list, indices: list, buffer: torch.Tensor, cot: torch.
 def waves_recorded(waves: list, indices: list, buffer: torch.Tensor) -> torch.Tensor:
     """The waves with autograd recording: the buffer grows by concatenation, wave by wave, in the order its
     positions were given out."""
-    for wave, (ia, ib) in zip(waves, indices):
+    for wave, (ia, ib, tiny) in zip(waves, indices):
         a, b = buffer[ia], buffer[ib]
         outs = [
             torch.matmul(a[g.a[0] : g.a[1]].view(g.rows, g.m, g.k), b[g.b[0] : g.b[1]].view(g.rows, g.k, g.n)).reshape(-1)
             for g in wave.groups
         ]
+        outs += [many_tiny.tiny_recorded(part, ta, tb, buffer) for part, (ta, tb) in zip(wave.tiny, tiny)]
         buffer = torch.cat([buffer, *outs])
     return buffer
 
