@@ -24,6 +24,7 @@ from typing import Sequence
 
 from ..._structure import Slot, TapeStructure
 from ..statevector.diagonal import ANGLE_GATES, VECTOR_GATES
+from .cone_walk import walk
 
 DIAGONAL_GATES = (ANGLE_GATES - {"PauliRot"}) | VECTOR_GATES | {"CZ", "CCZ", "PauliZ", "Z", "S", "T"}
 """Gates diagonal in the computational basis (for every parameter value): they commute with Z words and
@@ -87,30 +88,11 @@ def cone_slots(slots: Sequence[Slot], word: dict[int, str]) -> list[int]:
     can be moved after every kept gate, where they commute with the observable and cancel. Two actions on
     a wire commute when both are diagonal in the same Pauli basis there (``_bases``: Z for diagonal gates,
     X for RX / IsingXX / a CNOT's target, ...); a general gate commutes with nothing on its wires.
+
+    The walk visits only slots on wires the cone has reached (``cone_walk``), in the same reverse order.
     """
     acts: dict[int, set] = {w: {letter} for w, letter in word.items() if letter != "I"}
-    kept = []
-    for si in range(len(slots) - 1, -1, -1):
-        slot = slots[si]
-        if slot.kind == "phase":
-            continue
-        bases = _bases(slot)
-        wires = slot.wires
-        if bases is None:
-            keep = any(acts.get(w) for w in wires)
-        else:  # some action on a shared wire other than this gate's basis there
-            keep = False
-            for w, b in zip(wires, bases):
-                seen = acts.get(w)
-                if seen and (len(seen) > 1 or b not in seen):
-                    keep = True
-                    break
-        if not keep:
-            continue
-        kept.append(si)
-        for k, w in enumerate(wires):
-            acts.setdefault(w, set()).add(GENERAL if bases is None else bases[k])
-    return kept[::-1]
+    return walk(slots, acts, _bases, GENERAL)[::-1]
 
 
 _NONE: frozenset = frozenset()

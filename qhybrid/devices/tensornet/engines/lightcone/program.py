@@ -98,11 +98,12 @@ class ConeProgram:
         if stored is None:
             lit = [cone_slots(structure.slots, w) for w in words]  # each word's light cone, walked once
             widths = [_width(structure, w, k) for w, k in zip(words, lit)]
+            built: dict = {}  # closed networks judged for the whole circuit, by term spec (built once)
             candidates = whole_candidates(
-                per_measurement, widths, self.candidate_wires, structure, stacked, stack_size, opts, tape, words
+                per_measurement, widths, self.candidate_wires, structure, stacked, stack_size, opts, tape, words, built
             )
             settled = not plain and not candidates
-            self.closed = closed_program(plain, candidates, structure, stacked, stack_size, opts, tape)
+            self.closed = closed_program(plain, candidates, structure, stacked, stack_size, opts, tape, built)
         else:
             self.closed = None
         self.closed_measurements = self.closed.only if self.closed is not None else frozenset()

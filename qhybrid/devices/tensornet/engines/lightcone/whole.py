@@ -25,24 +25,27 @@ circuit (the pre-cone path) when that network's largest intermediate stays withi
 terms run by cone classes (Q100 at p=3: the whole network would touch 52 indices)."""
 
 
-def whole_candidates(per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape, words=None) -> list:
+def whole_candidates(
+    per_measurement, widths, state_max_wires, structure, stacked, stack_size, opts, tape, words=None, built=None
+) -> list:
     """The Pauli-sentence measurements a closed network of the whole circuit may measure: those with terms
     too wide for a state vector (wider than ``state_max_wires``) that ``_refused`` does not settle at once.
     ``words``: the measured words (position -> letter) the term indices of ``per_measurement`` and
     ``widths`` (each word's light-cone width) refer to; the widest are judged first. With none (and no
     measurement that is not a Pauli sentence) nothing is built: a decision that depends on the circuit's
-    structure alone (the light-cone program keeps it on disk, ``stored.py``)."""
+    structure alone (the light-cone program keeps it on disk, ``stored.py``). ``built``: a dict that receives
+    the networks judged, by term spec (``closed_program`` takes them instead of building them again)."""
     found = [m for m, terms in per_measurement.items() if any(widths[t] > state_max_wires for t in terms)]
     width = {tuple(sorted(words[t].items())): widths[t] for ts in per_measurement.values() for t in ts} if words else {}
-    return [m for m in found if not _refused(structure, stacked, stack_size, opts, tape, m, width)]
+    return [m for m in found if not _refused(structure, stacked, stack_size, opts, tape, m, width, built)]
 
 
-def closed_program(plain, candidates, structure, stacked, stack_size, opts, tape):
+def closed_program(plain, candidates, structure, stacked, stack_size, opts, tape, built=None):
     """The ClosedProgram of the measurements a closed network of the whole circuit measures (None if
     none): those that are not Pauli sentences (``plain``), and those of ``candidates`` (see ``whole_candidates``)
     whose whole-circuit network has small intermediates (their sentence as one matrix-product operator,
     light cones united: a CNOT ladder's nested cones share all their work there). One planning budget for
-    all."""
+    all. ``built``: networks already built, by term spec (``whole_candidates``'s)."""
     if not plain and not candidates:
         return None
     # judged by its largest intermediate, mostly to be refused (a QAOA Hamiltonian's 150 word networks): no
@@ -53,12 +56,12 @@ def closed_program(plain, candidates, structure, stacked, stack_size, opts, tape
     if candidates:
         judged = replace(opts, optimizer=replace(PathSettings.of(opts.optimizer), hyper=False, rescue=False))
     try:
-        program = ClosedProgram(structure, stacked, stack_size, judged, tape, only=plain + candidates)
+        program = ClosedProgram(structure, stacked, stack_size, judged, tape, only=plain + candidates, networks=built)
     except ContractionTooLargeError:
         if not candidates:
             raise
         # some united light cones are too wide (a QAOA Hamiltonian): those measurements go by classes
-        program = ClosedProgram(structure, stacked, stack_size, opts, tape, only=plain) if plain else None
+        program = ClosedProgram(structure, stacked, stack_size, opts, tape, only=plain, networks=built) if plain else None
         candidates = []
     accepted = [m for m in candidates if _small(program, tape.measurements[m])]
     if not plain and not accepted:
@@ -67,7 +70,7 @@ def closed_program(plain, candidates, structure, stacked, stack_size, opts, tape
     return program
 
 
-def _refused(structure, stacked, stack_size, opts, tape, m: int, width=None) -> bool:
+def _refused(structure, stacked, stack_size, opts, tape, m: int, width=None, built=None) -> bool:
     """Whether measurement ``m`` is sure to be refused (``_small``) before its program is built: one of its
     words' networks and its united network (split into words or not, something is too wide) have an
     intermediate above ``WHOLE_NETWORK_MAX_ELEMENTS`` along their greedy (or stored) paths. Building and
@@ -84,8 +87,13 @@ def _refused(structure, stacked, stack_size, opts, tape, m: int, width=None) -> 
     store = PathSettings.of(opts.optimizer).store
     width = width or {}
 
-    def too_wide(cap, wires, word, coeffs=()):
-        net = closed_network(structure, stacked, stack_size, cap, wires, word, coeffs, diagonal)
+    built = {} if built is None else built
+
+    def too_wide(*spec):
+        net = built.get(spec)
+        if net is None:
+            coeffs = spec[3] if len(spec) > 3 else ()
+            net = built[spec] = closed_network(structure, stacked, stack_size, *spec[:3], coeffs, diagonal)
         (found,) = priced_paths([Problem.of(net.inputs, net.output, net.sizes, net.positions, BATCH)], store)
         largest = max(found.largest, _numel(net.output, net.sizes), *(_numel(ix, net.sizes) for ix in net.inputs))
         return largest > WHOLE_NETWORK_MAX_ELEMENTS

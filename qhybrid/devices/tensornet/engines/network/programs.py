@@ -68,6 +68,7 @@ class ClosedProgram:
         self.structure, self.stacked, self.stack_size, self.opts = structure, stacked, stack_size, opts
         self.only = None if only is None else frozenset(only)
         self.diagonal = diagonal_slots(structure, tape)  # gates that enter as hyperedges
+        self._built = dict(networks or {})  # term spec -> its network (a split sentence's words asked twice)
         self._terms: dict = {}
         self._joint: dict = {}  # the words of a sentence -> their Together (None: one by one)
         self._last_sentence = None  # (the Pauli sentence last measured, its spec, words and word specs)
@@ -76,11 +77,11 @@ class ClosedProgram:
         specs = list(dict.fromkeys(spec for mp in measured for spec in _closed_terms(mp, structure)))
         self._split = {s for s in specs if s[0] == "paulisum" and self._cheaper_by_word(s)}
         specs = list(dict.fromkeys(s for mp in measured for s in _closed_terms(mp, structure, self._split)))
-        built = networks or {}
-        nets = [built[spec] if spec in built else self._network(spec) for spec in specs]
+        nets = [self._network(spec) for spec in specs]
         plans = plan_networks(nets, opts.optimizer, opts.plan_time, vary=BATCH)
         for spec, net, plan in zip(specs, nets, plans):
             self._contraction(spec, net, plan)
+        self._built = {}  # kept networks live on in the contractions; the judged others are let go
 
     def admit(self, budget) -> None:
         """Let each term's contraction keep its intermediates for the backward while they fit ``budget`` (a
@@ -95,9 +96,13 @@ class ClosedProgram:
         return cheaper_apart(self._network(spec), lambda: [self._network(w) for w in words], self.opts.optimizer)
 
     def _network(self, spec) -> Network:
-        cap, wires, word = spec[:3]
-        coeffs = spec[3] if len(spec) > 3 else ()
-        return closed_network(self.structure, self.stacked, self.stack_size, cap, wires, word, coeffs, self.diagonal)
+        net = self._built.get(spec)
+        if net is None:
+            cap, wires, word = spec[:3]
+            coeffs = spec[3] if len(spec) > 3 else ()
+            net = closed_network(self.structure, self.stacked, self.stack_size, cap, wires, word, coeffs, self.diagonal)
+            self._built[spec] = net
+        return net
 
     def largest_intermediate(self, mp) -> int:
         """The largest intermediate (elements) of the networks that measure ``mp``, split sentences by word."""
