@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pennylane as qml
-import psutil
 import torch
 from pennylane.devices import Device, ExecutionConfig
 from pennylane.devices.modifiers import simulator_tracking, single_tape_support
@@ -22,6 +20,7 @@ from pennylane.transforms.core import CompilePipeline
 from ...errors import GradientError, UnsupportedOperationError, refuse_function_transforms
 from ...typing import Backend, Optimizer
 from ..._variant import Variant, tape_parameters
+from .._memory import recent_available_memory
 from .._threads import small_work_threads
 from .plugin.autograd import execute_traced, is_traced
 from .engines.network.pathfind import DEFAULT_PLAN_TIME, PathSettings
@@ -44,26 +43,14 @@ from .plugin.preprocess import UnsupportedOnDeviceError, _analytic_measurement, 
 from .plugin.preprocess import _expand_broadcast_shadows, _observable_analytic, _observable_sampled, _sample_measurement
 
 DEFAULT_MEMORY_FRACTION = 0.5
-"""Without an explicit ``max_memory``, a contraction may use this fraction of the RAM available now."""
+"""Without an explicit ``max_memory``, a contraction may use this fraction of the memory the process can still
+take now (``devices._memory.available_memory``)."""
 
 
 _DEVICE_GRADIENTS = frozenset({"adjoint", "backprop", "best", "device"})
 """Gradient methods the device answers itself (anything else is a PennyLane gradient transform)."""
 
 # --- the device -------------------------------------------------------------------------------
-
-
-_AVAILABLE = [0.0, -1.0]  # (bytes, when read)
-AVAILABLE_MEMORY_TTL_S = 1.0
-"""The free-memory reading behind the default max_memory is reused this long (reading it costs more than a
-small circuit's whole step)."""
-
-
-def _available_memory() -> float:
-    now = time.monotonic()
-    if now - _AVAILABLE[1] > AVAILABLE_MEMORY_TTL_S:
-        _AVAILABLE[:] = [float(psutil.virtual_memory().available), now]
-    return _AVAILABLE[0]
 
 
 @simulator_tracking
@@ -91,7 +78,8 @@ class TensorNetworkDevice(MPSMethod, Device):
             where it runs, else torch). Plans serve circuits with state preparation and circuits on
             more than 20 wires; narrower circuits run the compiled state-vector program in torch on the
             parameters' device. See docs/GPU.md.
-        max_memory: bytes a single intermediate tensor may take; None means half of the RAM available.
+        max_memory: bytes a single intermediate tensor may take; None means half of what the process can still
+            take (available RAM, less where `ulimit -v` or a container's cgroup limit leaves less).
             The cutensornet backend also keeps cuTensorNet's workspace for one contraction within it
             (and within 80% of the GPU's free memory), refusing a network that cannot fit.
         optimizer: contraction-path finder, ``"auto"``, ``"greedy"``, ``"optimal"`` or ``"cotengra"``.
@@ -191,7 +179,7 @@ class TensorNetworkDevice(MPSMethod, Device):
             device = _tensor_device(params)
         max_memory = self.max_memory
         if max_memory is None:
-            max_memory = DEFAULT_MEMORY_FRACTION * _available_memory()
+            max_memory = DEFAULT_MEMORY_FRACTION * recent_available_memory()
         itemsize = self.dtype.itemsize
         paths = PathSettings(self.optimizer, float(max_memory) / itemsize, self.path_cache)
         return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time,
