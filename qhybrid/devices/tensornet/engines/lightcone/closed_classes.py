@@ -324,7 +324,9 @@ class _SharedRows(torch.autograd.Function):
                 leaves = [u.detach().requires_grad_(True) for u in leaves]
                 out = ctx.shared.together.values(torch.cat([x.reshape(-1) for x in leaves]))
         ctx.out = None
-        g_rows = torch.autograd.grad(out, leaves, torch.ones_like(out))
+        with torch.enable_grad():  # a cotangent of ones as a sum: a tensor cotangent makes torch import sympy
+            total = out.real.sum()
+        g_rows = torch.autograd.grad(total, leaves)
         grads, at = [], 0
         for x, g, inverse in zip(cols, g_rows, ctx.inverses):
             grads.append(dy[at : at + x.shape[0]].unsqueeze(-1).to(g.dtype) * g[inverse])

@@ -61,7 +61,9 @@ class _Shared(torch.autograd.Function):
             with torch.enable_grad():
                 leaf = rows.detach()[_first_of(inverse)].requires_grad_(True)
                 out = ctx.run(leaf)
-        (g_unique,) = torch.autograd.grad(out, leaf, torch.ones_like(out))
+        with torch.enable_grad():  # a cotangent of ones as a sum: a tensor cotangent makes torch import sympy
+            total = out.real.sum()
+        (g_unique,) = torch.autograd.grad(total, leaf)
         return None, dy.unsqueeze(-1) * g_unique[inverse], None, None
 
 

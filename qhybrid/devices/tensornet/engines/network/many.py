@@ -185,7 +185,7 @@ class ManyTrees:
                 (w.index_a.to(device), w.index_b.to(device), [(t.index_a.to(device), t.index_b.to(device)) for t in w.tiny])
                 for w in self.waves
             ]
-            roots = [r if r[0] == "held" else ("small", torch.from_numpy(np.ascontiguousarray(r[1])).to(device)) for r in self._roots]
+            roots = [r if r[0] == "held" else ("small", torch.from_numpy(np.array(r[1], order="C")).to(device)) for r in self._roots]
             got = self._on[key] = (waves, self.sequence.to(device), roots)
         return got
 
