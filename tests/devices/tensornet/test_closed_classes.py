@@ -89,6 +89,21 @@ def test_closed_classes_together_second_derivatives(closed_classes_runs):
     assert torch.allclose(hess, want, atol=1e-10)
 
 
+def _assert_matches_default_qubit(circuit):
+    """The float64 value and gradients of ``circuit(gamma, beta)`` on the tensornet device equal
+    default.qubit's to 1e-10."""
+    gamma, beta = torch.tensor([0.4, -0.9], dtype=torch.float64), torch.tensor([1.1, 0.3], dtype=torch.float64)
+    g, b = gamma.clone().requires_grad_(), beta.clone().requires_grad_()
+    value = qhybrid.qnode(qhybrid.device("tensornet", wires=8))(circuit)(g, b)
+    grads = torch.autograd.grad(value, (g, b))
+    rg, rb = gamma.clone().requires_grad_(), beta.clone().requires_grad_()
+    want = qml.QNode(circuit, qml.device("default.qubit"), interface="torch")(rg, rb)
+    want_grads = torch.autograd.grad(want, (rg, rb))
+    assert abs(float(value) - float(want)) < 1e-10
+    for a, w in zip(grads, want_grads):
+        assert torch.allclose(a, w, atol=1e-10)
+
+
 @pytest.mark.parametrize("case", ["irregular-shared", "irregular-xyz"])
 def test_one_by_one_steps_read_writable_positions(case, monkeypatch, closed_classes_runs):
     """Every step one by one (``BIG_STEP_ELEMENTS = 0``): operand positions shared read-only between classes
@@ -100,19 +115,8 @@ def test_one_by_one_steps_read_writable_positions(case, monkeypatch, closed_clas
     writable = []
     from_numpy = torch.from_numpy
     monkeypatch.setattr(torch, "from_numpy", lambda a: writable.append(a.flags.writeable) or from_numpy(a))
-    edges, words, spread, _ = CASES[case]
-    circuit = _circuit(edges, words, spread)
-    gamma, beta = torch.tensor([0.4, -0.9], dtype=torch.float64), torch.tensor([1.1, 0.3], dtype=torch.float64)
-    g, b = gamma.clone().requires_grad_(), beta.clone().requires_grad_()
-    value = qhybrid.qnode(qhybrid.device("tensornet", wires=8))(circuit)(g, b)
-    grads = torch.autograd.grad(value, (g, b))
-    rg, rb = gamma.clone().requires_grad_(), beta.clone().requires_grad_()
-    want = qml.QNode(circuit, qml.device("default.qubit"), interface="torch")(rg, rb)
-    want_grads = torch.autograd.grad(want, (rg, rb))
+    _assert_matches_default_qubit(_circuit(*CASES[case][:3]))
     assert closed_classes_runs and writable and all(writable)
-    assert abs(float(value) - float(want)) < 1e-10
-    for a, w in zip(grads, want_grads):
-        assert torch.allclose(a, w, atol=1e-10)
 
 
 def test_classes_beyond_the_kept_budget_recompute(monkeypatch, closed_classes_runs):
@@ -126,18 +130,8 @@ def test_classes_beyond_the_kept_budget_recompute(monkeypatch, closed_classes_ru
     admit = tree_grad.KeptBudget.admit
     monkeypatch.setattr(tree_grad.KeptBudget, "__init__", lambda self, max_bytes: setattr(self, "left", 3000.0))
     monkeypatch.setattr(tree_grad.KeptBudget, "admit", lambda self, p, s: admitted.append(admit(self, p, s)) or admitted[-1])
-    circuit = _circuit(*CASES["irregular-xyz"][:3])
-    gamma, beta = torch.tensor([0.4, -0.9], dtype=torch.float64), torch.tensor([1.1, 0.3], dtype=torch.float64)
-    g, b = gamma.clone().requires_grad_(), beta.clone().requires_grad_()
-    value = qhybrid.qnode(qhybrid.device("tensornet", wires=8))(circuit)(g, b)
-    grads = torch.autograd.grad(value, (g, b))
-    rg, rb = gamma.clone().requires_grad_(), beta.clone().requires_grad_()
-    want = qml.QNode(circuit, qml.device("default.qubit"), interface="torch")(rg, rb)
-    want_grads = torch.autograd.grad(want, (rg, rb))
+    _assert_matches_default_qubit(_circuit(*CASES["irregular-xyz"][:3]))
     assert False in admitted  # the budget ran out for some class
-    assert abs(float(value) - float(want)) < 1e-10
-    for a, w in zip(grads, want_grads):
-        assert torch.allclose(a, w, atol=1e-10)
 
 
 def test_shared_rows_give_each_gate_its_own_gradient(closed_classes_runs):
