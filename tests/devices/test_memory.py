@@ -82,3 +82,22 @@ def test_default_max_memory_follows_the_address_space_limit():
     done = subprocess.run([sys.executable, "-c", _CAPPED], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("REFUSED:"), done.stdout
+
+
+def test_default_bounds_plan_intermediates_below_the_state_share(monkeypatch):
+    # a contraction step holds several tensors of its largest size at once: without max_memory, plans are
+    # sliced to an eighth of the room while state vectors may still take half of it
+    import torch
+
+    import qhybrid
+    from qhybrid.devices.tensornet import device as device_module
+
+    room = float(3 << 30)
+    monkeypatch.setattr(device_module, "recent_available_memory", lambda: room)
+    dev = qhybrid.device("tensornet", wires=2)
+    opts = dev._options([torch.zeros(1, dtype=torch.float64)])
+    assert opts.max_memory == room * device_module.DEFAULT_MEMORY_FRACTION
+    assert opts.optimizer.max_elements == room * device_module.DEFAULT_INTERMEDIATE_FRACTION / dev.dtype.itemsize
+    assert device_module.DEFAULT_INTERMEDIATE_FRACTION <= device_module.DEFAULT_MEMORY_FRACTION / 4
+    explicit = qhybrid.device("tensornet", wires=2, max_memory=1 << 20)._options([torch.zeros(1, dtype=torch.float64)])
+    assert (explicit.max_memory, explicit.optimizer.max_elements) == (1 << 20, (1 << 20) / dev.dtype.itemsize)

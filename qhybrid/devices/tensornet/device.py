@@ -46,6 +46,13 @@ DEFAULT_MEMORY_FRACTION = 0.5
 """Without an explicit ``max_memory``, a contraction may use this fraction of the memory the process can still
 take now (``devices._memory.available_memory``)."""
 
+DEFAULT_INTERMEDIATE_FRACTION = 0.125
+"""Without an explicit ``max_memory``, one intermediate of a contraction plan may take this fraction of that memory
+(plans are sliced to it): an einsum step holds its operands, torch's permuted copies of them and its result at
+once, and the backward holds a step's cotangent beside them, so one step needs several times its largest tensor.
+With the half above, an 8x8 lattice QAOA p=4 was planned with 4 GiB intermediates and died asking for one with
+8.7 GB left (2026-11-26)."""
+
 
 _DEVICE_GRADIENTS = frozenset({"adjoint", "backprop", "best", "device"})
 """Gradient methods the device answers itself (anything else is a PennyLane gradient transform)."""
@@ -79,7 +86,9 @@ class TensorNetworkDevice(MPSMethod, Device):
             more than 20 wires; narrower circuits run the compiled state-vector program in torch on the
             parameters' device. See docs/GPU.md.
         max_memory: bytes a single intermediate tensor may take; None means half of what the process can still
-            take (available RAM, less where `ulimit -v` or a container's cgroup limit leaves less).
+            take (available RAM, less where `ulimit -v` or a container's cgroup limit leaves less) for state
+            vectors and an eighth of it for a contraction plan's intermediates (plans are sliced to fit: a
+            contraction step holds several tensors of its largest size at once).
             The cutensornet backend also keeps cuTensorNet's workspace for one contraction within it
             (and within 80% of the GPU's free memory), refusing a network that cannot fit.
         optimizer: contraction-path finder, ``"auto"``, ``"greedy"``, ``"optimal"`` or ``"cotengra"``.
@@ -177,11 +186,13 @@ class TensorNetworkDevice(MPSMethod, Device):
         device = self.torch_device
         if device is None:
             device = _tensor_device(params)
-        max_memory = self.max_memory
+        max_memory, itemsize = self.max_memory, self.dtype.itemsize
         if max_memory is None:
-            max_memory = DEFAULT_MEMORY_FRACTION * recent_available_memory()
-        itemsize = self.dtype.itemsize
-        paths = PathSettings(self.optimizer, float(max_memory) / itemsize, self.path_cache)
+            room = recent_available_memory()
+            max_memory, elements = DEFAULT_MEMORY_FRACTION * room, DEFAULT_INTERMEDIATE_FRACTION * room / itemsize
+        else:
+            elements = float(max_memory) / itemsize
+        paths = PathSettings(self.optimizer, elements, self.path_cache)
         return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time,
                           self.spread_classes, self._mps, **trajectory_fields(self), spread_slices=self.spread_slices)
 

@@ -262,3 +262,35 @@ def test_hyper_rounds_draw_new_seeds_while_they_pay(monkeypatch):
     assert three.flops <= one.flops and three.searched
     assert valid_path([list(s) for s in three.path], problem.n)
     assert hyper.improve(problem, 0.0) == three
+
+
+def test_costly_trees_get_partitioned_trials_while_they_pay(monkeypatch):
+    """Step 4: a tree still costing PARTITION_MIN_FLOPS after steps 1-3 gets cotengra's HyperOptimizer over
+    partitioned trees (the partitioner, reconfigured trials, as many as the payback allows up to
+    MAX_PARTITION_TRIALS); never worse than steps 1-3; a cheaper tree gets none."""
+    import cotengra as ctg
+
+    built = []
+    original = ctg.HyperOptimizer
+
+    def spy(*args, **kwargs):
+        built.append(kwargs)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ctg, "HyperOptimizer", spy)
+    problem = _random_network(5, n=20)
+    monkeypatch.setattr(hyper, "MAX_ROUNDS", 0)
+    before = hyper.improve(problem, 0.0)
+    assert built == []  # far below PARTITION_MIN_FLOPS
+    monkeypatch.setattr(hyper, "PARTITION_MIN_FLOPS", 0.0)
+    monkeypatch.setattr(hyper, "MAX_PARTITION_TRIALS", 3)
+    monkeypatch.setattr(hyper, "PAYBACK_CALLS", math.inf)
+    after = hyper.improve(problem, 0.0)
+    assert len(built) == 1 and built[0]["methods"] == [hyper.partitioner()] and built[0]["max_repeats"] == 3
+    assert built[0]["reconf_opts"] == hyper.RECONF_OPTS
+    assert after.flops <= before.flops and after.searched
+    assert valid_path([list(s) for s in after.path], problem.n)
+    built.clear()
+    monkeypatch.setattr(hyper, "PAYBACK_CALLS", 0)  # no trial pays: none is run
+    hyper.improve(problem, 0.0)
+    assert built == []

@@ -28,6 +28,7 @@ from ..._gates import constant_matrix, fast_matrix
 from ...backends import get_backend
 from ...backends.torch_backend import TorchBackend
 from ..network.many import ManyTrees, NotTogether
+from ..network.pathfind import PathSettings
 from ..network.together import gate_view
 
 TOGETHER_MIN_MEMBERS = 2
@@ -74,7 +75,8 @@ class ClassesTogether:
         self.table_size = at
         seen: dict = {}  # equal operands (a gate read by several cones) share one read-only position array
         leaves = [[self._positions(r, offsets, seen) for r in network] for network in recipes]
-        limit = max_memory / dtype.itemsize
+        # the plans' own bound (a device without max_memory slices plans below it, device.py)
+        limit = min([max_memory / dtype.itemsize] + [PathSettings.of(p.opts.optimizer).max_elements for _, p in classes])
         self.trees = ManyTrees(plans, leaves, self.table_size, max_elements=limit, constants=self._const_size, mirrored=True)
 
     def _recipe(self, o, c, row, bases: dict) -> tuple:

@@ -13,7 +13,9 @@ quick path costs at least ``HYPER_MIN_FLOPS`` gets, however little of the planni
 3. rounds of randomised greedy trees (cotengra's ``RandomGreedyOptimizer``, in Rust with ``cotengrust``)
    with the same reconfiguration, new seeds each round, while the work so far stays within the payback
    (at most ``MAX_ROUNDS``): networks that elimination does not suit (dense gate tensors) get them, the
-   QAOA cones do not need them.
+   QAOA cones do not need them;
+4. where the tree still costs ``PARTITION_MIN_FLOPS`` or more (2D lattice cones at p=4), cotengra's
+   ``HyperOptimizer`` over partitioned trees, trials counted by the same payback (``_partitioned``).
 
 The payback counts nominal seconds (``DRAW_SECONDS_PER_INDEX``, ``RECONF_SECONDS_PER_TENSOR``,
 ``ROUND_SECONDS_PER_TENSOR``), not the clock: how many draws and rounds a structure gets depends on its
@@ -102,6 +104,19 @@ trials with reconfiguration gave 2^22-2^26 (and the trials' split between method
 DEEP_MAX_REPEATS = 64
 """Trial cap of the deep search (its time limit normally stops it first)."""
 
+PARTITION_MIN_FLOPS = float(1 << 30)
+"""A network whose tree after steps 1-3 still costs this much (a second or more a contraction) gets step 4:
+cotengra's ``HyperOptimizer`` over partitioned trees (kahypar, else ``labels``), each trial reconfigured, trials
+counted by the payback rule. On the costliest classes of an 8x8 lattice QAOA p=4 (2026-11-26, load 3-40) steps 1-3
+left 2^35.4 / 2^33.7 flops where 32 kahypar trials found 2^30.8 / ... (about 3 s a trial); random partition
+parameters without the optimiser's guidance gave 2^33.5-2^86, so the trials go through ``HyperOptimizer``."""
+
+PARTITION_SECONDS_PER_TENSOR = 5e-3
+"""Nominal seconds of one step-4 trial per tensor (a 500-tensor lattice cone: 1-3 s with its reconfiguration)."""
+
+MAX_PARTITION_TRIALS = 32
+"""Most step-4 trials of one network."""
+
 SEED = 7
 """Fixed seed: the same structure gets the same tree in every process."""
 
@@ -138,6 +153,7 @@ def improve(problem: Problem, seconds: float, start: Found | None = None, max_el
     inputs, output, sizes = problem.symbolic()
     best, spent = _eliminated(problem, start, max_elements)
     best, spent = _greedy_rounds(problem, best, spent, max_elements)
+    best, spent = _partitioned(problem, best, spent, max_elements)
     left = seconds - (time.perf_counter() - began)
     if left >= DEEP_MIN_S:
         opt = ctg.HyperOptimizer(
@@ -202,6 +218,28 @@ def _greedy_rounds(problem: Problem, best: Found, spent: float, max_elements: fl
         tree.subtree_reconfigure_(minimize="flops", seed=SEED + draw, **RECONF_OPTS)
         best = _keep(problem, tree, best, max_elements)
     return best, spent
+
+
+def _partitioned(problem: Problem, best: Found, spent: float, max_elements: float) -> tuple[Found, float]:
+    """Step 4: where the tree is still costly (``PARTITION_MIN_FLOPS``), partitioned trees while they pay."""
+    import cotengra as ctg
+
+    trial_s = PARTITION_SECONDS_PER_TENSOR * problem.n
+    trials = 0
+    while trials < MAX_PARTITION_TRIALS and _pays(spent + (trials + 1) * trial_s, best.flops):
+        trials += 1
+    if best.flops < PARTITION_MIN_FLOPS or trials == 0:
+        return best, spent
+    inputs, output, sizes = problem.symbolic()
+    opt = ctg.HyperOptimizer(
+        methods=[partitioner()], max_repeats=trials, parallel=False, minimize="flops", reconf_opts=dict(RECONF_OPTS),
+        progbar=False, on_trial_error="ignore",
+    )  # fmt: skip
+    try:
+        best = _keep(problem, opt.search(inputs, output, sizes), best, max_elements)
+    except (KeyError, ValueError):  # every trial failed: keep steps 1-3
+        pass
+    return best, spent + trials * trial_s
 
 
 def _keep(problem: Problem, tree, best: Found | None, max_elements: float) -> Found:
