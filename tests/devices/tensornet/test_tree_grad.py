@@ -34,17 +34,19 @@ def _loss(result, weight):
     return value.real if value.is_complex() else value
 
 
-@pytest.mark.parametrize("keep", [True, False], ids=["kept", "recomputed"])
+@pytest.mark.parametrize("keep, max_memory", [(True, None), (False, None), (False, 0.0), (False, 64.0)],
+                         ids=["kept", "recomputed", "recomputed-nothing-kept", "recomputed-bounded"])
 @pytest.mark.parametrize("seed", range(24))
-def test_tree_backward_matches_autograd(seed, keep):
-    """keep=False: the forward keeps only the operands and the backward runs the steps again."""
+def test_tree_backward_matches_autograd(seed, keep, max_memory):
+    """keep=False: the forward keeps only the operands and the backward runs the steps again, keeping of its
+    intermediates what fits half of max_memory (none, or a few small ones) and recomputing the others."""
     plan, operands, sizes = _network(seed)
     wanted = [o for o in operands if o.requires_grad]
     if not wanted:
         pytest.skip("no operand needs a gradient")
     weight = torch.randn([sizes[i] for i in plan.output], dtype=operands[0].dtype)
     ref = torch.autograd.grad(_loss(plan.contract(operands), weight), wanted, allow_unused=True)
-    out = contract_tree(plan, operands, keep=keep)
+    out = contract_tree(plan, operands, keep=keep, max_memory=max_memory)
     node = "_TreeContractionBackward" if keep else "_RecomputedTreeBackward"
     assert type(out.grad_fn).__name__ == node
     torch.testing.assert_close(out, plan.contract(operands), atol=1e-12, rtol=1e-12)
@@ -106,3 +108,31 @@ def test_held_elements_counts_every_intermediate():
         __import__("math").prod(plan._sizes[i] for i in indices[k]) for k in nodes
     )
     assert 10 <= plan.held_elements <= 10 + 2 * 4 * 5
+
+
+def test_bounded_backward_keeps_at_most_its_budget(monkeypatch):
+    """A recomputed tree whose intermediates exceed half of max_memory keeps, between its forward run and the
+    reverse walk, only the smallest ones that fit; the gradients are those of the unbounded backward."""
+    from qhybrid.devices.tensornet.engines.network import tree_bounded
+
+    plan, operands, sizes = _network(3)
+    operands = [o.detach().requires_grad_() for o in operands]
+    weight = torch.randn([sizes[i] for i in plan.output], dtype=operands[0].dtype)
+    itemsize = operands[0].element_size()
+    budget = plan.held_elements // 3
+    kept_sizes = []
+    original = tree_bounded.kept_steps
+
+    def spy(step_sizes, limit):
+        got = original(step_sizes, limit)
+        kept_sizes.append(sum(step_sizes[s] for s in got))
+        return got
+
+    monkeypatch.setattr(tree_bounded, "kept_steps", spy)
+    out = contract_tree(plan, operands, keep=False, max_memory=2 * budget * itemsize)
+    got = torch.autograd.grad(_loss(out, weight), operands, allow_unused=True)
+    assert kept_sizes and 0 < kept_sizes[0] <= budget < plan.held_elements
+    ref = torch.autograd.grad(_loss(contract_tree(plan, operands, keep=False), weight), operands, allow_unused=True)
+    for g, h in zip(got, ref):
+        if h is not None:
+            torch.testing.assert_close(g, h, atol=1e-12, rtol=1e-12)

@@ -35,7 +35,7 @@ class TorchBackend(Backend):
                 f"The plan contracts {len(plan.inputs)} tensors but {len(operands)} operands were given; "
                 "pass one operand per network tensor, in the plan's order."
             )
-        return contract_tree(plan, operands, keep)
+        return contract_tree(plan, operands, keep, max_memory)
 
 
 __all__ = ["TorchBackend"]

@@ -29,6 +29,7 @@ tensor(4.)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -37,6 +38,8 @@ from torch import _VF  # torch.einsum without its Python wrapper (a quarter of a
 from torch.utils.checkpoint import checkpoint
 
 from string import ascii_letters as _EINSUM_CHARS  # einsum's index letters
+
+from .tree_bounded import bounded_backward
 
 
 @dataclass(frozen=True)
@@ -80,16 +83,27 @@ class TreeTape:
         self.root = max(nodes) if nodes else 0
 
 
-def contract_tree(plan, operands: Sequence[torch.Tensor], keep: bool = True) -> torch.Tensor:
+RECOMPUTE_KEEP_FRACTION = 0.5
+"""A recomputed tree's backward keeps forward intermediates of at most this fraction of ``max_memory`` (the
+rest of it: the cotangents waiting for their step and one recomputation's working set); where every
+intermediate fits, all are kept (``tree_bounded``)."""
+
+
+def contract_tree(plan, operands: Sequence[torch.Tensor], keep: bool = True, max_memory: float | None = None) -> torch.Tensor:
     """``plan.contract(operands)`` as one autograd node whose backward walks the tree (see the module);
-    ``keep``: whether the forward's intermediates are kept for the backward (else recomputed there)."""
+    ``keep``: whether the forward's intermediates are kept for the backward (else recomputed there, within
+    ``max_memory`` bytes: ``tree_bounded``)."""
     if plan.too_wide or not torch.is_grad_enabled() or not any(o.requires_grad for o in operands):
         return plan.contract(operands)  # (a plan too wide for einsum is refused there)
+    itemsize = max(o.element_size() for o in operands)
+    budget = math.inf if max_memory is None else RECOMPUTE_KEEP_FRACTION * max_memory / itemsize
     if plan.sliced:  # each slice within the memory target: its backward recomputes it, one slice at a time
         inner = plan._inner
-        return plan.contract_slices(operands, lambda ops: checkpoint(_contract_list(inner), *ops, use_reentrant=False))
+        if inner.too_wide:
+            return plan.contract_slices(operands, lambda ops: checkpoint(_contract_list(inner), *ops, use_reentrant=False))
+        return plan.contract_slices(operands, lambda ops: _RecomputedTree.apply(inner, budget, *ops))
     if not keep:
-        return _RecomputedTree.apply(plan, *operands)
+        return _RecomputedTree.apply(plan, budget, *operands)
     return _TreeContraction.apply(plan, *operands)[0]
 
 
@@ -162,26 +176,28 @@ class _RecomputedTree(torch.autograd.Function):
     """As ``_TreeContraction``, keeping only the operands: the backward runs the steps again first."""
 
     @staticmethod
-    def forward(plan, *operands):
+    def forward(plan, budget, *operands):
         with torch.no_grad():
             return plan.contract(operands)  # the working list frees each step's operands as it goes
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        plan, *operands = inputs
-        ctx.plan = plan
+        plan, budget, *operands = inputs
+        ctx.plan, ctx.budget = plan, budget
         ctx.save_for_backward(*operands)
 
     @staticmethod
     def backward(ctx, grad):
         plan, operands = ctx.plan, ctx.saved_tensors
-        needs = ctx.needs_input_grad[1:]
+        needs = ctx.needs_input_grad[2:]
         if torch.is_grad_enabled():
-            return (None, *_recorded_grads(plan, operands, needs, grad))
+            return (None, None, *_recorded_grads(plan, operands, needs, grad))
         tape = plan.tree_tape()
+        if plan.held_elements > ctx.budget:
+            return (None, None, *bounded_backward(plan, tape, operands, needs, grad, ctx.budget, _fit, _live))
         with torch.no_grad():
             values = _run(tape, operands)
-        return (None, *_backward(tape, values, needs, grad))
+        return (None, None, *_backward(tape, values, needs, grad))
 
 
 def _recorded_grads(plan, operands, needs, grad) -> list:

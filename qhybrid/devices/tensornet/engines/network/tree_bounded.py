@@ -1,0 +1,107 @@
+"""The backward of a recomputed tree within a memory target: keep the smallest intermediates, recompute the rest.
+
+``tree_grad._RecomputedTree`` holds only its operands between the passes; its backward used to run the
+forward again and keep every step's result for the reverse walk: ``plan.held_elements``, the sum of all
+intermediates. On an 8x8 lattice QAOA p=4 a class's tree of 2^26-element intermediates (1 GiB each) held
+2^30.5 elements (24 GiB) that way, and the step died asking for memory. Here the forward run keeps step
+results, smallest first, while they fit ``budget`` elements, and frees the others once their parent step
+has read them; the reverse walk recomputes a dropped value from its subtree when its parent step needs it
+(reading kept values, recomputing dropped ones inside, freed as it goes) and frees every value once its
+parent step is done. Peak: the kept values, the cotangents waiting for their step, and one recomputation's
+working set. Cost: each dropped value once more per dropped ancestor (the large intermediates near the root
+are few). Values are those of ``tree_grad._backward`` exactly (same einsum equations, same order of sums).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import _VF
+
+
+class _Like:
+    """A dropped value's shape and dtype: what ``tree_grad._fit`` reads of the operand it fits a cotangent to."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, t: torch.Tensor):
+        self.shape, self.dtype = t.shape, t.dtype
+
+    def is_complex(self) -> bool:
+        return self.dtype.is_complex
+
+
+def kept_steps(sizes: list[int], budget: float) -> set[int]:
+    """Positions of the step results kept: smallest first while their sum fits ``budget`` elements (the last
+    step, the tree's result, is never read by the backward).
+
+    >>> sorted(kept_steps([8, 1, 4, 2, 100], 7))
+    [1, 2, 3]
+    """
+    kept, total = set(), 0
+    for s in sorted(range(len(sizes) - 1), key=lambda s: sizes[s]):
+        if total + sizes[s] > budget:
+            break
+        kept.add(s)
+        total += sizes[s]
+    return kept
+
+
+def step_sizes(plan) -> list[int]:
+    """Elements of each step's result, in the tape's step order."""
+    nodes, indices = plan.binary_tree()
+    sizes = plan._sizes
+    out = []
+    for node in sorted(nodes):
+        n = 1
+        for i in indices[node]:
+            n *= sizes[i]
+        out.append(n)
+    return out
+
+
+def bounded_backward(plan, tape, operands, needs, grad, budget: float, fit, live_of) -> list:
+    """The operands' cotangents (as ``tree_grad._backward``) keeping at most ``budget`` elements of the
+    forward's intermediates; ``fit`` and ``live_of``: ``tree_grad._fit`` and ``tree_grad._live``."""
+    n = tape.n_inputs
+    kept = {n + s for s in kept_steps(step_sizes(plan), budget)}
+    values: list = list(operands) + [None] * len(tape.steps)
+    like: list = list(operands) + [None] * len(tape.steps)
+    with torch.no_grad():
+        for s, step in enumerate(tape.steps):
+            out = _VF.einsum(step.equation, [values[a] for a in step.args])
+            for a in step.args:
+                if a >= n and a not in kept:
+                    values[a] = None  # read by its parent, this step: not needed until the backward
+            values[n + s], like[n + s] = out, _Like(out)
+        values[-1] = None  # the result: the backward reads its cotangent, not its value
+
+        def value(t: int) -> torch.Tensor:
+            got = values[t]
+            if got is not None:
+                return got
+            step = tape.steps[t - n]
+            return _VF.einsum(step.equation, [value(a) for a in step.args])
+
+        live = live_of(tape, needs)
+        cot: dict[int, torch.Tensor] = {len(values) - 1: grad}
+        for s in range(len(tape.steps) - 1, -1, -1):
+            step = tape.steps[s]
+            g = cot.pop(n + s, None)
+            if g is not None:
+                wanted = [a for a in step.args if a in live]
+                read = {b: value(b) for b in step.args if any(a != b for a in wanted)}
+                for k, a in enumerate(step.args):
+                    if a not in live:
+                        continue
+                    equation, missing = step.grads[k]
+                    others = [read[b].conj() for j, b in enumerate(step.args) if j != k]
+                    ga = fit(_VF.einsum(equation, [g, *others]), like[a], missing)
+                    cot[a] = ga if a not in cot else cot[a] + ga
+                del read
+            for a in step.args:
+                if a >= n:
+                    values[a] = None  # only its parent step reads it
+    return [cot.get(k) if needs[k] else None for k in range(n)]
+
+
+__all__ = ["bounded_backward", "kept_steps", "step_sizes"]
