@@ -123,8 +123,8 @@ def test_bounded_backward_keeps_at_most_its_budget(monkeypatch):
     kept_sizes = []
     original = tree_bounded.kept_steps
 
-    def spy(step_sizes, limit):
-        got = original(step_sizes, limit)
+    def spy(step_sizes, limit, costs=None):
+        got = original(step_sizes, limit, costs)
         kept_sizes.append(sum(step_sizes[s] for s in got))
         return got
 

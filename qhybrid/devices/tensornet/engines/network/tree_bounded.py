@@ -1,15 +1,17 @@
-"""The backward of a recomputed tree within a memory target: keep the smallest intermediates, recompute the rest.
+"""The backward of a recomputed tree within a memory target: keep what is costly to recompute, recompute the rest.
 
 ``tree_grad._RecomputedTree`` holds only its operands between the passes; its backward used to run the
 forward again and keep every step's result for the reverse walk: ``plan.held_elements``, the sum of all
 intermediates. On an 8x8 lattice QAOA p=4 a class's tree of 2^26-element intermediates (1 GiB each) held
-2^30.5 elements (24 GiB) that way, and the step died asking for memory. Here the forward run keeps step
-results, smallest first, while they fit ``budget`` elements, and frees the others once their parent step
-has read them; the reverse walk recomputes a dropped value from its subtree when its parent step needs it
+2^30.5 elements (24 GiB) that way, and the step died asking for memory. Here the forward run keeps the step
+results costliest to recompute per element while they fit ``budget`` elements (``kept_steps``), and frees the
+others once their parent step has read them; the reverse walk recomputes a dropped value from its subtree when its parent step needs it
 (reading kept values, recomputing dropped ones inside, freed as it goes) and frees every value once its
 parent step is done. Peak: the kept values, the cotangents waiting for their step, and one recomputation's
-working set. Cost: each dropped value once more per dropped ancestor (the large intermediates near the root
-are few). Values are those of ``tree_grad._backward`` exactly (same einsum equations, same order of sums).
+working set. Cost: each dropped value once more per dropped ancestor (kept first: the large intermediates near
+the root, whose subtrees hold the flops; kept smallest first instead, an 8x8 lattice p=4 backward recomputed
+its spine of 1 GiB results once per level and ran for over ten minutes). Values are those of
+``tree_grad._backward`` exactly (same einsum equations, same order of sums).
 """
 
 from __future__ import annotations
@@ -30,40 +32,54 @@ class _Like:
         return self.dtype.is_complex
 
 
-def kept_steps(sizes: list[int], budget: float) -> set[int]:
-    """Positions of the step results kept: smallest first while their sum fits ``budget`` elements (the last
-    step, the tree's result, is never read by the backward).
+def kept_steps(sizes: list[int], budget: float, costs: list[float] | None = None) -> set[int]:
+    """Positions of the step results kept while their sum fits ``budget`` elements (the last step, the tree's
+    result, is never read by the backward): those costliest to recompute per element first (``costs``: the
+    flops of each step's whole subtree; None: smallest first). A dropped value is recomputed from its subtree
+    each time an ancestor's recomputation passes through it, so the large results near the root, whose
+    subtrees hold most of the flops, are the ones to keep; results near the leaves are cheap to recompute.
 
     >>> sorted(kept_steps([8, 1, 4, 2, 100], 7))
     [1, 2, 3]
+    >>> sorted(kept_steps([8, 1, 4, 2, 100], 9, costs=[800, 1, 4, 2, 900]))
+    [0, 1]
     """
+    rank = (lambda s: sizes[s]) if costs is None else (lambda s: -costs[s] / max(sizes[s], 1))
     kept, total = set(), 0
-    for s in sorted(range(len(sizes) - 1), key=lambda s: sizes[s]):
-        if total + sizes[s] > budget:
-            break
-        kept.add(s)
-        total += sizes[s]
+    for s in sorted(range(len(sizes) - 1), key=rank):
+        if total + sizes[s] <= budget:
+            kept.add(s)
+            total += sizes[s]
     return kept
 
 
-def step_sizes(plan) -> list[int]:
-    """Elements of each step's result, in the tape's step order."""
+def step_sizes(plan) -> tuple[list[int], list[float]]:
+    """Elements of each step's result and flops of each step's whole subtree, in the tape's step order."""
     nodes, indices = plan.binary_tree()
     sizes = plan._sizes
-    out = []
-    for node in sorted(nodes):
+
+    def numel(ix) -> int:
         n = 1
-        for i in indices[node]:
+        for i in ix:
             n *= sizes[i]
-        out.append(n)
-    return out
+        return n
+
+    out, subtree = [], {}
+    for node in sorted(nodes):
+        left, right = nodes[node]
+        args = (left,) if right == -1 else (left, right)
+        touched = set(indices[node]).union(*(indices[a] for a in args))
+        subtree[node] = numel(touched) + sum(subtree.get(a, 0.0) for a in args)
+        out.append(numel(indices[node]))
+    return out, [subtree[node] for node in sorted(nodes)]
 
 
 def bounded_backward(plan, tape, operands, needs, grad, budget: float, fit, live_of) -> list:
     """The operands' cotangents (as ``tree_grad._backward``) keeping at most ``budget`` elements of the
     forward's intermediates; ``fit`` and ``live_of``: ``tree_grad._fit`` and ``tree_grad._live``."""
     n = tape.n_inputs
-    kept = {n + s for s in kept_steps(step_sizes(plan), budget)}
+    sizes, costs = step_sizes(plan)
+    kept = {n + s for s in kept_steps(sizes, budget, costs)}
     values: list = list(operands) + [None] * len(tape.steps)
     like: list = list(operands) + [None] * len(tape.steps)
     with torch.no_grad():
