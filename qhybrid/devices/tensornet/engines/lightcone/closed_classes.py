@@ -29,6 +29,7 @@ from ...backends import get_backend
 from ...backends.torch_backend import TorchBackend
 from ..network.many import ManyTrees, NotTogether
 from ..network.together import gate_view
+from . import together_store
 
 TOGETHER_MIN_MEMBERS = 2
 """Closed classes run together once they hold at least this many members (one network gains nothing)."""
@@ -76,6 +77,15 @@ class ClassesTogether:
         leaves = [[self._positions(r, offsets, seen) for r in network] for network in recipes]
         limit = max_memory / dtype.itemsize
         self.trees = ManyTrees(plans, leaves, self.table_size, max_elements=limit, constants=self._const_size, mirrored=True)
+
+    @classmethod
+    def restored(cls, classes: list, dtype, device, constants, fast_index: dict, trees) -> "ClassesTogether":
+        """One whose leaf table's recipe and ``ManyTrees`` were kept (``together_store``)."""
+        self = object.__new__(cls)
+        self.classes, self.dtype, self.device = list(classes), dtype, device
+        self.constants, self._fast_index, self.trees = constants, fast_index, trees
+        self.table_size = trees.table_size
+        return self
 
     def _recipe(self, o, c, row, bases: dict) -> tuple:
         """(block, key, dimension, operand) of one network operand: where its base tensor lives in the table
@@ -212,13 +222,24 @@ def classes_together(program, classes, dtype, device, rows=None, min_networks=No
     networks, by default ``TOGETHER_MIN_MEMBERS``), or None where they run one by one."""
     networks = sum(len(c.terms) for c in classes) if rows is None else sum(map(len, rows))
     least = TOGETHER_MIN_MEMBERS if min_networks is None else min_networks
-    pairs = None if networks < least else _pairs(program, classes, device)
+    if networks < least:
+        return None
+    store = together_store.store_of(program)
+    described = together_store.describe(program, classes, dtype, device, rows) if store is not None else None
+    limit = program.opts.max_memory / dtype.itemsize
+    kept = store.load(described, dtype, device, limit) if store is not None else None
+    if kept is not None:  # a process built them before: no class program, network or tree is built
+        return ClassesTogether.restored(classes, dtype, device, *kept)
+    pairs = _pairs(program, classes, device)
     if pairs is None:
         return None
     try:
-        return ClassesTogether(pairs, dtype, device, rows)
+        together = ClassesTogether(pairs, dtype, device, rows)
     except NotTogether:
         return None
+    if store is not None:
+        store.save(described, together)
+    return together
 
 
 def shared_together(program, shared, dtype, device):

@@ -169,8 +169,13 @@ def fetch_of(home, want: list, sizes: dict, grad: bool) -> _Fetch:
         # a copy: ``where`` may be a read-only array shared between programs
         index = torch.from_numpy(np.array(where.transpose([order.index(x) for x in want]), order="C").reshape(-1))
         return _Fetch(-1, index, (), None, grad)
-    shape = tuple(sizes[x] for x in order)
-    perm = tuple(order.index(x) for x in want)
+    return held_fetch(where, tuple(sizes[x] for x in order), tuple(order.index(x) for x in want), grad)
+
+
+def held_fetch(slot: int, shape: tuple, perm: tuple, grad: bool) -> _Fetch:
+    """How to read held result ``slot`` (``shape``) permuted by ``perm`` (a position table past
+    ``MAX_COPY_RUNS`` coalesced runs, derived from the two: ``many_store`` keeps only them)."""
+    where = slot
     if perm == tuple(range(len(perm))):
         return _Fetch(where, None, shape, None, grad)
     unperm = tuple(int(i) for i in np.argsort(perm))
@@ -203,4 +208,4 @@ def _runs(shape: tuple, perm: tuple) -> int:
     return runs
 
 
-__all__ = ["Sequence", "fetch_of", "MAX_COPY_RUNS"]
+__all__ = ["Sequence", "fetch_of", "held_fetch", "MAX_COPY_RUNS"]
