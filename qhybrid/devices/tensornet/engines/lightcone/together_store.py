@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..network import many_store
+from ..network import many, many_sequence, many_store, many_tiny
 from ..network.pathfind import PathSettings
 
 FORMAT = 1
@@ -66,6 +66,21 @@ SOURCES = (
 """Modules whose code decides the kept tables (networks, trees, schedules, the leaf table's layout)."""
 
 _CODE: list[str] = []  # the digest of SOURCES, once per process
+
+
+class StoreStats:
+    """Entries loaded (``hits``), looked up and not usable (``misses``) and written (``writes``) since the
+    last ``reset``: for tests and diagnostics."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> "StoreStats":
+        self.hits = self.misses = self.writes = 0
+        return self
+
+
+STATS = StoreStats()
 
 
 def code_digest() -> str:
@@ -105,6 +120,7 @@ def describe(program, classes, dtype, device, rows) -> dict:
         "paths": repr(settings),
         "plan_time": repr(float(program.opts.plan_time)),
         "code": code_digest(),
+        "constants": _constants(),
     }
 
 
@@ -117,6 +133,14 @@ class TogetherStore:
     def load(self, description: dict, dtype, device, max_elements: float) -> tuple | None:
         """``(constants, fast gate kinds' parameter positions, ManyTrees)`` of the ``ClassesTogether`` kept
         for ``description`` (checked), or None; None too where its intermediates exceed ``max_elements``."""
+        got = self._read(description, dtype, device, max_elements)
+        if got is None:
+            STATS.misses += 1
+        else:
+            STATS.hits += 1
+        return got
+
+    def _read(self, description: dict, dtype, device, max_elements: float) -> tuple | None:
         key = _digest(description)
         try:
             entry = json.loads((self.directory / f"{key}.json").read_text())
@@ -156,8 +180,14 @@ class TogetherStore:
             self.directory.mkdir(parents=True, exist_ok=True)
             _atomic(self.directory / f"{key}.bin", flat.tobytes())
             _atomic(self.directory / f"{key}.json", json.dumps(entry, separators=(",", ":")).encode())
+            STATS.writes += 1
         except OSError:
             pass
+
+
+def _constants() -> list:
+    """The tuning constants the schedule follows, as they are now (a test may change them in place)."""
+    return [many.BIG_STEP_ELEMENTS, many_tiny.TINY_PRODUCTS, many_sequence.MAX_COPY_RUNS, many.WAVE_BUFFERS, many.SEQUENCE_LIVE]
 
 
 def _tables(classes) -> str:
@@ -197,4 +227,4 @@ def _atomic(path: Path, data: bytes) -> None:
         raise
 
 
-__all__ = ["TogetherStore", "store_of", "describe", "code_digest", "FORMAT", "SOURCES"]
+__all__ = ["TogetherStore", "STATS", "store_of", "describe", "code_digest", "FORMAT", "SOURCES"]
