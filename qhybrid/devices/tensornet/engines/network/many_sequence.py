@@ -181,7 +181,7 @@ def held_fetch(slot: int, shape: tuple, perm: tuple, grad: bool) -> _Fetch:
     unperm = tuple(int(i) for i in np.argsort(perm))
     if _runs(shape, perm) > MAX_COPY_RUNS:
         count = math.prod(shape)
-        index = np.ascontiguousarray(np.arange(count).reshape(shape).transpose(perm).reshape(-1))
+        index = permuted_positions(shape, perm)
         inverse = None
         if grad:  # (a scatter of the positions: 2.7x faster than transposing them back)
             inverse = np.empty_like(index)
@@ -189,6 +189,28 @@ def held_fetch(slot: int, shape: tuple, perm: tuple, grad: bool) -> _Fetch:
             inverse = torch.from_numpy(inverse)
         return _Fetch(where, torch.from_numpy(index), shape, perm, grad, inverse, unperm)
     return _Fetch(where, None, shape, perm, grad, None, unperm)
+
+
+def permuted_positions(shape: tuple, perm: tuple) -> np.ndarray:
+    """``arange(prod(shape)).reshape(shape).transpose(perm).reshape(-1)``, built outward from its innermost
+    run of axes (one broadcast sum per run, each over the whole result so far): numpy's transposed copy of
+    2^14-2^19 positions over 12-19 extent-2 axes took 18 ns an element, this 3-6 (Q100 p=4's 16M
+    positions of permuted reads: 0.3 s of loading a kept schedule, ``many_store``)."""
+    strides = [1] * len(shape)
+    for a in range(len(shape) - 2, -1, -1):
+        strides[a] = strides[a + 1] * shape[a + 1]
+    runs: list[list[int]] = []  # [extent, stride] of each run of axes adjacent in both orders
+    for p in perm:
+        if shape[p] == 1:
+            continue
+        if runs and runs[-1][1] == strides[p] * shape[p]:
+            runs[-1] = [runs[-1][0] * shape[p], strides[p]]
+        else:
+            runs.append([shape[p], strides[p]])
+    out = np.zeros(1, dtype=np.int64)
+    for extent, stride in reversed(runs):
+        out = (np.arange(0, extent * stride, stride, dtype=np.int64)[:, None] + out).reshape(-1)
+    return out
 
 
 def _to(t: torch.Tensor | None, device) -> torch.Tensor | None:
