@@ -146,7 +146,8 @@ class TogetherStore:
             entry = json.loads((self.directory / f"{key}.json").read_text())
             if entry.get("key") != key or entry.get("description") != description:
                 return None
-            flat = np.memmap(self.directory / f"{key}.bin", dtype=np.int64, mode="c")
+            # (a plain array over the mapping: slicing a ``memmap`` costs its ``__array_finalize__`` each time)
+            flat = np.memmap(self.directory / f"{key}.bin", dtype=np.int64, mode="c").view(np.ndarray)
             if flat.size != entry["count"] or zlib.crc32(flat) != entry["crc"]:
                 return None
             trees = many_store.from_plain(entry["trees"], flat)
