@@ -77,11 +77,15 @@ class ClassesTogether:
         leaves = [[self._positions(r, offsets, seen) for r in network] for network in recipes]
         limit = max_memory / dtype.itemsize
         self.trees = ManyTrees(plans, leaves, self.table_size, max_elements=limit, constants=self._const_size, mirrored=True)
+        self.plan_flops = sum(p.flops for p in {id(p): p for p in plans}.values())
+        """Forward flops of the distinct plans compiled in (each class's once; kept with the schedule)."""
+        self.kept_flops = None  # the same, for one loaded from disk (it holds no plans to count)
 
     @classmethod
-    def restored(cls, classes: list, dtype, device, constants, fast_index: dict, trees) -> "ClassesTogether":
+    def restored(cls, classes: list, dtype, device, constants, fast_index: dict, trees, flops) -> "ClassesTogether":
         """One whose leaf table's recipe and ``ManyTrees`` were kept (``together_store``)."""
         self = object.__new__(cls)
+        self.plan_flops = self.kept_flops = flops
         self.classes, self.dtype, self.device = list(classes), dtype, device
         self.constants, self._fast_index, self.trees = constants, fast_index, trees
         self.table_size = trees.table_size

@@ -131,8 +131,9 @@ class TogetherStore:
         self.directory = Path(directory)
 
     def load(self, description: dict, dtype, device, max_elements: float) -> tuple | None:
-        """``(constants, fast gate kinds' parameter positions, ManyTrees)`` of the ``ClassesTogether`` kept
-        for ``description`` (checked), or None; None too where its intermediates exceed ``max_elements``."""
+        """``(constants, fast gate kinds' parameter positions, ManyTrees, plan flops)`` of the
+        ``ClassesTogether`` kept for ``description`` (checked), or None; None too where its intermediates
+        exceed ``max_elements``."""
         got = self._read(description, dtype, device, max_elements)
         if got is None:
             STATS.misses += 1
@@ -163,7 +164,7 @@ class TogetherStore:
                 at += len(keys) * int(dim) ** 2
             if at != trees.table_size:
                 return None
-            return constants, fast, trees
+            return constants, fast, trees, float(entry["flops"])
         except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError, RuntimeError):
             return None
 
@@ -174,7 +175,7 @@ class TogetherStore:
         dims = together._dims
         entry = {
             "key": key, "description": description, "count": int(flat.size), "crc": zlib.crc32(flat), "trees": meta,
-            "constants": _plain_complex(together.constants),
+            "constants": _plain_complex(together.constants), "flops": float(together.plan_flops),
             "fast": [[name, dims[name], list(map(list, rows))] for name, rows in together._fast.items()],
         }  # fmt: skip
         try:
