@@ -25,9 +25,9 @@ An entry failing a check is ignored and rewritten; written atomically (positions
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
-import sys
 import tempfile
 import zlib
 from dataclasses import replace
@@ -65,9 +65,6 @@ SOURCES = (
 )
 """Modules whose code decides the kept tables (networks, trees, schedules, the leaf table's layout)."""
 
-_CODE: list[str] = []  # the digest of SOURCES, once per process
-
-
 class StoreStats:
     """Entries loaded (``hits``), looked up and not usable (``misses``) and written (``writes``) since the
     last ``reset``: for tests and diagnostics."""
@@ -84,15 +81,21 @@ STATS = StoreStats()
 
 
 def code_digest() -> str:
-    """SHA-256 of the source files of ``SOURCES`` (imported ones: their ``__file__``)."""
-    if not _CODE:
-        h = hashlib.sha256()
-        for name in SOURCES:
-            module = sys.modules.get(name)
-            path = getattr(module, "__file__", None)
-            h.update(name.encode() + b"\0" + (Path(path).read_bytes() if path else b"?") + b"\0")
-        _CODE.append(h.hexdigest())
+    """SHA-256 of the source files of ``SOURCES`` as they were when this module was imported (read then, not
+    at first use: a file edited while a process runs must not name that process's tables)."""
     return _CODE[0]
+
+
+def _source_digest() -> str:
+    h = hashlib.sha256()
+    for name in SOURCES:
+        spec = importlib.util.find_spec(name)
+        path = getattr(spec, "origin", None)
+        h.update(name.encode() + b"\0" + (Path(path).read_bytes() if path else b"?") + b"\0")
+    return h.hexdigest()
+
+
+_CODE: list[str] = [_source_digest()]
 
 
 def store_of(program) -> "TogetherStore | None":
