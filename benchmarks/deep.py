@@ -87,6 +87,9 @@ def tree_flops(dev) -> float:
         if isinstance(obj, ContractionPlan):
             total += obj.flops
             return
+        if getattr(obj, "kept_flops", None) is not None:  # a schedule loaded from disk: its plans' flops
+            total += obj.kept_flops
+            return
         if isinstance(obj, dict):
             for v in obj.values():
                 walk(v, depth + 1)

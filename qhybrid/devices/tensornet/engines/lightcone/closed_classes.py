@@ -30,6 +30,7 @@ from ...backends.torch_backend import TorchBackend
 from ..network.many import ManyTrees, NotTogether
 from ..network.pathfind import PathSettings
 from ..network.together import gate_view
+from . import together_store
 
 TOGETHER_MIN_MEMBERS = 2
 """Closed classes run together once they hold at least this many members (one network gains nothing)."""
@@ -78,6 +79,19 @@ class ClassesTogether:
         # the plans' own bound (a device without max_memory slices plans below it, device.py)
         limit = min([max_memory / dtype.itemsize] + [PathSettings.of(p.opts.optimizer).max_elements for _, p in classes])
         self.trees = ManyTrees(plans, leaves, self.table_size, max_elements=limit, constants=self._const_size, mirrored=True)
+        self.plan_flops = sum(p.flops for p in {id(p): p for p in plans}.values())
+        """Forward flops of the distinct plans compiled in (each class's once; kept with the schedule)."""
+        self.kept_flops = None  # the same, for one loaded from disk (it holds no plans to count)
+
+    @classmethod
+    def restored(cls, classes: list, dtype, device, constants, fast_index: dict, trees, flops) -> "ClassesTogether":
+        """One whose leaf table's recipe and ``ManyTrees`` were kept (``together_store``)."""
+        self = object.__new__(cls)
+        self.plan_flops = self.kept_flops = flops
+        self.classes, self.dtype, self.device = list(classes), dtype, device
+        self.constants, self._fast_index, self.trees = constants, fast_index, trees
+        self.table_size = trees.table_size
+        return self
 
     def _recipe(self, o, c, row, bases: dict) -> tuple:
         """(block, key, dimension, operand) of one network operand: where its base tensor lives in the table
@@ -214,13 +228,24 @@ def classes_together(program, classes, dtype, device, rows=None, min_networks=No
     networks, by default ``TOGETHER_MIN_MEMBERS``), or None where they run one by one."""
     networks = sum(len(c.terms) for c in classes) if rows is None else sum(map(len, rows))
     least = TOGETHER_MIN_MEMBERS if min_networks is None else min_networks
-    pairs = None if networks < least else _pairs(program, classes, device)
+    if networks < least:
+        return None
+    store = together_store.store_of(program)
+    described = together_store.describe(program, classes, dtype, device, rows) if store is not None else None
+    limit = program.opts.max_memory / dtype.itemsize
+    kept = store.load(described, dtype, device, limit) if store is not None else None
+    if kept is not None:  # a process built them before: no class program, network or tree is built
+        return ClassesTogether.restored(classes, dtype, device, *kept)
+    pairs = _pairs(program, classes, device)
     if pairs is None:
         return None
     try:
-        return ClassesTogether(pairs, dtype, device, rows)
+        together = ClassesTogether(pairs, dtype, device, rows)
     except NotTogether:
         return None
+    if store is not None:
+        store.save(described, together)
+    return together
 
 
 def shared_together(program, shared, dtype, device):

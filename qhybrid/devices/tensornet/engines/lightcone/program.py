@@ -35,7 +35,7 @@ from ..network.tree_grad import KeptBudget
 from .spread import spread_group, spread_terms
 from .values import ConeValues
 from .whole import closed_program, whole_candidates
-from .stored import describe, priced_choice, store_of
+from .stored import cone_key, describe, priced_choice, store_of
 
 CONE_STATE_MAX_WIRES: int | None = None
 """None: each class runs as a state vector or a closed network by cost (``choice.choose_class``). A number
@@ -120,6 +120,8 @@ class ConeProgram:
         """Per class (in ``classes`` order): its ``EngineChoice``, decided once with the structure."""
         if store is not None and stored is None and settled:
             store.save(described, cones, self.classes, self.choices)
+        self.cone_key = cone_key(described) if store is not None and settled else None
+        """The cone store's key of this program's entry (None: not kept), naming what is kept beside it."""
         self._closed_class = {id(c): ch.engine == "closed network" for c, ch in zip(self.classes, self.choices)}
         for c in self.classes:  # a class run as a state vector needs no network
             if not self._closed_class[id(c)]:

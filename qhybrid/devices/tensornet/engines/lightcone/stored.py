@@ -106,6 +106,11 @@ def _digest(description: dict) -> str:
     return hashlib.sha256(json.dumps(description, separators=(",", ":")).encode()).hexdigest()
 
 
+def cone_key(description: dict) -> str:
+    """The entry's key (its file's name) for ``description``."""
+    return _digest(description)
+
+
 class Stored:
     """What an entry gives a program: the cones of its kept terms (checked) and each class's network price
     (by its first term): ``(flops, bytes)``, ``"none"`` (no network measures it) or None (not priced)."""
@@ -222,4 +227,4 @@ def priced_choice(what: str, c, price, opts, gradient: bool):
     return _choice.decide(what, flops, peak, net, opts.max_memory)
 
 
-__all__ = ["ConeStore", "Stored", "STATS", "store_of", "describe", "checked_cone", "priced_choice", "FORMAT"]
+__all__ = ["ConeStore", "Stored", "STATS", "store_of", "describe", "checked_cone", "priced_choice", "cone_key", "FORMAT"]

@@ -132,7 +132,7 @@ class ManyTrees:
                     steps_by_wave.setdefault(height[node], []).append((i, node, left, right, indices[node], plan._sizes))
                     small_made += sizes[2]
             large.append(order)
-        need = WAVE_BUFFERS * (2 * table_size + small_made) + kept + SEQUENCE_LIVE * largest
+        need = self.need = WAVE_BUFFERS * (2 * table_size + small_made) + kept + SEQUENCE_LIVE * largest
         if max_elements is not None and need > max_elements:  # before any position table is made
             raise NotTogether(f"the networks' intermediates together ({need:.3g} elements) exceed the memory target")
         self.waves, self.small_size = build_waves(steps_by_wave, stored, 2 * table_size, needs)
