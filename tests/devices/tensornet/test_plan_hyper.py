@@ -201,8 +201,10 @@ def f(g, b):
     return qml.expval(cost)
 dev = qhybrid.device("tensornet", wires=n, path_cache=sys.argv[1])
 value = qhybrid.qnode(dev, diff_method=None)(f)(torch.tensor([0.3, 0.5]), torch.tensor([0.2, -0.4]))
+from qhybrid.devices.tensornet.engines.lightcone import together_store
 s = pathfind.STATS
-print(json.dumps({"value": repr(float(value)), "hyper": s.hyper, "disk_hits": s.disk_hits}))
+print(json.dumps({"value": repr(float(value)), "hyper": s.hyper, "disk_hits": s.disk_hits,
+                  "schedules": together_store.STATS.hits}))
 """
 
 
@@ -224,7 +226,8 @@ def test_a_second_process_reads_the_cone_classes_hyper_paths(tmp_path):
 
     first, second = run(1), run(2)
     assert first["hyper"] >= 5
-    assert second["hyper"] == 0 and second["disk_hits"] >= first["hyper"]
+    # a second process reads the paths, or the closed classes' compiled schedule that holds them
+    assert second["hyper"] == 0 and (second["disk_hits"] >= first["hyper"] or second["schedules"] >= 1)
     assert second["value"] == first["value"]  # bit for bit: the same paths
 
 
