@@ -232,7 +232,7 @@ def classes_together(program, classes, dtype, device, rows=None, min_networks=No
         return None
     store = together_store.store_of(program)
     described = together_store.describe(program, classes, dtype, device, rows) if store is not None else None
-    limit = program.opts.max_memory / dtype.itemsize
+    limit = min(program.opts.max_memory / dtype.itemsize, PathSettings.of(program.opts.optimizer).max_elements)
     kept = store.load(described, dtype, device, limit) if store is not None else None
     if kept is not None:  # a process built them before: no class program, network or tree is built
         return ClassesTogether.restored(classes, dtype, device, *kept)
