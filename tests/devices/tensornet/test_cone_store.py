@@ -5,9 +5,6 @@ and results equal default.qubit throughout."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pennylane as qml
@@ -15,12 +12,12 @@ import pytest
 import torch
 
 import qhybrid
+from _second_process import run_json
 from qhybrid.devices.tensornet import _simulate
 from qhybrid.devices.tensornet.engines.lightcone import cones as _cones
 from qhybrid.devices.tensornet.engines.lightcone import program as _program
 from qhybrid.devices.tensornet.engines.lightcone import stored, whole
 
-ROOT = Path(__file__).resolve().parents[3]
 EDGES = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (7, 0), (0, 4), (2, 6), (1, 5)]
 WIRES = 8
 
@@ -206,13 +203,6 @@ got = _value_and_grads(qhybrid.device("tensornet", wires=WIRES, path_cache=sys.a
 print(json.dumps({"hits": stored.STATS.hits, "writes": stored.STATS.writes, "value": repr(got[0]),
                   "grads": [repr(x) for g in got[1:] for x in g.tolist()]}))
 """
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "random"}
-
-    def run():
-        out = subprocess.run([sys.executable, "-c", script, str(tmp_path), str(Path(__file__).parent)],
-                             capture_output=True, text=True, env=env, cwd=ROOT, check=True)  # fmt: skip
-        return json.loads(out.stdout.strip().splitlines()[-1])
-
-    first, second = run(), run()
+    first, second = (run_json(script, tmp_path, Path(__file__).parent) for _ in range(2))
     assert (first["hits"], first["writes"]) == (0, 1) and (second["hits"], second["writes"]) == (1, 0)
     assert second["value"] == first["value"] and second["grads"] == first["grads"]

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import qhybrid
+from _second_process import run_json
 from qhybrid.devices.tensornet import _simulate
 from qhybrid.devices.tensornet.engines.lightcone import program as _cone_program
 from qhybrid.devices.tensornet.engines.lightcone import whole as _whole
@@ -211,20 +212,7 @@ print(json.dumps({"value": repr(float(value)), "hyper": s.hyper, "disk_hits": s.
 def test_a_second_process_reads_the_cone_classes_hyper_paths(tmp_path):
     """Cone classes' networks are the same structures in every process (their canonical wire order must
     not depend on Python's per-process string hashing), so a second process plans none of them."""
-    import json
-    import os
-    import subprocess
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[3]
-
-    def run(seed):
-        env = {**os.environ, "PYTHONPATH": str(root), "PYTHONHASHSEED": str(seed), "OMP_NUM_THREADS": "1"}
-        out = subprocess.run([sys.executable, "-c", _SCRIPT, str(tmp_path)], capture_output=True, text=True,
-                             env=env, cwd=root, check=True)  # fmt: skip
-        return json.loads(out.stdout.strip().splitlines()[-1])
-
-    first, second = run(1), run(2)
+    first, second = (run_json(_SCRIPT, tmp_path, hash_seed=str(seed), OMP_NUM_THREADS="1") for seed in (1, 2))
     assert first["hyper"] >= 5
     # a second process reads the paths, or the closed classes' compiled schedule that holds them
     assert second["hyper"] == 0 and (second["disk_hits"] >= first["hyper"] or second["schedules"] >= 1)

@@ -6,9 +6,6 @@ forged entries are ignored and rewritten."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
@@ -18,11 +15,11 @@ import pytest
 import torch
 
 import qhybrid
+from _second_process import run_json
 from qhybrid.devices.tensornet import _simulate
 from qhybrid.devices.tensornet.engines.lightcone import closed_classes, together_store, whole
 from qhybrid.devices.tensornet.engines.network import many
 
-ROOT = Path(__file__).resolve().parents[3]
 EDGES = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (0, 4), (2, 6), (1, 7)]
 
 
@@ -217,13 +214,6 @@ s = together_store.STATS
 print(json.dumps({"hits": s.hits, "writes": s.writes, "value": repr(got[0]),
                   "grads": [repr(x) for g in got[1:] for x in g.tolist()]}))
 """
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "random"}
-
-    def run():
-        out = subprocess.run([sys.executable, "-c", script, str(tmp_path), str(Path(__file__).parent)],
-                             capture_output=True, text=True, env=env, cwd=ROOT, check=True)  # fmt: skip
-        return json.loads(out.stdout.strip().splitlines()[-1])
-
-    first, second = run(), run()
+    first, second = (run_json(script, tmp_path, Path(__file__).parent) for _ in range(2))
     assert first["hits"] == 0 and first["writes"] >= 1 and second["hits"] >= 1 and second["writes"] == 0
     assert second["value"] == first["value"] and second["grads"] == first["grads"]

@@ -56,7 +56,6 @@ class ClassesTogether:
         self._const_size = 0
         self._dims: dict[str, int] = {}  # gate name -> its matrix dimension
         recipes, plans = [], []
-        max_memory = min(p.opts.max_memory for _, p in classes)
         for i, (c, program) in enumerate(classes):
             (contraction,) = program._terms.values()
             table = c.table.cpu().numpy() if rows is None else rows[i]
@@ -76,8 +75,7 @@ class ClassesTogether:
         self.table_size = at
         seen: dict = {}  # equal operands (a gate read by several cones) share one read-only position array
         leaves = [[self._positions(r, offsets, seen) for r in network] for network in recipes]
-        # the plans' own bound (a device without max_memory slices plans below it, device.py)
-        limit = min([max_memory / dtype.itemsize] + [PathSettings.of(p.opts.optimizer).max_elements for _, p in classes])
+        limit = min(_element_limit(p.opts, dtype) for _, p in classes)
         self.trees = ManyTrees(plans, leaves, self.table_size, max_elements=limit, constants=self._const_size, mirrored=True)
         self.plan_flops = sum(p.flops for p in {id(p): p for p in plans}.values())
         """Forward flops of the distinct plans compiled in (each class's once; kept with the schedule)."""
@@ -223,6 +221,12 @@ def run_together(program, params: torch.Tensor, values) -> dict[int, torch.Tenso
     return out
 
 
+def _element_limit(opts, dtype) -> float:
+    """Elements one intermediate may take: ``max_memory``'s, or the plans' own bound where lower (a device
+    without ``max_memory`` slices plans to an eighth of the room, ``device.DEFAULT_INTERMEDIATE_FRACTION``)."""
+    return min(opts.max_memory / dtype.itemsize, PathSettings.of(opts.optimizer).max_elements)
+
+
 def classes_together(program, classes, dtype, device, rows=None, min_networks=None) -> ClassesTogether | None:
     """The ``ClassesTogether`` of some of a ``ConeProgram``'s closed classes (at least ``min_networks``
     networks, by default ``TOGETHER_MIN_MEMBERS``), or None where they run one by one."""
@@ -232,7 +236,7 @@ def classes_together(program, classes, dtype, device, rows=None, min_networks=No
         return None
     store = together_store.store_of(program)
     described = together_store.describe(program, classes, dtype, device, rows) if store is not None else None
-    limit = min(program.opts.max_memory / dtype.itemsize, PathSettings.of(program.opts.optimizer).max_elements)
+    limit = _element_limit(program.opts, dtype)
     kept = store.load(described, dtype, device, limit) if store is not None else None
     if kept is not None:  # a process built them before: no class program, network or tree is built
         return ClassesTogether.restored(classes, dtype, device, *kept)

@@ -227,4 +227,4 @@ def priced_choice(what: str, c, price, opts, gradient: bool):
     return _choice.decide(what, flops, peak, net, opts.max_memory)
 
 
-__all__ = ["ConeStore", "Stored", "STATS", "store_of", "describe", "checked_cone", "priced_choice", "cone_key", "FORMAT"]
+__all__ = ["ConeStore", "Stored", "STATS", "StoreStats", "store_of", "describe", "checked_cone", "priced_choice", "cone_key", "FORMAT"]

@@ -38,6 +38,7 @@ import torch
 
 from ..network import many, many_sequence, many_store, many_tiny
 from ..network.pathfind import PathSettings
+from .stored import StoreStats
 
 FORMAT = 1
 """Entry format; entries of another format are ignored."""
@@ -65,19 +66,8 @@ SOURCES = (
 )
 """Modules whose code decides the kept tables (networks, trees, schedules, the leaf table's layout)."""
 
-class StoreStats:
-    """Entries loaded (``hits``), looked up and not usable (``misses``) and written (``writes``) since the
-    last ``reset``: for tests and diagnostics."""
-
-    def __init__(self):
-        self.reset()
-
-    def reset(self) -> "StoreStats":
-        self.hits = self.misses = self.writes = 0
-        return self
-
-
 STATS = StoreStats()
+"""This store's loads, misses and writes (the cone store keeps its own, ``stored.STATS``)."""
 
 
 def code_digest() -> str:

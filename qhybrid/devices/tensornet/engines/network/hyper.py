@@ -108,8 +108,9 @@ PARTITION_MIN_FLOPS = float(1 << 30)
 """A network whose tree after steps 1-3 still costs this much (a second or more a contraction) gets step 4:
 cotengra's ``HyperOptimizer`` over partitioned trees (kahypar, else ``labels``), each trial reconfigured, trials
 counted by the payback rule. On the costliest classes of an 8x8 lattice QAOA p=4 (2026-11-26, load 3-40) steps 1-3
-left 2^35.4 / 2^33.7 flops where 32 kahypar trials found 2^30.8 / ... (about 3 s a trial); random partition
-parameters without the optimiser's guidance gave 2^33.5-2^86, so the trials go through ``HyperOptimizer``."""
+left 2^35.4 / 2^33.7 flops, where this step found 2^33.7 / 2^32.7 (32 trials offline: 2^30.8 on the first; about
+3 s a trial); random partition parameters without the optimiser's guidance gave 2^33.5-2^86, so the trials go
+through ``HyperOptimizer``."""
 
 PARTITION_SECONDS_PER_TENSOR = 5e-3
 """Nominal seconds of one step-4 trial per tensor (a 500-tensor lattice cone: 1-3 s with its reconfiguration)."""
@@ -224,11 +225,13 @@ def _partitioned(problem: Problem, best: Found, spent: float, max_elements: floa
     """Step 4: where the tree is still costly (``PARTITION_MIN_FLOPS``), partitioned trees while they pay."""
     import cotengra as ctg
 
+    if best.flops < PARTITION_MIN_FLOPS:
+        return best, spent
     trial_s = PARTITION_SECONDS_PER_TENSOR * problem.n
     trials = 0
     while trials < MAX_PARTITION_TRIALS and _pays(spent + (trials + 1) * trial_s, best.flops):
         trials += 1
-    if best.flops < PARTITION_MIN_FLOPS or trials == 0:
+    if trials == 0:
         return best, spent
     inputs, output, sizes = problem.symbolic()
     opt = ctg.HyperOptimizer(

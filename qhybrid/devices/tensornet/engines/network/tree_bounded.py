@@ -10,11 +10,13 @@ others once their parent step has read them; the reverse walk recomputes a dropp
 parent step is done. Peak: the kept values, the cotangents waiting for their step, and one recomputation's
 working set. Cost: each dropped value once more per dropped ancestor (kept first: the large intermediates near
 the root, whose subtrees hold the flops; kept smallest first instead, an 8x8 lattice p=4 backward recomputed
-its spine of 1 GiB results once per level and ran for over ten minutes). Values are those of
-``tree_grad._backward`` exactly (same einsum equations, same order of sums).
+its spine of 1 GiB results once per level and ran for over ten minutes). The reverse walk is
+``tree_grad._backward``'s (same einsum equations, same order of sums); this module gives it the values.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 from torch import _VF
@@ -74,9 +76,9 @@ def step_sizes(plan) -> tuple[list[int], list[float]]:
     return out, [subtree[node] for node in sorted(nodes)]
 
 
-def bounded_backward(plan, tape, operands, needs, grad, budget: float, fit, live_of) -> list:
-    """The operands' cotangents (as ``tree_grad._backward``) keeping at most ``budget`` elements of the
-    forward's intermediates; ``fit`` and ``live_of``: ``tree_grad._fit`` and ``tree_grad._live``."""
+def bounded_values(plan, tape, operands, budget: float) -> tuple[list, list, Callable[[int], torch.Tensor]]:
+    """For ``tree_grad._backward``: the forward's values with only the kept step results (others None), every
+    value's shape and dtype (``_Like``), and the function that recomputes a dropped value from its subtree."""
     n = tape.n_inputs
     sizes, costs = step_sizes(plan)
     kept = {n + s for s in kept_steps(sizes, budget, costs)}
@@ -89,35 +91,16 @@ def bounded_backward(plan, tape, operands, needs, grad, budget: float, fit, live
                 if a >= n and a not in kept:
                     values[a] = None  # read by its parent, this step: not needed until the backward
             values[n + s], like[n + s] = out, _Like(out)
-        values[-1] = None  # the result: the backward reads its cotangent, not its value
+    values[-1] = None  # the result: the backward reads its cotangent, not its value
 
-        def value(t: int) -> torch.Tensor:
-            got = values[t]
-            if got is not None:
-                return got
-            step = tape.steps[t - n]
-            return _VF.einsum(step.equation, [value(a) for a in step.args])
+    def value(t: int) -> torch.Tensor:
+        got = values[t]
+        if got is not None:
+            return got
+        step = tape.steps[t - n]
+        return _VF.einsum(step.equation, [value(a) for a in step.args])
 
-        live = live_of(tape, needs)
-        cot: dict[int, torch.Tensor] = {len(values) - 1: grad}
-        for s in range(len(tape.steps) - 1, -1, -1):
-            step = tape.steps[s]
-            g = cot.pop(n + s, None)
-            if g is not None:
-                wanted = [a for a in step.args if a in live]
-                read = {b: value(b) for b in step.args if any(a != b for a in wanted)}
-                for k, a in enumerate(step.args):
-                    if a not in live:
-                        continue
-                    equation, missing = step.grads[k]
-                    others = [read[b].conj() for j, b in enumerate(step.args) if j != k]
-                    ga = fit(_VF.einsum(equation, [g, *others]), like[a], missing)
-                    cot[a] = ga if a not in cot else cot[a] + ga
-                del read
-            for a in step.args:
-                if a >= n:
-                    values[a] = None  # only its parent step reads it
-    return [cot.get(k) if needs[k] else None for k in range(n)]
+    return values, like, value
 
 
-__all__ = ["bounded_backward", "kept_steps", "step_sizes"]
+__all__ = ["bounded_values", "kept_steps", "step_sizes"]

@@ -39,7 +39,7 @@ from torch.utils.checkpoint import checkpoint
 
 from string import ascii_letters as _EINSUM_CHARS  # einsum's index letters
 
-from .tree_bounded import bounded_backward
+from .tree_bounded import bounded_values
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,8 @@ def contract_tree(plan, operands: Sequence[torch.Tensor], keep: bool = True, max
     ``max_memory`` bytes: ``tree_bounded``)."""
     if plan.too_wide or not torch.is_grad_enabled() or not any(o.requires_grad for o in operands):
         return plan.contract(operands)  # (a plan too wide for einsum is refused there)
+    if keep and not plan.sliced:
+        return _TreeContraction.apply(plan, *operands)[0]
     itemsize = max(o.element_size() for o in operands)
     budget = math.inf if max_memory is None else RECOMPUTE_KEEP_FRACTION * max_memory / itemsize
     if plan.sliced:  # each slice within the memory target: its backward recomputes it, one slice at a time
@@ -102,9 +104,7 @@ def contract_tree(plan, operands: Sequence[torch.Tensor], keep: bool = True, max
         if inner.too_wide:
             return plan.contract_slices(operands, lambda ops: checkpoint(_contract_list(inner), *ops, use_reentrant=False))
         return plan.contract_slices(operands, lambda ops: _RecomputedTree.apply(inner, budget, *ops))
-    if not keep:
-        return _RecomputedTree.apply(plan, budget, *operands)
-    return _TreeContraction.apply(plan, *operands)[0]
+    return _RecomputedTree.apply(plan, budget, *operands)
 
 
 class KeptBudget:
@@ -193,8 +193,9 @@ class _RecomputedTree(torch.autograd.Function):
         if torch.is_grad_enabled():
             return (None, None, *_recorded_grads(plan, operands, needs, grad))
         tape = plan.tree_tape()
-        if plan.held_elements > ctx.budget:
-            return (None, None, *bounded_backward(plan, tape, operands, needs, grad, ctx.budget, _fit, _live))
+        if plan.held_elements > ctx.budget:  # keep what fits, recompute the rest in the walk (tree_bounded)
+            values, like, value = bounded_values(plan, tape, operands, ctx.budget)
+            return (None, None, *_backward(tape, values, needs, grad, like, value))
         with torch.no_grad():
             values = _run(tape, operands)
         return (None, None, *_backward(tape, values, needs, grad))
@@ -210,24 +211,35 @@ def _recorded_grads(plan, operands, needs, grad) -> list:
     return [next(got) if w else None for w in needs]
 
 
-def _backward(tape: TreeTape, values: list, needs, grad) -> list:
+def _backward(tape: TreeTape, values: list, needs, grad, like: list | None = None, value=None) -> list:
     """Cotangents of the inputs from the output's, along the steps in reverse (``values``: the inputs, then
-    every step's result, as the forward computed them)."""
+    every step's result, as the forward computed them; each freed here once its parent's step is done).
+    ``like`` and ``value`` (``tree_bounded``): every value's shape and dtype, and what reads a value that
+    ``values`` holds as None (recomputing it); by default ``values`` itself."""
+    like = values if like is None else like
+    value = values.__getitem__ if value is None else value
+    n = tape.n_inputs
     live = _live(tape, needs)
     cot: dict[int, torch.Tensor] = {len(values) - 1: grad}
-    for s in range(len(tape.steps) - 1, -1, -1):
-        step = tape.steps[s]
-        g = cot.pop(tape.n_inputs + s, None)
-        if g is None:
-            continue
-        for k, a in enumerate(step.args):
-            if a not in live:
-                continue
-            equation, missing = step.grads[k]
-            others = [values[b].conj() for j, b in enumerate(step.args) if j != k]
-            ga = _fit(_VF.einsum(equation, [g, *others]), values[a], missing)
-            cot[a] = ga if a not in cot else cot[a] + ga
-    return [cot.get(k) if needs[k] else None for k in range(tape.n_inputs)]
+    with torch.no_grad():
+        for s in range(len(tape.steps) - 1, -1, -1):
+            step = tape.steps[s]
+            g = cot.pop(n + s, None)
+            if g is not None:
+                wanted = [a for a in step.args if a in live]
+                read = {b: value(b) for b in step.args if any(a != b for a in wanted)}
+                for k, a in enumerate(step.args):
+                    if a not in live:
+                        continue
+                    equation, missing = step.grads[k]
+                    others = [read[b].conj() for j, b in enumerate(step.args) if j != k]
+                    ga = _fit(_VF.einsum(equation, [g, *others]), like[a], missing)
+                    cot[a] = ga if a not in cot else cot[a] + ga
+                del read
+            for a in step.args:
+                if a >= n:
+                    values[a] = None  # only its parent's step reads it
+    return [cot.get(k) if needs[k] else None for k in range(n)]
 
 
 def _live(tape: TreeTape, needs) -> set[int]:
