@@ -108,6 +108,15 @@ def gather_maps(probe, inputs: Sequence[torch.Tensor], real: Sequence) -> list |
     return maps
 
 
+def _identity_maps(params, new_tape) -> list | None:
+    """The gather maps when the program handed the tape's own parameters through (the very objects, in
+    order): each is read whole from itself. Probing a 1000-gate QAOA tape took 0.2-0.45 s of its first call."""
+    out = tape_parameters(new_tape)
+    if len(out) != len(params) or not all(a is b and isinstance(a, torch.Tensor) for a, b in zip(out, params)):
+        return None
+    return [(k, torch.arange(p.numel()).reshape(p.shape)) for k, p in enumerate(params)]
+
+
 def _index_maps(program, tape, params, new_tape):
     """``gather_maps`` of the device program's output parameters over the tape's own parameters."""
 
@@ -140,7 +149,7 @@ def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
             entry = _UNCACHEABLE
             if len(new_tapes) == 1:
                 try:
-                    maps = _index_maps(program, tape, params, new_tapes[0])
+                    maps = _identity_maps(params, new_tapes[0]) or _index_maps(program, tape, params, new_tapes[0])
                 except Exception:  # a transform that rejects probe values: no cache for this structure
                     maps = None
                 if maps is not None:

@@ -63,3 +63,39 @@ def test_index_kept_for_the_last_tuples_only():
     assert len(held) == cone_walk.INDEX_KEPT and all(a is b for a, b in zip(held, tuples[-cone_walk.INDEX_KEPT:]))
     cones.cone_slots(list(tuples[0]), {0: "Z"})
     assert all(a is b for a, b in zip((s for s, _ in cone_walk._INDEX), tuples[-cone_walk.INDEX_KEPT:]))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_all_words_in_one_pass_keep_what_each_walk_keeps(seed):
+    rng = random.Random(100 + seed)
+    n_wires = rng.randint(2, 12)
+    slots = _random_slots(rng, n_wires, rng.randint(0, 120))
+    words = []
+    for _ in range(rng.randint(1, 70)):  # more words than one machine word of bits
+        support = rng.sample(range(n_wires), rng.randint(1, min(3, n_wires)))
+        words.append({w: rng.choice(["X", "Y", "Z", "I", cones.GENERAL]) for w in support})
+    assert cones.all_cone_slots(slots, words) == [_scan(slots, word) for word in words]
+
+
+def _conflict(a, b) -> bool:
+    """Whether two slots fail to commute by the bases rule on some shared wire (the reference)."""
+    ba = cones._bases(a) or (cones.GENERAL,) * len(a.wires)
+    bb = cones._bases(b) or (cones.GENERAL,) * len(b.wires)
+    on_b = dict(zip(b.wires, bb))
+    return any(w in on_b and (x != on_b[w] or x == cones.GENERAL) for w, x in zip(a.wires, ba))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_dependency_order_is_every_conflicting_pair_in_tape_order(seed):
+    rng = random.Random(200 + seed)
+    slots = _random_slots(rng, rng.randint(2, 6), rng.randint(2, 30))
+    kept = sorted(rng.sample(range(len(slots)), rng.randint(1, len(slots))))
+    for _ in range(20):
+        order = list(kept)
+        if rng.random() < 0.8:  # a few swaps of neighbours: sometimes of commuting gates, sometimes not
+            for _ in range(rng.randint(1, 4)):
+                i = rng.randrange(max(1, len(order) - 1))
+                order[i : i + 2] = order[i : i + 2][::-1]
+        place = {si: i for i, si in enumerate(order)}
+        want = all(place[a] < place[b] for a in kept for b in kept if a < b and _conflict(slots[a], slots[b]))
+        assert cones.in_dependency_order(slots, order) == want

@@ -2,6 +2,8 @@
 together.py): against one-by-one plans and default.qubit, values, gradients and second derivatives, float64
 and float32, with the steps batched by waves, run one by one, or split between the two."""
 
+import math
+
 import numpy as np
 import opt_einsum.testing
 import pennylane as qml
@@ -318,3 +320,22 @@ def test_trainable_coefficients_of_a_sentence_keep_their_gradients(monkeypatch):
     want = qml.QNode(circuit, qml.device("default.qubit"), interface="torch")(c)
     assert abs(float(got) - float(want)) < 1e-10
     assert torch.allclose(torch.autograd.grad(got, c)[0], torch.autograd.grad(want, c)[0], atol=1e-10)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_held_reads_position_tables_and_their_inverse(seed, monkeypatch):
+    monkeypatch.setattr(many_sequence, "MAX_COPY_RUNS", 1)  # every fragmented read through tables
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(x) for x in rng.integers(1, 4, size=int(rng.integers(2, 9))))
+    perm = tuple(int(i) for i in rng.permutation(len(shape)))
+    src = np.arange(math.prod(shape)).reshape(shape)
+    want = src.transpose(perm).reshape(-1)
+    for kind in (np.int32, np.int64):
+        np.testing.assert_array_equal(many_sequence.permuted_positions(shape, perm, kind), want)
+    fetch = many_sequence.held_fetch(0, shape, perm, True)
+    if fetch.index is None:  # one run: read as it lies or as one permuted copy
+        assert many_sequence._runs(shape, perm) <= 1
+        return
+    index, inverse = fetch.index.numpy(), fetch.inverse.numpy()
+    np.testing.assert_array_equal(index, want)
+    np.testing.assert_array_equal(inverse[index], np.arange(index.size))

@@ -79,4 +79,49 @@ def walk(slots: Sequence, acts: dict, bases_of: Callable, general: str) -> list[
     return kept
 
 
-__all__ = ["walk", "INDEX_KEPT"]
+def walk_all(slots: Sequence, acts_of: list[dict], bases_of: Callable, general: str) -> list[list[int]]:
+    """``walk`` for many observables at once: per observable its kept slot positions, in tape order. One
+    reverse pass over every slot, the observables' actions held per wire and action as bitsets over the
+    observables, so the keep rule of a slot is decided for all of them by a few integer operations (the
+    checks of a stored program's cones: Q100 p=4's 150 walks took 0.1-0.2 s one by one)."""
+    bases = _walk_index(slots, bases_of)[0]
+    masks: dict[int, dict[str, int]] = {}  # wire -> action -> observables acting so there
+    for t, acts in enumerate(acts_of):
+        for w, letters in acts.items():
+            on = masks.setdefault(w, {})
+            for letter in letters:
+                on[letter] = on.get(letter, 0) | (1 << t)
+    kept_by = {}
+    for si in range(len(slots) - 1, -1, -1):
+        slot_bases = bases[si]
+        if slot_bases is False:
+            continue
+        wires, keep = slots[si].wires, 0
+        for k, w in enumerate(wires):
+            on = masks.get(w)
+            if on:
+                if slot_bases is None:
+                    for m in on.values():
+                        keep |= m
+                else:  # some action on the wire other than this gate's basis there
+                    b = slot_bases[k]
+                    for x, m in on.items():
+                        if x != b:
+                            keep |= m
+        if keep:
+            kept_by[si] = keep
+            for k, w in enumerate(wires):
+                action = general if slot_bases is None else slot_bases[k]
+                on = masks.setdefault(w, {})
+                on[action] = on.get(action, 0) | keep
+    out: list[list[int]] = [[] for _ in acts_of]
+    for si in sorted(kept_by):
+        m = kept_by[si]
+        while m:
+            low = m & -m
+            out[low.bit_length() - 1].append(si)
+            m ^= low
+    return out
+
+
+__all__ = ["walk", "walk_all", "INDEX_KEPT"]

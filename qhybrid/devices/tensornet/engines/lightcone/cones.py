@@ -24,7 +24,7 @@ from typing import Sequence
 
 from ..._structure import Slot, TapeStructure
 from ..statevector.diagonal import ANGLE_GATES, VECTOR_GATES
-from .cone_walk import walk
+from .cone_walk import walk, walk_all
 
 DIAGONAL_GATES = (ANGLE_GATES - {"PauliRot"}) | VECTOR_GATES | {"CZ", "CCZ", "PauliZ", "Z", "S", "T"}
 """Gates diagonal in the computational basis (for every parameter value): they commute with Z words and
@@ -93,6 +93,35 @@ def cone_slots(slots: Sequence[Slot], word: dict[int, str]) -> list[int]:
     """
     acts: dict[int, set] = {w: {letter} for w, letter in word.items() if letter != "I"}
     return walk(slots, acts, _bases, GENERAL)[::-1]
+
+
+def all_cone_slots(slots: Sequence[Slot], words: Sequence[dict[int, str]]) -> list[list[int]]:
+    """``cone_slots`` of every word, in one pass over the slots (``cone_walk.walk_all``)."""
+    acts = [{w: {letter} for w, letter in word.items() if letter != "I"} for word in words]
+    return walk_all(slots, acts, _bases, GENERAL)
+
+
+def in_dependency_order(slots: Sequence[Slot], order: Sequence[int]) -> bool:
+    """Whether ``order`` (distinct slot indices) keeps every two of its gates that do not commute on a shared
+    wire (``_bases``) in tape order: then it is the same circuit as the tape order (any two orders that
+    agree on every such pair multiply to the same operator)."""
+    at = {si: i for i, si in enumerate(order)}
+    last: dict[int, dict] = {}  # wire -> action -> latest place in ``order`` of an earlier gate acting so
+    for si in sorted(order):
+        slot, place = slots[si], at[si]
+        bases = _bases(slot) or (GENERAL,) * len(slot.wires)
+        for w, b in zip(slot.wires, bases):
+            for action, before in last.get(w, _EMPTY).items():
+                if before > place and (action != b or b == GENERAL):
+                    return False
+        for w, b in zip(slot.wires, bases):
+            seen = last.setdefault(w, {})
+            if seen.get(b, -1) < place:
+                seen[b] = place
+    return True
+
+
+_EMPTY: dict = {}
 
 
 _NONE: frozenset = frozenset()
@@ -278,4 +307,4 @@ def _rank(slot: Slot, labels: dict) -> tuple:
     return (min(known), tuple(known))
 
 
-__all__ = ["Cone", "make_cone", "labelled_cone", "cone_slots", "cone_wires", "DIAGONAL_GATES", "SYMMETRIC_GATES", "BASIS_GATES", "GENERAL"]
+__all__ = ["Cone", "make_cone", "labelled_cone", "cone_slots", "all_cone_slots", "in_dependency_order", "cone_wires", "DIAGONAL_GATES", "SYMMETRIC_GATES", "BASIS_GATES", "GENERAL"]

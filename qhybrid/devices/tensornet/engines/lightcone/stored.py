@@ -20,7 +20,8 @@ besides Pauli sentences, none of them a ``whole_candidates``) are kept: that dec
 structure alone.
 
 Nothing read is trusted. Each cone is checked to be its term's light cone: the same gates ``cone_slots``
-finds, in an order whose ASAP layers (``_layers``) never decrease (so the same circuit), labels a bijection
+finds (every term's in one pass, ``all_cone_slots``), in an order that keeps every two non-commuting gates
+in tape order (``in_dependency_order``: so the same circuit), labels a bijection
 from exactly its wires onto ``0..width-1``; classes are then formed again from the cones' canonical forms
 (members of one class are the same circuit up to relabelling, whatever the entry says). A price only
 steers the choice between two engines that give the same values (each checks its memory before
@@ -41,7 +42,7 @@ from ..network import network as _network
 from ..network.pathfind import PathSettings
 from . import choice as _choice
 from . import whole as _whole
-from .cones import Cone, _layers, cone_slots, labelled_cone
+from .cones import Cone, all_cone_slots, cone_slots, in_dependency_order, labelled_cone
 
 FORMAT = 1
 """Entry format; entries of another format are ignored (change it when cones are labelled differently)."""
@@ -149,8 +150,9 @@ class ConeStore:
             if not isinstance(stored, list) or len(stored) != len(kept):
                 return None
             cones = []
-            for t, item in zip(kept, stored):
-                cone = checked_cone(structure, words[t], item[0], item[1])
+            found = all_cone_slots(structure.slots, [words[t] for t in kept])
+            for t, item, slots in zip(kept, stored, found):
+                cone = checked_cone(structure, words[t], item[0], item[1], slots)
                 if cone is None:
                     return None
                 cones.append(cone)
@@ -193,16 +195,15 @@ class ConeStore:
             pass
 
 
-def checked_cone(structure, word: dict, order, wires) -> Cone | None:
+def checked_cone(structure, word: dict, order, wires, kept: list[int] | None = None) -> Cone | None:
     """The cone of ``word`` with the stored gate ``order`` and wires in label order ``wires``, or None
-    where they are not its light cone in an order equal to the circuit's, labelled one-to-one."""
+    where they are not its light cone in an order equal to the circuit's, labelled one-to-one; ``kept``:
+    the word's ``cone_slots`` where the caller found them already (``all_cone_slots``)."""
     if not all(isinstance(si, int) for si in order) or not all(isinstance(w, int) for w in wires):
         return None
-    kept = cone_slots(structure.slots, word)
-    if sorted(order) != kept:
-        return None
-    layer = {si: at for at, gates in enumerate(_layers(structure.slots, kept)) for si in gates}
-    if any(layer[a] > layer[b] for a, b in zip(order, order[1:])):
+    if kept is None:
+        kept = cone_slots(structure.slots, word)
+    if sorted(order) != kept or not in_dependency_order(structure.slots, order):
         return None
     labels = {w: i for i, w in enumerate(wires)}
     touched = set(word).union(*(structure.slots[si].wires for si in kept))
