@@ -102,6 +102,10 @@ def test_constant_leaves_get_no_cotangent_work_and_the_rest_theirs(split, tiny, 
     (g2,) = torch.autograd.grad((want * w).real.sum(), table)
     assert torch.allclose(g1[constants:], g2[constants:], atol=1e-11)
     assert g2[:constants].abs().max() > 0  # (the skipped entries had a gradient to skip)
+    if split == "sequence":  # a step whose one operand needs no cotangent keeps only the other's reader
+        steps = trees.sequence.steps
+        assert any(st.a.grad != st.b.grad for st in steps)
+        assert trees.sequence.held_elements < sum(st.rows * st.k * (st.m + st.n) for st in steps)
 
 
 def _doubled_networks(count, seed):
