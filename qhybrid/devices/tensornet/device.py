@@ -20,6 +20,7 @@ from pennylane.transforms.core import CompilePipeline
 from ...errors import GradientError, UnsupportedOperationError, refuse_function_transforms
 from ...typing import Backend, Optimizer
 from ..._variant import Variant, tape_parameters
+from .._collector import settle_long_lived
 from .._memory import recent_available_memory
 from .._threads import small_work_threads
 from .plugin.autograd import execute_traced, is_traced
@@ -169,6 +170,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         self.method, self._mps = method, mps_settings(method, max_bond_dim, cutoff)
         self.noise, self.trajectories = check_noise_options(noise, trajectories)  # docs/NOISE.md
         self._noise_rng, self.trajectory_standard_errors = np.random.default_rng(seed), []
+        settle_long_lived()  # (the imported modules: not counted as new objects by the next full pass)
 
     @property
     def name(self) -> str:

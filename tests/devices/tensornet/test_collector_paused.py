@@ -50,3 +50,31 @@ def test_a_device_execute_builds_with_the_collector_paused(seen):
     want = qml.device("default.qubit", wires=2).execute([tape])[0]
     assert abs(float(res[0]) - float(want[0])) < 1e-10
     assert seen and not any(seen) and gc.isenabled()
+
+
+def test_what_a_build_leaves_is_moved_to_the_oldest_generation():
+    from qhybrid.devices._collector import collector_paused
+
+    with collector_paused():
+        marker = [object()]  # a container: tracked by the collector
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert any(o is marker for o in gc.get_objects(generation=2))
+
+
+def test_objects_the_process_froze_stay_frozen():
+    from qhybrid.devices._collector import collector_paused
+
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with collector_paused():
+            pass
+        assert gc.get_freeze_count() == frozen and gc.isenabled()
+    finally:
+        gc.unfreeze()
+
+
+def test_a_new_device_settles_what_is_alive_in_the_oldest_generation():
+    marker = [object()]
+    qhybrid.device("tensornet", wires=1)
+    assert any(o is marker for o in gc.get_objects(generation=2)) and gc.get_freeze_count() == 0
