@@ -54,7 +54,6 @@ once, and the backward holds a step's cotangent beside them, so one step needs s
 With the half above, an 8x8 lattice QAOA p=4 was planned with 4 GiB intermediates and died asking for one with
 8.7 GB left (2026-11-26)."""
 
-
 _DEVICE_GRADIENTS = frozenset({"adjoint", "backprop", "best", "device"})
 """Gradient methods the device answers itself (anything else is a PennyLane gradient transform)."""
 
