@@ -31,14 +31,13 @@ executed), written atomically.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 
 from ..network import network as _network
+from ..network.path_cache import json_digest, write_atomically
 from ..network.pathfind import PathSettings
 from . import choice as _choice
 from . import whole as _whole
@@ -61,6 +60,14 @@ class StoreStats:
     def reset(self) -> "StoreStats":
         self.hits = self.misses = self.writes = 0
         return self
+
+    def counted(self, got):
+        """``got`` (what a load read, or None), counted as a hit or a miss."""
+        if got is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return got
 
 
 STATS = StoreStats()
@@ -103,13 +110,9 @@ def describe(program, structure, tape, opts, rule, words, per_measurement, gradi
     }
 
 
-def _digest(description: dict) -> str:
-    return hashlib.sha256(json.dumps(description, separators=(",", ":")).encode()).hexdigest()
-
-
 def cone_key(description: dict) -> str:
     """The entry's key (its file's name) for ``description``."""
-    return _digest(description)
+    return json_digest(description)
 
 
 class Stored:
@@ -133,15 +136,10 @@ class ConeStore:
         """The entry for ``description`` with its cones checked against ``structure`` (``words[t]``: term
         ``t``'s word; ``kept``: the terms measured by cones, in order), or None (absent, unreadable, for
         another structure, or a cone that is not its term's light cone)."""
-        stored = self._read(description, structure, words, kept)
-        if stored is None:
-            STATS.misses += 1
-        else:
-            STATS.hits += 1
-        return stored
+        return STATS.counted(self._read(description, structure, words, kept))
 
     def _read(self, description: dict, structure, words: list, kept: list) -> Stored | None:
-        key = _digest(description)
+        key = json_digest(description)
         try:
             entry = json.loads(self._file(key).read_text())
             if entry.get("format") != FORMAT or entry.get("key") != key or entry.get("description") != description:
@@ -167,7 +165,7 @@ class ConeStore:
 
     def save(self, description: dict, cones: list[Cone], classes, choices) -> None:
         """Write the entry atomically (an unwritable directory only means nothing is kept)."""
-        key = _digest(description)
+        key = json_digest(description)
         prices = []
         for c, ch in zip(classes, choices):
             if ch.network_flops is not None:
@@ -182,15 +180,8 @@ class ConeStore:
         }  # fmt: skip
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{key[:16]}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w") as f:
-                    f.write(json.dumps(entry, separators=(",", ":")))
-                os.replace(tmp, self._file(key))
-                STATS.writes += 1
-            except BaseException:
-                os.unlink(tmp)
-                raise
+            write_atomically(self._file(key), json.dumps(entry, separators=(",", ":")).encode())
+            STATS.writes += 1
         except OSError:
             pass
 

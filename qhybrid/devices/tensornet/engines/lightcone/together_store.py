@@ -27,8 +27,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
-import tempfile
 import zlib
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +35,7 @@ import numpy as np
 import torch
 
 from ..network import many, many_sequence, many_store, many_tiny
+from ..network.path_cache import json_digest, write_atomically
 from ..network.pathfind import PathSettings
 from .stored import StoreStats
 
@@ -127,15 +126,10 @@ class TogetherStore:
         """``(constants, fast gate kinds' parameter positions, ManyTrees, plan flops)`` of the
         ``ClassesTogether`` kept for ``description`` (checked), or None; None too where its intermediates
         exceed ``max_elements``."""
-        got = self._read(description, dtype, device, max_elements)
-        if got is None:
-            STATS.misses += 1
-        else:
-            STATS.hits += 1
-        return got
+        return STATS.counted(self._read(description, dtype, device, max_elements))
 
     def _read(self, description: dict, dtype, device, max_elements: float) -> tuple | None:
-        key = _digest(description)
+        key = json_digest(description)
         try:
             entry = json.loads((self.directory / f"{key}.json").read_text())
             if entry.get("key") != key or entry.get("description") != description:
@@ -163,7 +157,7 @@ class TogetherStore:
 
     def save(self, description: dict, together) -> None:
         """Keep ``together``'s schedule (an unwritable directory only means nothing is kept)."""
-        key = _digest(description)
+        key = json_digest(description)
         meta, flat = many_store.to_plain(together.trees)
         dims = together._dims
         entry = {
@@ -173,8 +167,8 @@ class TogetherStore:
         }  # fmt: skip
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            _atomic(self.directory / f"{key}.bin", flat.tobytes())
-            _atomic(self.directory / f"{key}.json", json.dumps(entry, separators=(",", ":")).encode())
+            write_atomically(self.directory / f"{key}.bin", flat.tobytes())
+            write_atomically(self.directory / f"{key}.json", json.dumps(entry, separators=(",", ":")).encode())
             STATS.writes += 1
         except OSError:
             pass
@@ -195,8 +189,6 @@ def _tables(classes) -> str:
     return h.hexdigest()
 
 
-def _digest(description: dict) -> str:
-    return hashlib.sha256(json.dumps(description, separators=(",", ":")).encode()).hexdigest()
 
 
 def _plain_complex(t: torch.Tensor) -> list:
@@ -209,17 +201,6 @@ def _complex(values: list, dtype, device) -> torch.Tensor:
         raise ValueError("constants are not complex numbers")
     real = torch.tensor(values, dtype=torch.float64).reshape(-1, 2)
     return torch.view_as_complex(real).to(dtype=dtype, device=device)
-
-
-def _atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:16]}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 __all__ = ["TogetherStore", "STATS", "store_of", "describe", "code_digest", "FORMAT", "SOURCES"]

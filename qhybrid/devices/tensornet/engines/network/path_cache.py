@@ -70,13 +70,27 @@ def canonical(inputs: Sequence[Sequence[int]], output: Sequence[int], sizes: dic
     return canon, label
 
 
-def _digest(canon: dict) -> str:
-    return hashlib.sha256(json.dumps(canon, separators=(",", ":")).encode()).hexdigest()
+def json_digest(plain) -> str:
+    """SHA-256 (hex) of ``plain`` as compact JSON: the file name of a store's entry (paths, cones, schedules)."""
+    return hashlib.sha256(json.dumps(plain, separators=(",", ":")).encode()).hexdigest()
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file beside it and ``os.replace``: a reader sees the
+    old entry or the new one, never a part (``OSError`` where the directory cannot be written)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:16]}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def structure_key(inputs: Sequence[Sequence[int]], output: Sequence[int], sizes: dict) -> str:
     """A hash of the network's index structure and extents, independent of how indices are numbered."""
-    return _digest(canonical(inputs, output, sizes)[0])
+    return json_digest(canonical(inputs, output, sizes)[0])
 
 
 def valid_path(path, n: int) -> bool:
@@ -109,7 +123,7 @@ class PathStore:
         """The stored path, whether it is final and its sliced indices, or None (absent, unreadable, for
         another structure, not a valid contraction); ``key``: the structure key if already computed."""
         canon, label = canonical(inputs, output, sizes)
-        key = key or _digest(canon)
+        key = key or json_digest(canon)
         try:
             entry = json.loads(self._file(key).read_text())
             if entry.get("format") != FORMAT or entry.get("structure") != key or entry.get("canonical") != canon:
@@ -126,23 +140,17 @@ class PathStore:
     def save(self, inputs, output, sizes, path, searched: bool, key: str | None = None, sliced=()) -> None:
         """Write the entry atomically; an unwritable directory only means the path is not kept."""
         canon, label = canonical(inputs, output, sizes)
-        key = key or _digest(canon)
+        key = key or json_digest(canon)
         entry = {
             "format": FORMAT, "structure": key, "canonical": canon, "searched": bool(searched),
             "path": [list(s) for s in path], "sliced": sorted(label[i] for i in sliced),
         }  # fmt: skip
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{key[:16]}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w") as f:  # dumps, not dump: json.dump encodes in pure Python (10x slower)
-                    f.write(json.dumps(entry, separators=(",", ":")))
-                os.replace(tmp, self._file(key))
-            except BaseException:
-                os.unlink(tmp)
-                raise
+            # dumps, not dump: json.dump encodes in pure Python (10x slower)
+            write_atomically(self._file(key), json.dumps(entry, separators=(",", ":")).encode())
         except OSError:
             pass
 
 
-__all__ = ["PathStore", "StoredPath", "default_directory", "structure_key", "canonical", "valid_path", "CACHE_ENV"]
+__all__ = ["PathStore", "StoredPath", "default_directory", "structure_key", "canonical", "valid_path", "json_digest", "write_atomically", "CACHE_ENV"]
