@@ -321,3 +321,40 @@ def test_allocator_tuning_can_be_switched_off(monkeypatch, setting, calls):
     assert seen == []
     _sv_allocator.tune_allocator(_sv_allocator.LARGE_STATE_BYTES)
     assert len(seen) == calls
+
+
+@pytest.mark.parametrize("setting", ["0", "1"])
+def test_large_intermediates_raise_the_heap_threshold_once(monkeypatch, setting):
+    """A contraction whose intermediates exceed the state threshold asks glibc (once) to serve them from the
+    heap; smaller ones leave the settings alone; the opt-out holds here too."""
+    import ctypes
+    import sys
+
+    from qhybrid.devices.tensornet.backends.torch_backend import TorchBackend
+    from qhybrid.devices.tensornet.engines.network.plan import ContractionPlan
+    from qhybrid.devices.tensornet.engines.statevector import allocator as _sv_allocator
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("glibc tuning applies on Linux only")
+    seen = []
+
+    class FakeLibc:
+        def mallopt(self, option, value):
+            seen.append((option, value))
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: FakeLibc())
+    monkeypatch.setattr(_sv_allocator, "_LARGE", False)
+    monkeypatch.setattr(_sv_allocator, "_TUNED", False)
+    monkeypatch.setenv("QHYBRID_MALLOC_TUNING", setting)
+    small = ContractionPlan([(0, 1), (1, 2)], (0, 2), {0: 2, 1: 3, 2: 4})
+    TorchBackend("cpu").contract(small, [torch.ones(2, 3), torch.ones(3, 4)])
+    assert seen == []
+    monkeypatch.setattr(_sv_allocator, "MALLOC_MMAP_THRESHOLD", 1024)  # (bytes: 64 complex128 elements)
+    big = ContractionPlan([(0, 1), (1, 2)], (0, 2), {0: 2, 1: 3, 2: 64})  # a result of 128 elements
+    ops = [torch.ones(2, 3, dtype=torch.complex128), torch.ones(3, 64, dtype=torch.complex128)]
+    for _ in range(2):
+        out = TorchBackend("cpu").contract(big, ops)
+        del out
+    want = [(-3, _sv_allocator.LARGE_INTERMEDIATE_MMAP_THRESHOLD), (-1, _sv_allocator.MALLOC_TRIM_THRESHOLD)]
+    assert seen == (want if setting == "1" else [])
+    assert _sv_allocator._TUNED  # the state vectors' own tuning no longer overrides it

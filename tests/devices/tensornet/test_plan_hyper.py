@@ -53,8 +53,8 @@ def test_hyper_tier_is_never_worse_than_greedy(every_network_hyper, seed):
     (found,) = pathfind.find_paths([problem], "auto", plan_time=0.01)
     assert pathfind.STATS.hyper == 1 and found.searched
     assert valid_path([list(s) for s in found.path], problem.n)
-    assert found.flops <= greedy.flops
-    assert _evaluate(problem, found.path).flops == found.flops  # its cost is that of its path
+    assert found.cost <= greedy.cost  # (ranked by flops and writes)
+    assert _evaluate(problem, found.path).cost == found.cost  # its cost is that of its path
     # and without a start, improve's own tree still beats or ties greedy on these networks
     assert hyper.improve(problem, 0.0, greedy).flops <= greedy.flops
 
@@ -277,11 +277,35 @@ def test_costly_trees_get_partitioned_trials_while_they_pay(monkeypatch):
     monkeypatch.setattr(hyper, "MAX_PARTITION_TRIALS", 3)
     monkeypatch.setattr(hyper, "PAYBACK_CALLS", math.inf)
     after = hyper.improve(problem, 0.0)
-    assert len(built) == 1 and built[0]["methods"] == [hyper.partitioner()] and built[0]["max_repeats"] == 3
-    assert built[0]["reconf_opts"] == hyper.RECONF_OPTS
-    assert after.flops <= before.flops and after.searched
+    assert [b["seed"] for b in built] == list(hyper.PARTITION_SEEDS)  # one seeded search per seed
+    for b in built:
+        assert b["methods"] == [hyper.partitioner()] and b["max_repeats"] == 3 and b["reconf_opts"] == hyper.RECONF_OPTS
+        assert b["optlib"] == hyper.PARTITION_OPTLIB and b["constants"] == {hyper.partitioner(): {"seed": b["seed"]}}
+    assert after.cost <= before.cost and after.searched  # (ranked by flops and writes)
     assert valid_path([list(s) for s in after.path], problem.n)
+    again = hyper.improve(problem, 0.0)  # seeded: a tree of the same cost again (its linear order may differ)
+    assert (again.flops, again.write) == (after.flops, after.write)
     built.clear()
     monkeypatch.setattr(hyper, "PAYBACK_CALLS", 0)  # no trial pays: none is run
     hyper.improve(problem, 0.0)
     assert built == []
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_written_elements_match_cotengra_and_weigh_in_the_cost(seed):
+    """``Found.write`` (elements the steps write, every slice counted) against cotengra's own count of the
+    same tree; ``Found.cost`` is flops plus ``WRITE_WEIGHT`` per written element."""
+    import cotengra as ctg
+
+    from qhybrid.devices.tensornet.engines.network.problem import WRITE_WEIGHT
+    from qhybrid.devices.tensornet.engines.network.slicing import _with_slices
+
+    problem = _random_network(seed, n=18)
+    found = pathfind.find_paths([problem], "greedy")[0]
+    inputs, output, sizes = problem.symbolic()
+    tree = ctg.ContractionTree.from_path(inputs, output, sizes, path=[list(s) for s in found.path])
+    assert found.write == int(tree.total_write()) > 0
+    assert found.cost == found.flops + WRITE_WEIGHT * found.write
+    sliced = _with_slices(problem, found.path, (0, 1))
+    inner = _evaluate(Problem.of([tuple(i for i in ix if i not in (0, 1)) for ix in problem.inputs], (), problem.sizes), found.path)
+    assert sliced.write == 4 * inner.write

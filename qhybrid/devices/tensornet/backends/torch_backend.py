@@ -13,6 +13,7 @@ import torch
 
 from ._base import Backend
 from ..engines.network.tree_grad import contract_tree
+from ..engines.statevector.allocator import tune_for_intermediates
 
 
 class TorchBackend(Backend):
@@ -35,6 +36,8 @@ class TorchBackend(Backend):
                 f"The plan contracts {len(plan.inputs)} tensors but {len(operands)} operands were given; "
                 "pass one operand per network tensor, in the plan's order."
             )
+        if operands[0].device.type == "cpu":  # intermediates of hundreds of MiB: reuse the heap's pages
+            tune_for_intermediates(plan.largest_intermediate * max(o.element_size() for o in operands))
         return contract_tree(plan, operands, keep, max_memory)
 
 

@@ -42,9 +42,10 @@ from __future__ import annotations
 import importlib.util
 import math
 import time
+from dataclasses import replace
 
 from .eliminate import NOISE, IndexGraph, bucket_path, min_fill_order
-from .problem import FLOP_RATE, Found, Problem, _evaluate
+from .problem import COMBO, FLOP_RATE, Found, Problem, _evaluate
 
 HYPER_MIN_FLOPS = 1 << 22
 """Networks whose quick path costs at least this many flops (~4 ms a contraction at 1 GFLOP/s) get the
@@ -112,11 +113,27 @@ left 2^35.4 / 2^33.7 flops, where this step found 2^33.7 / 2^32.7 (32 trials off
 3 s a trial); random partition parameters without the optimiser's guidance gave 2^33.5-2^86, so the trials go
 through ``HyperOptimizer``."""
 
-PARTITION_SECONDS_PER_TENSOR = 5e-3
-"""Nominal seconds of one step-4 trial per tensor (a 500-tensor lattice cone: 1-3 s with its reconfiguration)."""
+PARTITION_SECONDS_PER_TENSOR = 3.5e-3
+"""Nominal seconds of one step-4 trial per tensor: kahypar with its reconfiguration took 1.3-1.8 s a trial on the
+8x8 p=4 cones of 424-518 tensors (64 trials in 83-115 s, one thread, 2026-11-27)."""
 
-MAX_PARTITION_TRIALS = 32
-"""Most step-4 trials of one network."""
+MAX_PARTITION_TRIALS = 64
+"""Most step-4 trials of one network in each of its searches (``PARTITION_SEEDS``). The sampler first settles
+after 16-32 trials and finds the cheaper trees after 32 (L8p4's costliest classes, seeded, best after 32 / 64
+trials: 2^32.7 / 2^31.7 flops on three classes that steps 1-3 left at 2^33.7-2^34.3; 2^32.7 / 2^32.2 on a fourth;
+2^29.9 / 2^29.7 on a 2^30.9 class); 32 unseeded trials had left them at 2^33.7-2^35.7, sliced 2-32 times."""
+
+PARTITION_SEEDS = (0, 1)
+"""Step 4 runs one seeded search per seed here and keeps the best tree. A seed goes to cotengra's sampler
+(``PARTITION_OPTLIB``) and, through ``constants``, to every trial's partitioner, so the tree is the same in
+every process. Which seed matters more than the trial count: 64 trials on L8p4's costliest class gave 2^31.7
+flops with seeds 0 and 1 and no gain (2^33.9-2^34.0) with seeds 2 and 7; seed 7 improved one of six costly
+classes, seed 0 all six, seed 1 was the better of the two on two of them (2^31.0 / 2^31.8 where seed 0 gave
+2^31.7 / 2^32.2). Two searches halve the chance that a class keeps its steps-1-3 tree (2026-11-27)."""
+
+PARTITION_OPTLIB = "sbplx"
+"""The ``HyperOptimizer``'s sampler for step 4, named rather than cotengra's default (which depends on what else
+is installed: optuna, cmaes), so a seed means the same search in every environment."""
 
 SEED = 7
 """Fixed seed: the same structure gets the same tree in every process."""
@@ -158,13 +175,13 @@ def improve(problem: Problem, seconds: float, start: Found | None = None, max_el
     left = seconds - (time.perf_counter() - began)
     if left >= DEEP_MIN_S:
         opt = ctg.HyperOptimizer(
-            methods=deep_methods(left), max_repeats=DEEP_MAX_REPEATS, max_time=left, parallel=False, minimize="flops", reconf_opts=dict(RECONF_OPTS), progbar=False, on_trial_error="ignore",
+            methods=deep_methods(left), max_repeats=DEEP_MAX_REPEATS, max_time=left, parallel=False, minimize=COMBO, reconf_opts=dict(RECONF_OPTS), progbar=False, on_trial_error="ignore",
         )  # fmt: skip
         try:
             best = _keep(problem, opt.search(inputs, output, sizes), best, max_elements)
         except (KeyError, ValueError):  # every trial failed (cotengra then has no best tree): keep steps 1-3
             pass
-    return Found(best.path, best.flops, best.largest, True, best.widest, best.sliced)
+    return replace(best, searched=True)
 
 
 def _pays(spent: float, flops: float) -> bool:
@@ -200,7 +217,7 @@ def _reconfigured(problem: Problem, found: Found, max_elements: float) -> Found:
 
     inputs, output, sizes = problem.symbolic()
     tree = ctg.ContractionTree.from_path(inputs, output, sizes, path=[list(step) for step in found.path])
-    tree.subtree_reconfigure_(minimize="flops", seed=SEED, **RECONF_OPTS)
+    tree.subtree_reconfigure_(minimize=COMBO, seed=SEED, **RECONF_OPTS)
     return _keep(problem, tree, found, max_elements)
 
 
@@ -216,7 +233,7 @@ def _greedy_rounds(problem: Problem, best: Found, spent: float, max_elements: fl
             break
         spent += round_s
         tree = RandomGreedyOptimizer(max_repeats=trials, seed=SEED + draw, parallel=False).search(inputs, output, sizes)
-        tree.subtree_reconfigure_(minimize="flops", seed=SEED + draw, **RECONF_OPTS)
+        tree.subtree_reconfigure_(minimize=COMBO, seed=SEED + draw, **RECONF_OPTS)
         best = _keep(problem, tree, best, max_elements)
     return best, spent
 
@@ -227,27 +244,29 @@ def _partitioned(problem: Problem, best: Found, spent: float, max_elements: floa
 
     if best.flops < PARTITION_MIN_FLOPS:
         return best, spent
-    trial_s = PARTITION_SECONDS_PER_TENSOR * problem.n
+    trial_s = PARTITION_SECONDS_PER_TENSOR * problem.n * len(PARTITION_SEEDS)  # a trial in every search
     trials = 0
     while trials < MAX_PARTITION_TRIALS and _pays(spent + (trials + 1) * trial_s, best.flops):
         trials += 1
     if trials == 0:
         return best, spent
     inputs, output, sizes = problem.symbolic()
-    opt = ctg.HyperOptimizer(
-        methods=[partitioner()], max_repeats=trials, parallel=False, minimize="flops", reconf_opts=dict(RECONF_OPTS),
-        progbar=False, on_trial_error="ignore",
-    )  # fmt: skip
-    try:
-        best = _keep(problem, opt.search(inputs, output, sizes), best, max_elements)
-    except (KeyError, ValueError):  # every trial failed: keep steps 1-3
-        pass
+    method = partitioner()
+    for seed in PARTITION_SEEDS:
+        opt = ctg.HyperOptimizer(
+            methods=[method], max_repeats=trials, parallel=False, minimize=COMBO, reconf_opts=dict(RECONF_OPTS),
+            optlib=PARTITION_OPTLIB, seed=seed, constants={method: {"seed": seed}}, progbar=False, on_trial_error="ignore",
+        )  # fmt: skip
+        try:
+            best = _keep(problem, opt.search(inputs, output, sizes), best, max_elements)
+        except (KeyError, ValueError):  # every trial failed: keep what there is
+            pass
     return best, spent + trials * trial_s
 
 
 def _keep(problem: Problem, tree, best: Found | None, max_elements: float) -> Found:
-    """The better of ``best`` and cotengra's ``tree`` (as a Found): within ``max_elements`` first, then fewer
-    flops, then a smaller largest intermediate."""
+    """The better of ``best`` and cotengra's ``tree`` (as a Found): within ``max_elements`` first, then the
+    lower cost (flops and writes, ``Found.cost``), then a smaller largest intermediate."""
     found = _evaluate(problem, [tuple(step) for step in tree.get_path()])
     if best is None or _rank(found, max_elements) < _rank(best, max_elements):
         return found
@@ -255,7 +274,7 @@ def _keep(problem: Problem, tree, best: Found | None, max_elements: float) -> Fo
 
 
 def _rank(found: Found, max_elements: float) -> tuple:
-    return not found.fits(max_elements), found.flops, found.largest
+    return not found.fits(max_elements), found.cost, found.largest
 
 
 __all__ = ["improve", "partitioner", "deep_methods", "rust_available", "HYPER_MIN_FLOPS", "RECONF_OPTS", "MAX_ROUNDS",

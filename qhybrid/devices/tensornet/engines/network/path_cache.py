@@ -32,8 +32,10 @@ from typing import NamedTuple, Sequence
 CACHE_ENV = "QHYBRID_CACHE_DIR"
 """Environment variable naming qhybrid's cache directory (paths go in its ``paths`` folder)."""
 
-FORMAT = 2
-"""Entry format; entries of another format are ignored (2: the canonical structure and sliced indices kept)."""
+FORMAT = 3
+"""Entry format; entries of another format are ignored (2: the canonical structure and sliced indices kept;
+3: the hyper tier ranks trees by flops and writes, ``problem.Found.cost``, so paths ranked by flops alone are
+planned again)."""
 
 
 class StoredPath(NamedTuple):

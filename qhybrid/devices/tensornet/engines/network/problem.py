@@ -10,6 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+WRITE_WEIGHT = 64
+"""Flops one written element is worth when trees are ranked (``Found.cost``): on a CPU a large intermediate
+costs its page faults and torch's permuted copies (in the forward and again in the backward) more than its
+arithmetic. Measured on 8x8 lattice QAOA p=4 cone classes (2026-11-27, one thread, value + gradient): a class
+whose flops-ranked tree held 2^29.8 flops and wrote 2^26.2 elements took 11.8 s, the same tree reconfigured
+for flops + 64 writes (2^30.2 flops, 2^24.1 written) 2.8 s; two others 8.3 -> 3.8 s and 12.8 -> 6.9 s; a
+class dominated by its large products 14.9 -> 14.6 s. Weights 16 and 4 gained about half as much, 128 and 256
+about as much. cotengra's ``combo`` objective with this factor (``COMBO``) is what the searches minimise."""
+
+COMBO = f"combo-{WRITE_WEIGHT}"
+"""cotengra's objective for the same cost (flops + ``WRITE_WEIGHT`` x elements written)."""
+
 FLOP_RATE = 1e9
 """Flops per second assumed when judging whether a path search pays (a modest CPU; a GPU is faster, so a search
 judged worth it there is, if anything, over-generous): read by ``pathfind`` and ``hyper``."""
@@ -67,14 +79,20 @@ class Found:
     searched: bool = False  # settled: planned within a budget (or taken from such a plan, via memo or disk)
     widest: int = 0  # most distinct indices one step touches
     sliced: tuple = ()  # indices summed outside the path, one slice per value (``flops`` counts every slice)
+    write: int = 0  # elements the steps write (every slice counted)
+
+    @property
+    def cost(self) -> int:
+        """What paths are ranked by: flops plus ``WRITE_WEIGHT`` per written element."""
+        return self.flops + WRITE_WEIGHT * self.write
 
     def fits(self, max_elements: float) -> bool:
         return self.largest <= max_elements and self.widest <= MAX_STEP_INDICES
 
 
 def _evaluate(problem: Problem, path) -> Found:
-    """Flops (opt_einsum's count: every index's extent, doubled where one is summed), largest intermediate
-    and widest step of a linear path; computed here because opt_einsum's ``contract_path`` spends far
+    """Flops (opt_einsum's count: every index's extent, doubled where one is summed), elements written,
+    largest intermediate and widest step of a linear path; computed here because opt_einsum's ``contract_path`` spends far
     longer describing a large network's steps than finding its greedy path. Index sets are int bitsets
     (a 400-tensor cone's path in ~2 ms, 5-8x faster than with frozensets).
 
@@ -110,7 +128,7 @@ def _evaluate(problem: Problem, path) -> Found:
         if c == 1:
             solo |= 1 << bit
     solo &= ~output
-    flops = largest = widest = 0
+    flops = largest = widest = write = 0
     for step in path:
         if len(step) == 2:
             p, q = step
@@ -157,9 +175,11 @@ def _evaluate(problem: Problem, path) -> Found:
                 rest ^= low
         working.append(kept)
         flops += numel(every) * (2 if kept != every else 1)
-        largest = max(largest, numel(kept))
+        size = numel(kept)
+        write += size
+        largest = max(largest, size)
         widest = max(widest, every.bit_count())
-    return Found(tuple(tuple(p) for p in path), flops, largest, widest=widest)
+    return Found(tuple(tuple(p) for p in path), flops, largest, widest=widest, write=write)
 
 
 def _numel_of(extents: list):

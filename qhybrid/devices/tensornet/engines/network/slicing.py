@@ -17,7 +17,7 @@ def _with_slices(problem: Problem, path, sliced: tuple = ()) -> Found:
     rest = Problem.of([tuple(i for i in ix if i not in sliced) for ix in problem.inputs], problem.output, problem.sizes)
     inner = _evaluate(rest, path)
     slices = math.prod(problem.sizes[i] for i in sliced)
-    return Found(inner.path, inner.flops * slices, inner.largest, True, inner.widest, tuple(sliced))
+    return Found(inner.path, inner.flops * slices, inner.largest, True, inner.widest, tuple(sliced), inner.write * slices)
 
 
 SLICE_RECONF_MIN_SLICES = 4
