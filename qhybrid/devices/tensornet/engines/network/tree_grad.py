@@ -11,9 +11,10 @@ gradient). For ``C = sum A B`` (torch's convention for complex tensors, ``dL = R
     g_A = sum_{indices of C and B not in A} g_C conj(B)
 
 carried conjugated through the walk (``h = conj(g)``, ``h_A = sum h_C B``: no operand is conjugated, where
-torch would copy each conjugated operand whole), broadcast back over indices only ``A`` holds (they were summed within the step) and summed over axes an
-operand holds with extent 1 (an index broadcast from it). A backward asked to build its own graph (higher
-derivatives) recomputes the contraction with autograd instead, and differentiates that.
+torch would copy each conjugated operand whole), broadcast back over indices only ``A`` holds (they were
+summed within the step) and summed over axes an operand holds with extent 1 (an index broadcast from it). A
+backward asked to build its own graph (higher derivatives) recomputes the contraction with autograd instead,
+and differentiates that.
 
 With ``keep=False`` the forward keeps only the operands, and the backward computes the intermediates again
 before walking the tree: one more forward in exchange for holding nothing between the passes. A step that
