@@ -299,8 +299,9 @@ def test_wide_hamiltonian_as_one_mpo_network_matches_its_terms():
     assert torch.allclose(ta.grad, tb.grad, atol=1e-10)
 
 
-@pytest.mark.parametrize("setting, calls", [("0", 0), ("1", 2)])
-def test_allocator_tuning_can_be_switched_off(monkeypatch, setting, calls):
+@pytest.fixture
+def mallopt_calls(monkeypatch):
+    """glibc's ``mallopt`` calls, recorded instead of made, with the allocator's once-per-process flags reset."""
     import ctypes
     import sys
 
@@ -316,6 +317,15 @@ def test_allocator_tuning_can_be_switched_off(monkeypatch, setting, calls):
 
     monkeypatch.setattr(ctypes, "CDLL", lambda name: FakeLibc())
     monkeypatch.setattr(_sv_allocator, "_TUNED", False)
+    monkeypatch.setattr(_sv_allocator, "_LARGE", False)
+    return seen
+
+
+@pytest.mark.parametrize("setting, calls", [("0", 0), ("1", 2)])
+def test_allocator_tuning_can_be_switched_off(monkeypatch, mallopt_calls, setting, calls):
+    from qhybrid.devices.tensornet.engines.statevector import allocator as _sv_allocator
+
+    seen = mallopt_calls
     monkeypatch.setenv("QHYBRID_MALLOC_TUNING", setting)
     _sv_allocator.tune_allocator(_sv_allocator.LARGE_STATE_BYTES - 1)  # small states never tune
     assert seen == []
@@ -324,27 +334,14 @@ def test_allocator_tuning_can_be_switched_off(monkeypatch, setting, calls):
 
 
 @pytest.mark.parametrize("setting", ["0", "1"])
-def test_large_intermediates_raise_the_heap_threshold_once(monkeypatch, setting):
+def test_large_intermediates_raise_the_heap_threshold_once(monkeypatch, mallopt_calls, setting):
     """A contraction whose intermediates exceed the state threshold asks glibc (once) to serve them from the
     heap; smaller ones leave the settings alone; the opt-out holds here too."""
-    import ctypes
-    import sys
-
     from qhybrid.devices.tensornet.backends.torch_backend import TorchBackend
     from qhybrid.devices.tensornet.engines.network.plan import ContractionPlan
     from qhybrid.devices.tensornet.engines.statevector import allocator as _sv_allocator
 
-    if not sys.platform.startswith("linux"):
-        pytest.skip("glibc tuning applies on Linux only")
-    seen = []
-
-    class FakeLibc:
-        def mallopt(self, option, value):
-            seen.append((option, value))
-
-    monkeypatch.setattr(ctypes, "CDLL", lambda name: FakeLibc())
-    monkeypatch.setattr(_sv_allocator, "_LARGE", False)
-    monkeypatch.setattr(_sv_allocator, "_TUNED", False)
+    seen = mallopt_calls
     monkeypatch.setenv("QHYBRID_MALLOC_TUNING", setting)
     small = ContractionPlan([(0, 1), (1, 2)], (0, 2), {0: 2, 1: 3, 2: 4})
     TorchBackend("cpu").contract(small, [torch.ones(2, 3), torch.ones(3, 4)])

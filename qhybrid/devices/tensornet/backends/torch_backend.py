@@ -13,7 +13,7 @@ import torch
 
 from ._base import Backend
 from ..engines.network.tree_grad import contract_tree
-from ..engines.statevector.allocator import tune_for_intermediates
+from ..engines.statevector import allocator
 
 
 class TorchBackend(Backend):
@@ -36,8 +36,10 @@ class TorchBackend(Backend):
                 f"The plan contracts {len(plan.inputs)} tensors but {len(operands)} operands were given; "
                 "pass one operand per network tensor, in the plan's order."
             )
-        if operands[0].device.type == "cpu":  # intermediates of hundreds of MiB: reuse the heap's pages
-            tune_for_intermediates(plan.largest_intermediate * max(o.element_size() for o in operands))
+        if plan.largest_intermediate * 16 > allocator.MALLOC_MMAP_THRESHOLD and operands[0].device.type == "cpu":
+            # intermediates of hundreds of MiB: reuse the heap's pages (bounded by complex128's 16 bytes first,
+            # so the many small contractions of a step pass by with one comparison)
+            allocator.tune_for_intermediates(plan.largest_intermediate * max(o.element_size() for o in operands))
         return contract_tree(plan, operands, keep, max_memory)
 
 
