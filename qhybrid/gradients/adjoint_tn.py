@@ -96,11 +96,15 @@ class AdjointTN(JacobianProductCalculator):
             return grads if unpack is None else unpack(grads[0])
         inputs = [v.params[j] for v, tr in zip(variants, trainable) for j in tr]
         if torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in inputs):
-            # create_graph: differentiate the caller's own parameters so the products carry history
+            # create_graph: differentiate one alias of the caller's parameter per trainable position, so the
+            # products carry the parameters' history, yet a parameter computed from another (2 * a beside a)
+            # or one tensor at two positions gets the product of its own position only (ExecuteTapes' autograd
+            # sums the positions; differentiating the parameters themselves counted such paths twice)
             track_run(self.device, variants)
+            aliased, inputs = _aliased(variants, trainable)
             with torch.enable_grad():
-                results = self.device.simulate_variants(list(variants))
-            grads = _grad(results, inputs, flat_dy, create_graph=True, dedupe=True)
+                results = self.device.simulate_variants(aliased)
+            grads = _grad(results, inputs, flat_dy, create_graph=True, dedupe=False)
         else:
             if saved is None:
                 saved = self.forward(variants, trainable)[1]
@@ -146,6 +150,20 @@ def _regathered(variants, sources, stand_ins):
     """The variants with their parameters gathered from ``stand_ins`` in place of ``sources``."""
     swap = {id(s): t for s, t in zip(sources, stand_ins)}
     return [v.regathered([swap.get(id(x), x) for x in v.gather.inputs]) for v in variants]
+
+
+def _aliased(variants, trainable) -> tuple[list, list]:
+    """(the variants with each trainable parameter replaced by a fresh alias ``p.view_as(p)``, the aliases in
+    trainable order): under grad mode, recorded from the caller's parameters."""
+    out, aliases = [], []
+    with torch.enable_grad():
+        for v, tr in zip(variants, trainable):
+            params = list(v.params)
+            for j in tr:
+                params[j] = params[j].view_as(params[j])
+                aliases.append(params[j])
+            out.append(Variant(v.tape, params))
+    return out, aliases
 
 
 def _torch_variants(tapes):

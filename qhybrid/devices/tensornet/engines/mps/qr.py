@@ -15,8 +15,8 @@ at bond 64 (one CPU thread: 0.8 vs 2.9 ms).
 from __future__ import annotations
 
 import torch
-from torch.autograd.function import once_differentiable
 
+from .first_order import first_order_only
 from .svd import split
 
 QR_DEVICES = frozenset({"cpu"})
@@ -38,7 +38,7 @@ class _QR(torch.autograd.Function):
         return factors  # computed by the caller, which checks R first
 
     @staticmethod
-    @once_differentiable
+    @first_order_only  # create_graph=True is refused by name (first_order.py)
     def backward(ctx, g_q, g_r):
         q, r = ctx.saved_tensors
         out = q @ g_r if g_r is not None else torch.zeros(*q.shape[:-1], r.shape[-1], dtype=q.dtype, device=q.device)

@@ -22,7 +22,8 @@ With nothing dropped and ``m <= n`` the gradient is exactly ``U g_right``: the o
 from __future__ import annotations
 
 import torch
-from torch.autograd.function import once_differentiable
+
+from .first_order import first_order_only
 
 PAIR_BROADENING = {torch.float64: 1e-12, torch.float32: 1e-8}
 """eps of the Lorentzian for a kept and a dropped value, ``x = s_i^2 - s_j^2``, relative to the pair's scale
@@ -125,7 +126,7 @@ class _Split(torch.autograd.Function):
         return u[..., :k], svh[..., :k, :], s
 
     @staticmethod
-    @once_differentiable
+    @first_order_only  # create_graph=True is refused by name (first_order.py)
     def backward(ctx, g_left, g_right, _gs):
         u, s, svh, vh = ctx.saved_tensors
         return split_backward(g_left, g_right, u, s, svh, vh, ctx.k), None, None

@@ -206,8 +206,11 @@ class _RecomputedTree(torch.autograd.Function):
 def _recorded_grads(plan, operands, needs, grad) -> list:
     """The operands' cotangents through a contraction recorded by autograd, with their own graph (a backward
     asked to build one: higher derivatives)."""
-    wanted = [o for o, w in zip(operands, needs) if w]
     with torch.enable_grad():
+        # aliases: an operand made from another (a gate and its conjugate on the bra side) gets its own
+        # position's cotangent only; the caller's graph then chains it back once
+        operands = [o.view_as(o) for o in operands]
+        wanted = [o for o, w in zip(operands, needs) if w]
         out = plan.contract(operands)
         got = iter(torch.autograd.grad(out, wanted, grad, create_graph=True, allow_unused=True))
     return [next(got) if w else None for w in needs]
