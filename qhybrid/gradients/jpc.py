@@ -109,6 +109,20 @@ def refuse_shots(diff_method: str, shots) -> None:
         )
 
 
+def check_diff_method(diff_method) -> None:
+    """Raise a ``ValueError`` naming the valid methods unless ``diff_method`` is one ``get_jpc`` answers.
+
+    >>> check_diff_method("adjoint")  # a typo ("ajdoint") raises, naming the valid methods
+    """
+    if diff_method is None or diff_method == "best" or (isinstance(diff_method, str) and diff_method in _REGISTRY):
+        return
+    raise ValueError(
+        f"Unknown diff_method {diff_method!r}; choose 'adjoint', 'parameter-shift', 'backprop', 'best' or None. "
+        "PennyLane's other gradient transforms (e.g. 'finite-diff') run through qml.qnode(qml.device("
+        "'qhybrid.tensornet', ...), interface='torch', diff_method=...)."
+    )
+
+
 def get_jpc(diff_method: str, device, gradient_device=None, *, shots=None) -> JacobianProductCalculator | None:
     """The JPC for ``diff_method``: "adjoint", "parameter-shift", "backprop", "best" (adjoint on an analytic
     tensornet device, parameter-shift otherwise) or None (no gradients). ``shots``: the circuits' own finite
@@ -121,9 +135,5 @@ def get_jpc(diff_method: str, device, gradient_device=None, *, shots=None) -> Ja
         diff_method = "adjoint" if not shots and native and gradient_device is None else "parameter-shift"
     if diff_method in ("adjoint", "backprop"):
         refuse_shots(diff_method, shots)
-    cls = _REGISTRY.get(diff_method)
-    if cls is None:
-        raise ValueError(
-            f"Unknown diff_method {diff_method!r}; choose 'adjoint', 'parameter-shift', 'backprop', 'best' or None."
-        )
-    return cls.for_device(device, gradient_device)
+    check_diff_method(diff_method)
+    return _REGISTRY[diff_method].for_device(device, gradient_device)

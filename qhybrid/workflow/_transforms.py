@@ -35,7 +35,9 @@ class PennyLaneQNodeFace(qml.QNode):
             "cache": "auto",
             "cachesize": 10000,
             "max_diff": max_diff,
-            "device_vjp": False,
+            # qhybrid's adjoint is a VJP in the backward pass: said so, so that what asks the device for its
+            # configuration (qml.add_noise, qml.workflow.construct_batch) gets no note to pass device_vjp=True
+            "device_vjp": getattr(self, "diff_method", None) == "adjoint",
             "postselect_mode": None,
             "mcm_method": None,
             "executor_backend": None,

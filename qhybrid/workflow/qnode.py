@@ -8,6 +8,7 @@ from typing import Callable
 
 import pennylane as qml
 from pennylane.measurements import MeasurementProcess
+from pennylane.transforms.core import CompilePipeline
 
 from ._call_args import shaped_like
 from ._capture import capture_graphs, qnode_call, replaying
@@ -15,6 +16,7 @@ from ..interfaces._compile import quantum_boundary
 from ._transforms import PennyLaneQNodeFace, run_pipeline
 from ..interfaces._placement import call_device
 from ..interfaces.torch import execute
+from ..gradients.jpc import check_diff_method
 from ..typing import DiffMethod
 
 
@@ -49,6 +51,11 @@ class QNode(PennyLaneQNodeFace):
         static_structure: bool | str = False,
         capture: str | None = None,
     ):
+        check_diff_method(diff_method)  # a typo raises here, naming the valid methods, not at the first call
+        pipeline = None
+        if isinstance(func, qml.QNode):  # qhybrid.qnode(dev, ...)(a QNode): its quantum function and transforms
+            # run with this qnode's device and settings (wrapping it would copy its own over them)
+            func, pipeline = func.func, func.compile_pipeline
         tdev = getattr(device, "torch_device", None)
         self._graphs = capture_graphs(capture, "qnode", torch_device=tdev, diff_method=diff_method)
         self.capture = capture
@@ -58,6 +65,8 @@ class QNode(PennyLaneQNodeFace):
         self.max_diff = max_diff
         self.gradient_device = gradient_device
         self._init_pennylane(func, device, max_diff)
+        if pipeline:
+            self._compile_pipeline = CompilePipeline(pipeline)
         self.tape: qml.tape.QuantumScript | None = None
         """The tape recorded by the last call (for drawing and inspection); it holds that call's parameters
         (with ``static_structure``, those of the last call that recorded one: a trace or a check)."""

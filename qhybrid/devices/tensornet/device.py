@@ -24,6 +24,7 @@ from .._collector import settle_long_lived
 from .._memory import recent_available_memory
 from .._threads import small_work_threads
 from .plugin.autograd import execute_traced, is_traced
+from .plugin.torch_tapes import run_torch_tapes
 from .engines.network.pathfind import DEFAULT_PLAN_TIME, PathSettings
 from .engines.lightcone.spread import check_spread_options
 from .readout.readout import ReadoutPlan, plan_readout
@@ -330,15 +331,12 @@ class TensorNetworkDevice(MPSMethod, Device):
             sizes = [len(per) for per in params]
 
             def run(torch_params):
-                per, start = [], 0
-                for n in sizes:
-                    per.append(torch_params[start : start + n])
-                    start += n
-                return self._run_plans(plans, per)
+                ends = np.cumsum(sizes, dtype=int).tolist()
+                return self._run_plans(plans, [torch_params[e - n : e] for n, e in zip(sizes, ends)])
 
             return [_pennylane_structure(r) for r in execute_traced(run, flat)]
         if any(isinstance(p, torch.Tensor) for p in flat):  # backprop with torch parameters
-            return [_pennylane_structure(r) for r in self._run_plans(plans, params)]
+            return [_pennylane_structure(r) for r in run_torch_tapes(self._run_plans, plans, params)]
         with torch.no_grad():
             raw = self._run_plans(plans, params)
         return [_pennylane_structure(tuple(_to_numpy(x) for x in r)) for r in raw]

@@ -64,9 +64,12 @@ def resolve_config(device, config: ExecutionConfig | None) -> ExecutionConfig:
     elif method == "backprop":
         updates["use_device_jacobian_product"] = False
         updates["convert_to_numpy"] = False
-    else:  # a gradient transform: its shifted tapes reach the device with torch parameters, so a backward
-        # pass with create_graph=True differentiates them (numpy tapes there have no derivative of their own)
-        if config.interface == Interface.TORCH:
+    else:  # a gradient transform: at max_diff=1 its shifted tapes reach the device with torch parameters, so a
+        # backward pass with create_graph=True differentiates them (numpy tapes there have no derivative of their
+        # own). From max_diff=2 PennyLane nests its torch boundary for every order and caches results by tape
+        # hash (cache="auto"): torch tapes there got cached results with another graph, or none, back
+        # (finite-diff Hessians with -g/h on the diagonal, issue 41); numpy tapes are what that nesting expects
+        if config.interface == Interface.TORCH and not higher:
             updates["convert_to_numpy"] = False
         if config.use_device_jacobian_product is None:
             updates["use_device_jacobian_product"] = False
