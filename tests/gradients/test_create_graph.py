@@ -143,24 +143,34 @@ def test_light_cone_classes_sharing_rows(wide_engine, diff_method, static):
     _assert_matches_default_qubit(_qaoa, 6, diff_method, batched=False, static=static)
 
 
-def test_layers_hessian_in_inputs_and_weights():
-    """A TorchLayer over a qhybrid qnode with a derived data angle: Hessian in inputs and weights."""
+def _layer_body(inputs, w):
+    qml.RY(inputs[..., 0], 0)
+    qml.RY(2 * inputs[..., 0] + w[0], 1)
+    qml.RZ(0.4, 1)
+    qml.CNOT([0, 1])
+    qml.RX(w[1] * inputs[..., 1], 0)
+    return qml.expval(qml.Z(0) @ qml.Z(1)), qml.expval(qml.X(1))
 
-    def body(inputs, weights):
-        qml.RY(inputs[0], 0)
-        qml.RY(2 * inputs[0] + weights[0], 1)
-        qml.RZ(0.4, 1)
-        qml.CNOT([0, 1])
-        qml.RX(weights[1] * inputs[1], 0)
-        return qml.expval(qml.Z(0) @ qml.Z(1))
 
-    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method="adjoint")(body)
-    ref = qml.qnode(qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")(body)
-    x = torch.tensor([0.3, -0.7], dtype=torch.float64)
-    w = torch.tensor([0.9, 0.4], dtype=torch.float64)
-    for a, b in zip(torch.autograd.functional.hessian(ours, (x, w)), torch.autograd.functional.hessian(ref, (x, w))):
-        for h, h_ref in zip(a, b):
-            torch.testing.assert_close(h, h_ref, atol=TOL, rtol=0)
+@pytest.mark.parametrize("diff_method", ["adjoint", "best", "parameter-shift"])
+def test_torch_layer_input_gradient_penalty_and_hessian(diff_method):
+    """qhybrid.layers.TorchLayer (static structure) against qml.qnn.TorchLayer on default.qubit: the input
+    gradient under create_graph, its derivative in the weights (a gradient penalty's), the input Hessian."""
+    q = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=diff_method)(_layer_body)
+    ours = qhybrid.layers.TorchLayer(q, {"w": 2}).double()
+    ref_qnode = qml.qnode(qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")(_layer_body)
+    ref = qml.qnn.TorchLayer(ref_qnode, {"w": 2}).double()
+    with torch.no_grad():
+        ref.w.copy_(ours.w)
+    x = torch.tensor([[0.3, -0.7], [0.5, 1.2]], dtype=torch.float64, requires_grad=True)
+    got = []
+    for layer in (ours, ref):
+        loss = lambda x, layer=layer: (layer(x) ** 2).sum()  # noqa: E731
+        (g,) = torch.autograd.grad(loss(x), x, create_graph=True)
+        (gw,) = torch.autograd.grad(g.sum(), layer.w)
+        got.append((g, gw, torch.autograd.functional.hessian(loss, x)))
+    for a, b in zip(*got):
+        torch.testing.assert_close(a, b, atol=TOL, rtol=0)
 
 
 # --- MPS -------------------------------------------------------------------------------------------------

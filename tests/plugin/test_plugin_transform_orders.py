@@ -34,7 +34,14 @@ def _loss(f):
 
 
 @pytest.mark.parametrize(
-    "diff_method, kwargs, tol", [("finite-diff", {"h": 1e-6}, 1e-2), ("parameter-shift", {}, 1e-10)]  # h as in PennyLane's test_hessian
+    "diff_method, kwargs, tol",
+    [
+        ("finite-diff", {"h": 1e-6}, 1e-2),  # h as in PennyLane's test_hessian
+        ("parameter-shift", {}, 1e-10),
+        ("adjoint", {}, 1e-10),
+        ("best", {}, 1e-10),
+        ("backprop", {}, 1e-10),
+    ],
 )
 @pytest.mark.parametrize("interface", ["torch", "auto"])
 def test_max_diff_2_hessians_match_default_qubit(diff_method, kwargs, tol, interface):
