@@ -88,11 +88,11 @@ class AdjointTN(JacobianProductCalculator):
                     # history, yet a source that is a view of another (w and w[0]) is not counted twice
                     aliases = [x.view_as(x) for x in sources]
                     results = self.device.simulate_variants(_regathered(variants, sources, aliases))
-                return _grad(results, aliases, flat_dy, create_graph=True, dedupe=False)
+                return _grad(results, aliases, flat_dy, create_graph=True)
             if saved is None:
                 saved = self.forward(variants, trainable, sources)[1]
             leaves, results, unpack = saved
-            grads = _grad(results, leaves, flat_dy, create_graph=False, dedupe=False)
+            grads = _grad(results, leaves, flat_dy, create_graph=False)
             return grads if unpack is None else unpack(grads[0])
         inputs = [v.params[j] for v, tr in zip(variants, trainable) for j in tr]
         if torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in inputs):
@@ -104,12 +104,12 @@ class AdjointTN(JacobianProductCalculator):
             aliased, inputs = _aliased(variants, trainable)
             with torch.enable_grad():
                 results = self.device.simulate_variants(aliased)
-            grads = _grad(results, inputs, flat_dy, create_graph=True, dedupe=False)
+            grads = _grad(results, inputs, flat_dy, create_graph=True)
         else:
             if saved is None:
                 saved = self.forward(variants, trainable)[1]
             leaves, results = saved
-            grads = _grad(results, leaves, flat_dy, create_graph=False, dedupe=False)
+            grads = _grad(results, leaves, flat_dy, create_graph=False)
         out, k = [], 0
         for tr in trainable:
             out.append(tuple(grads[k : k + len(tr)]))
@@ -177,21 +177,16 @@ def _torch_variants(tapes):
     return variants, trainable
 
 
-def _grad(results, inputs, flat_dy, *, create_graph: bool, dedupe: bool):
+def _grad(results, inputs, flat_dy, *, create_graph: bool):
+    """The products of ``flat_dy`` with the results' Jacobians in ``inputs`` (one tensor per position; each a
+    leaf or alias of its own, so that no position's product includes another's)."""
     outputs, grads_out = [], []
     for res_v in results:
         for r in res_v:
             outputs.append(r)
     pairs = [(o, d) for o, d in zip(outputs, flat_dy) if o.requires_grad]
-    if dedupe:
-        unique, first = [], {}
-        for n, x in enumerate(inputs):
-            if id(x) not in first:
-                first[id(x)] = n
-                unique.append(x)
-    else:
-        unique, first = list(inputs), {id(x): n for n, x in enumerate(inputs)}
-    targets = [x for x in unique if x.requires_grad]
+    first = {id(x): n for n, x in enumerate(inputs)}
+    targets = [x for x in inputs if x.requires_grad]
     if pairs and targets:
         outs, dys = _as_scalar(pairs)
         grads = torch.autograd.grad(outs, targets, dys, retain_graph=True, create_graph=create_graph, allow_unused=True)
