@@ -143,6 +143,33 @@ def test_light_cone_classes_sharing_rows(wide_engine, diff_method, static):
     _assert_matches_default_qubit(_qaoa, 6, diff_method, batched=False, static=static)
 
 
+def _noisy(a, w):
+    qml.RY(2 * a, 0)
+    qml.RY(a, 1)
+    qml.RZ(0.4, 1)
+    qml.CNOT([0, 1])
+    qml.DepolarizingChannel(0.1, 0)
+    qml.RX(w[0] * a, 1)
+    qml.BitFlip(0.2, 1)
+    qml.CRY(w[1], [1, 0])
+    return qml.expval(qml.Z(0)), qml.expval(qml.Z(0) @ qml.X(1))
+
+
+@pytest.mark.parametrize("diff_method", METHODS)
+def test_noisy_circuit_against_default_mixed(diff_method):
+    """The mixed-state engine, derived angles: the first derivative under create_graph and the Hessian."""
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=diff_method)(_noisy)
+    ref = qml.qnode(qml.device("default.mixed", wires=2), interface="torch", diff_method="backprop")(_noisy)
+    a, w = _args(batched=False)
+    first = torch.autograd.grad(_loss(ours)(a, w), (a, w), create_graph=True)
+    for g, g_ref in zip(first, torch.autograd.grad(_loss(ref)(a, w), (a, w))):
+        torch.testing.assert_close(g, g_ref, atol=TOL, rtol=0)
+    hess = torch.autograd.functional.hessian(_loss(ours), (a, w))
+    for row, row_ref in zip(hess, torch.autograd.functional.hessian(_loss(ref), (a, w))):
+        for h, h_ref in zip(row, row_ref):
+            torch.testing.assert_close(h, h_ref, atol=TOL, rtol=0)
+
+
 def _layer_body(inputs, w):
     qml.RY(inputs[..., 0], 0)
     qml.RY(2 * inputs[..., 0] + w[0], 1)
