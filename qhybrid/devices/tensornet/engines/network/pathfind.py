@@ -152,7 +152,7 @@ def _greedy(problem: Problem):
     """cotengra's greedy path: as fast as opt_einsum's, and on circuits with a batch hyperedge often ten
     to a thousand times cheaper to contract (its score does not chase the batch index). In Rust where
     ``cotengrust`` is installed: on the deep QAOA word networks (150 of 200-436 tensors) 6-10x faster than
-    cotengra's Python greedy, and 2^0.8-2^3.9 fewer flops in total (see benchmarks/results/trees.md)."""
+    cotengra's Python greedy, and 2^0.8-2^3.9 fewer flops in total (benchmarks/results/trees.md in git history)."""
     if hyper.rust_available():
         from cotengrust import optimize_greedy as rust_greedy
 
