@@ -4,6 +4,7 @@ alternating; the trees' total forward flops must be the same.
 
     python -m benchmarks.plan_cold [Q100p4 L8p4 ...] [--repeats N] [--timeout S] [--out FILE]
 
+``hyper_s``: the seconds the hyper tier took (the costly trees' planning), ``flops``: the trees' forward flops.
 Each run is its own process (nothing planned before: memo, path cache and compiled schedules empty), one
 intra-op thread. Writes one JSON row per run to ``--out`` (default benchmarks/results/plan_cold.json).
 """
@@ -23,13 +24,15 @@ CHILD = """
 import json, os, sys, time, torch
 torch.set_num_threads(1)
 from benchmarks.deep import qhybrid_step, tree_flops
+from qhybrid.devices.tensornet.engines.network.pathfind import STATS
 from benchmarks.workloads import deep_qaoa
 n, edges, p = deep_qaoa(sys.argv[1])
 step = qhybrid_step(n, edges, p)
 t = time.perf_counter()
 step()
 first = time.perf_counter() - t
-print(json.dumps({"first_s": first, "flops": tree_flops(step.device)}))
+print(json.dumps({"first_s": first, "hyper_s": STATS.hyper_seconds, "hyper_networks": STATS.hyper,
+                  "flops": tree_flops(step.device)}))
 """
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import networkx as nx
+import pennylane as qml
 import pytest
 import torch
 
@@ -93,3 +94,37 @@ def test_device_option_reaches_the_planner_and_is_checked():
     assert qhybrid.device("tensornet", wires=2)._options([]).optimizer.progress is None
     with pytest.raises(ValueError, match="progress must be None"):
         qhybrid.device("tensornet", wires=2, progress="yes")
+
+
+
+def test_a_light_cone_programs_closed_classes_are_planned_in_one_call(costly, monkeypatch):
+    """``lightcone/preplan.py``: the closed classes' networks go to the hyper tier in one call (so its workers
+    can share them); each class's own planning afterwards takes its tree from the memo without searching."""
+    from types import SimpleNamespace
+
+    from qhybrid.devices.tensornet.engines.lightcone.preplan import plan_closed_classes
+    from qhybrid.devices.tensornet.engines.network.plan import plan_networks
+
+    calls = []
+    original = hyper_tier.hyper_tier
+    monkeypatch.setattr(pathfind, "hyper_tier", lambda problems, found, picked, *a: (picked and calls.append(len(picked)))
+                        or original(problems, found, picked, *a))  # fmt: skip
+    classes = [SimpleNamespace(name=k) for k in range(4)]
+    nets = {id(c): {("pauli", k): _network(10 + k)} for k, c in enumerate(classes)}
+    program = SimpleNamespace(
+        opts=SimpleNamespace(spread_classes=False, optimizer=pathfind.PathSettings("auto")), classes=classes,
+        _networks=nets, _closed_class={id(c): k != 3 for k, c in enumerate(classes)}, _programs={},
+        _plan_time={id(c): 0.01 for c in classes},
+    )  # fmt: skip
+    plan_closed_classes(program)
+    assert calls == [3]  # the three closed classes together (the fourth runs as a state vector)
+    together = {k: plan_networks([nets[id(classes[k])][("pauli", k)]], "auto", 0.01, vary=1)[0] for k in range(3)}
+    assert calls == [3] and pathfind.STATS.memo_hits == 3  # each class's own planning: no new search
+    pathfind.clear_memo()
+    for k in range(3):  # the trees are those each class finds alone
+        alone = plan_networks([nets[id(classes[k])][("pauli", k)]], "auto", 0.01, vary=1)[0]
+        assert alone.path == together[k].path
+    program.opts = SimpleNamespace(spread_classes=True, optimizer=pathfind.PathSettings("auto"))
+    calls.clear()
+    plan_closed_classes(program)  # a rank plans only the classes it runs
+    assert calls == []
