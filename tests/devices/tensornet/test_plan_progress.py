@@ -128,3 +128,20 @@ def test_a_light_cone_programs_closed_classes_are_planned_in_one_call(costly, mo
     calls.clear()
     plan_closed_classes(program)  # a rank plans only the classes it runs
     assert calls == []
+
+
+def test_a_dead_worker_leaves_its_networks_to_this_process(costly, monkeypatch):
+    from concurrent.futures.process import BrokenProcessPool
+
+    problems = [_network(seed) for seed in range(3)]
+    alone = _plan(problems)
+    monkeypatch.setattr(hyper_tier, "POOL_MIN_TENSORS", 0)
+    monkeypatch.setattr(hyper_tier, "plan_workers", lambda: 2)
+
+    def one_then_dead(problems, found, jobs, max_elements, workers, done):
+        k, share = jobs[0]
+        done(k, hyper.improve(problems[k], share, found[k], max_elements))
+        raise BrokenProcessPool("a worker died")
+
+    monkeypatch.setattr(hyper_tier, "_in_workers", one_then_dead)
+    assert [f.path for f in _plan(problems)] == [f.path for f in alone] and pathfind.STATS.hyper == 3 * 2

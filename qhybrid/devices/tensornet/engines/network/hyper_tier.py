@@ -5,7 +5,8 @@ network alone (seeded draws, trial counts set by the payback rule, not the clock
 planned in any order, in any process: here they are spread over worker processes (one per core the process may
 use, ``os.sched_getaffinity``), costliest first, and the trees are the same as planned one by one. Workers are
 forked (cheap: copy-on-write, nothing to import) where the platform allows it, and only for work worth it
-(``POOL_MIN_TENSORS``); elsewhere, in a daemonic process, or with ``QHYBRID_PLAN_WORKERS=1``, one by one.
+(``POOL_MIN_TENSORS``); elsewhere, in a daemonic process, or with ``QHYBRID_PLAN_WORKERS=1``, one by one. Should
+a worker die (killed for memory, say), the networks it had not returned are planned here.
 
 Planning that goes on past ``PROGRESS_DELAY_S`` shows a tqdm bar on stderr: what is being planned (how many
 networks, how many tensors) and the best total cost so far, each finished network's tree against its quick
@@ -29,6 +30,7 @@ import multiprocessing
 import os
 import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Sequence
 
 from . import hyper
@@ -49,7 +51,8 @@ WORKERS_ENV = "QHYBRID_PLAN_WORKERS"
 
 
 def plan_workers() -> int:
-    """Worker processes the hyper tier may use: the cores this process may run on, capped by ``$QHYBRID_PLAN_WORKERS``."""
+    """Worker processes the hyper tier may use: the cores this process may run on, capped by
+    ``$QHYBRID_PLAN_WORKERS``."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # (not on every platform)
@@ -80,7 +83,8 @@ def progress_bar(total: int, tensors: int, progress: bool | None):
 
     return tqdm(
         total=total, desc=f"planning {total} contraction trees ({tensors} tensors)", unit="tree", file=sys.stderr,
-        delay=PROGRESS_DELAY_S, mininterval=PROGRESS_INTERVAL_S, disable=None if progress is None else not progress, leave=False,
+        delay=PROGRESS_DELAY_S, mininterval=PROGRESS_INTERVAL_S, leave=False,
+        disable=None if progress is None else not progress,
     )  # fmt: skip
 
 
@@ -111,11 +115,16 @@ def hyper_tier(
             bar.set_postfix_str(f"best {_log2(best)} flops (quick paths {_log2(sum(before.values()))})", refresh=False)
             bar.update()
 
-        if workers == 1:
-            for k, share in jobs:
+        finished: set = set()
+        if workers > 1:
+            try:
+                returned = lambda k, tree: finished.add(k) or done(k, tree)  # noqa: E731
+                _in_workers(problems, found, jobs, max_elements, workers, returned)
+            except (OSError, BrokenProcessPool):  # no process could be started, or a worker died: go on here
+                pass
+        for k, share in jobs:
+            if k not in finished:
                 done(k, hyper.improve(problems[k], share, found[k], max_elements))
-        else:
-            _in_workers(problems, found, jobs, max_elements, workers, done)
     return len(picked)
 
 
@@ -133,4 +142,7 @@ def _in_workers(problems, found, jobs, max_elements, workers, done) -> None:
                 done(running.pop(future), future.result())
 
 
-__all__ = ["hyper_tier", "check_progress", "plan_workers", "progress_bar", "PROGRESS_DELAY_S", "PROGRESS_INTERVAL_S", "POOL_MIN_TENSORS"]
+__all__ = [
+    "hyper_tier", "check_progress", "plan_workers", "progress_bar", "PROGRESS_DELAY_S", "PROGRESS_INTERVAL_S",
+    "POOL_MIN_TENSORS",
+]  # fmt: skip
