@@ -8,7 +8,7 @@ PEERS_VENV := .venv-peers
 PEERS_PY := $(PEERS_VENV)/bin/python
 PEERS_EXTRAS := bench,peers
 
-.PHONY: venv demo demo-quick test bench bench-peers bench-peers-quick
+.PHONY: venv demo demo-quick test docs bench bench-peers bench-peers-quick
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,14 @@ demo-quick: venv
 
 test: venv
 	$(PY) -m pytest -q -n 2 --dist loadgroup
+
+# The documentation site into site/ (ignored by git), any warning an error. It installs pyproject's `docs` extra
+# into .venv by name (qhybrid itself is not reinstalled: the API page reads its source) and builds.
+DOCS_EXTRA = $(PY) -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['docs']))"
+
+docs: $(PY)
+	$(PY) -m pip install -q -c constraints.txt $$($(DOCS_EXTRA))
+	$(PY) -m mkdocs build --strict
 
 # Then the peers' table with whatever of them this venv has: it lists each missing peer as "not installed"
 # with its ImportError (`make bench-peers` runs them all from their own venv).

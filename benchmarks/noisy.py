@@ -4,7 +4,7 @@ engine against PennyLane default.mixed (torch backprop), alternating in one proc
 A step is one forward + backward (gradients for the weights and the inputs x). default.mixed steps run in a
 child process with a wall-clock cap and an address-space cap (``--peer-memory-gb``, 8 GiB: the machine is
 shared), so a step that does not finish is reported as "did not finish in X s" and one that runs out of memory
-as "failed under a X GiB cap" instead of stalling the run (or the machine). Figures go to benchmarks/results/noise.md with the load average beside them.
+as "failed under a X GiB cap" instead of stalling the run (or the machine). Figures go to ``--out`` (a markdown file) with the load average beside them.
 
     python -m benchmarks.noisy            # NW1 at batch 8 and 128, noisy SEL 10 qubits x 2 layers, batch 4
     python -m benchmarks.noisy --quick    # one repeat each, default.mixed capped at 60 s

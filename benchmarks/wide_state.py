@@ -5,7 +5,7 @@ global ``<Z...Z>``; the first call (planning included) apart, then the median of
 steps, the ratio lightning / qhybrid, and the largest difference of the results (values and gradients).
 qhybrid's engine choice is printed from ``dev.plan_cache_info().engines``.
 
-    OMP_NUM_THREADS=1 python -m benchmarks.wide_state --repeats 3 --out benchmarks/results/engine.md
+    OMP_NUM_THREADS=1 python -m benchmarks.wide_state --repeats 3 --out benchmarks/results/wide_state.md
 
 ``--state``: instead, ``qml.state()`` of HEA24x8 (no gradient) on qhybrid beside default.qubit, alternating, with
 each one's peak anonymous resident memory above its start in states (sampled every 0.5 ms, as

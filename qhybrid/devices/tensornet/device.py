@@ -26,6 +26,7 @@ from .._threads import small_work_threads
 from .plugin.autograd import execute_traced, is_traced
 from .plugin.torch_tapes import run_torch_tapes
 from .engines.network.pathfind import DEFAULT_PLAN_TIME, PathSettings
+from .engines.network.hyper_tier import check_progress
 from .engines.lightcone.spread import check_spread_options
 from .readout.readout import ReadoutPlan, plan_readout
 from .engines.mps.settings import mps_settings
@@ -95,7 +96,8 @@ class TensorNetworkDevice(MPSMethod, Device):
         optimizer: contraction-path finder, ``"auto"``, ``"greedy"``, ``"optimal"`` or ``"cotengra"``.
         plan_time: seconds the contraction-path searches of one circuit structure may take (default
             1.0): a greedy path comes at once, a randomised search only where the greedy path is costly;
-            0 means greedy paths only. Raise it for long training runs of costly networks.
+            0 means greedy paths only. Raise it for long training runs of costly networks. Costly networks plan
+            on all cores, with a bar on stderr after 3 s (``progress``: None on a tty only, True, False).
         path_cache: where contraction paths are kept, by network structure, so a later process plans
             nothing: True (default) ``$QHYBRID_CACHE_DIR/paths`` or ``~/.cache/qhybrid/paths``, a
             directory, or False for none.
@@ -135,11 +137,9 @@ class TensorNetworkDevice(MPSMethod, Device):
         max_memory: float | None = None,
         optimizer: Optimizer = "auto",
         plan_cache_size: int = 1024,
-        plan_time: float = DEFAULT_PLAN_TIME,
-        path_cache: bool | str | os.PathLike = True,
-        seed=None,
-        spread_classes=False,
-        spread_slices=False,
+        plan_time: float = DEFAULT_PLAN_TIME, progress: bool | None = None,
+        path_cache: bool | str | os.PathLike = True, seed=None,
+        spread_classes=False, spread_slices=False,
         method: str = "auto", max_bond_dim: int | None = None, cutoff: float | None = None,
         noise: str = "exact", trajectories: int = 256,
     ) -> None:
@@ -156,7 +156,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         if not plan_time >= 0:  # also refuses NaN
             raise ValueError(f"plan_time must be a number of seconds >= 0, got {plan_time!r}.")
         self.plan_time = float(plan_time)
-        self.path_cache = path_store(path_cache)
+        self.path_cache, self.progress = path_store(path_cache), check_progress(progress)
         self.dtype = dtype
         self.torch_device = None if torch_device is None else torch.device(torch_device)
         if backend == "cutensornet":  # refuse now, with the reason, rather than at the first circuit
@@ -194,7 +194,7 @@ class TensorNetworkDevice(MPSMethod, Device):
             max_memory, elements = DEFAULT_MEMORY_FRACTION * room, DEFAULT_INTERMEDIATE_FRACTION * room / itemsize
         else:
             elements = float(max_memory) / itemsize
-        paths = PathSettings(self.optimizer, elements, self.path_cache)
+        paths = PathSettings(self.optimizer, elements, self.path_cache, progress=self.progress)
         return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time,
                           self.spread_classes, self._mps, **trajectory_fields(self), spread_slices=self.spread_slices)
 

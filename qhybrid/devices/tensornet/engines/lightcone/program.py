@@ -31,6 +31,7 @@ from .parameters import parameter_rows, scalar
 from .cones import cone_slots, make_cone
 from .shared import run_distinct
 from .closed_classes import run_together
+from .preplan import plan_closed_classes
 from ..network.tree_grad import KeptBudget
 from .spread import spread_group, spread_terms
 from .values import ConeValues
@@ -110,6 +111,7 @@ class ConeProgram:
         self._programs: dict = {}
         self._kept = KeptBudget(opts.max_memory)  # this step's room for kept intermediates (_run_classes)
         self._together: dict = {}  # (dtype, device, classes) -> those closed classes' ClassesTogether, or None
+        self._preplanned = False  # whether the closed classes were planned together (preplan.py)
         kept = sorted({t for m, ts in per_measurement.items() if m not in self.closed_measurements for t in ts})
         cones = stored.cones if stored is not None else [make_cone(structure, words[t], lit[t]) for t in kept]
         self.classes: list[ConeClass] = group_cones(tape, structure, cones)
@@ -163,6 +165,9 @@ class ConeProgram:
         if program is None:
             members = frozenset(si for si, s in enumerate(c.structure.slots) if s.params[1] > s.params[0])
             stacked, size = (members, k) if k > 1 else (frozenset(), 0)
+            if closed and not self._preplanned:  # every closed class's networks in one planning call (cores)
+                self._preplanned = True
+                plan_closed_classes(self)
             if closed:
                 # one row: the networks the engine choice priced (built for no stack) are this program's
                 built = self._networks.pop(id(c), None) if not stacked else None

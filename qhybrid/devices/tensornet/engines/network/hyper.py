@@ -21,7 +21,7 @@ The payback counts nominal seconds (``DRAW_SECONDS_PER_INDEX``, ``RECONF_SECONDS
 ``ROUND_SECONDS_PER_TENSOR``), not the clock: how many draws and rounds a structure gets depends on its
 structure alone, so its tree is the same in every process, whatever the load.
 
-Measured on Q100 p=4's 119 costly cone classes (one thread, load 2-3; benchmarks/results/trees2.md): steps
+Measured on Q100 p=4's 119 costly cone classes (one thread, load 2-3; results/trees2.md in git history): steps
 1-3 2^27.7 flops in total in 12 s, where the randomised greedy rounds before them gave 2^29.7 in 169 s;
 L8p3's 12 costly classes 2^24.6 in 1.1 s against 2^26.5 in 12 s. cotengra's ``HyperOptimizer`` with reconfiguration after
 every trial took 20-90 s a cone for the same or worse, and kahypar partitions were worse than greedy on

@@ -35,6 +35,7 @@ import opt_einsum as oe
 
 from . import hyper
 from .eliminate import eliminate
+from .hyper_tier import hyper_tier
 from .path_cache import PathStore, structure_key
 from .problem import FLOP_RATE, MAX_STEP_INDICES, Found, Problem, _evaluate, _numel
 from .slicing import _with_slices, sliced_path
@@ -77,10 +78,11 @@ class PathSettings:
     elements an intermediate may have, where paths are kept on disk (None: nowhere), whether costly
     networks get the hyper tier (``hyper.improve``) and whether a path that would not fit ``max_elements``
     gets the rescue search (``RESCUE_TIME_S``); both off for networks planned only to be judged, such as
-    the whole-circuit alternative to light cones, which is refused rather than rescued.
+    the whole-circuit alternative to light cones, which is refused rather than rescued; ``progress``: the
+    planning progress bar (``hyper_tier``).
 
     >>> PathSettings.of("greedy")
-    PathSettings(method='greedy', max_elements=inf, store=None, hyper=True, rescue=True)
+    PathSettings(method='greedy', max_elements=inf, store=None, hyper=True, rescue=True, progress=None)
     """
 
     method: str = "auto"
@@ -88,6 +90,7 @@ class PathSettings:
     store: PathStore | None = None
     hyper: bool = True
     rescue: bool = True
+    progress: bool | None = None  # the hyper tier's progress bar: None on a terminal only, True, False
 
     @classmethod
     def of(cls, optimizer: "str | PathSettings") -> "PathSettings":
@@ -149,7 +152,7 @@ def _greedy(problem: Problem):
     """cotengra's greedy path: as fast as opt_einsum's, and on circuits with a batch hyperedge often ten
     to a thousand times cheaper to contract (its score does not chase the batch index). In Rust where
     ``cotengrust`` is installed: on the deep QAOA word networks (150 of 200-436 tensors) 6-10x faster than
-    cotengra's Python greedy, and 2^0.8-2^3.9 fewer flops in total (see benchmarks/results/trees.md)."""
+    cotengra's Python greedy, and 2^0.8-2^3.9 fewer flops in total (benchmarks/results/trees.md in git history)."""
     if hyper.rust_available():
         from cotengrust import optimize_greedy as rust_greedy
 
@@ -312,22 +315,18 @@ def _budgeted_search(problems, found: list[Found], optimizer: str, plan_time: fl
             found[k] = better
 
 
-def _hyper_tier(problems: Sequence[Problem], found: list[Found], plan_time: float, max_elements: float) -> None:
+def _hyper_tier(problems: Sequence[Problem], found: list[Found], plan_time: float, settings: PathSettings) -> None:
     """Networks whose path costs at least ``hyper.HYPER_MIN_FLOPS`` and is not settled: each gets
-    ``hyper.improve``'s randomised greedy trees and subtree reconfiguration whatever the budget (a path far
-    above the best is never kept for want of time), and its deep search within its share of ``plan_time``,
-    in proportion to its path's flops (the time goes where the flops are), costliest first."""
+    ``hyper.improve``'s trees whatever the budget (a path far above the best is never kept for want of time),
+    and its deep search within its share of ``plan_time``, in proportion to its path's flops (the time goes
+    where the flops are); spread over the process's cores, with a progress bar (``hyper_tier``)."""
     picked = [
         k for k, (p, f) in enumerate(zip(problems, found))
         if not f.searched and p.n > OPTIMAL_MAX_TENSORS and f.flops >= hyper.HYPER_MIN_FLOPS
     ]  # fmt: skip
-    total = sum(found[k].flops for k in picked)
-    for k in sorted(picked, key=lambda k: -found[k].flops):
-        STATS.hyper += 1
-        share = plan_time * found[k].flops / total
-        began = time.perf_counter()
-        found[k] = hyper.improve(problems[k], share, found[k], max_elements)
-        STATS.hyper_seconds += time.perf_counter() - began
+    began = time.perf_counter()
+    STATS.hyper += hyper_tier(problems, found, picked, plan_time, settings.max_elements, settings.progress)
+    STATS.hyper_seconds += time.perf_counter() - began
 
 
 def _rescue(problem: Problem, found: Found, optimizer: str, max_elements: float) -> Found:
@@ -373,7 +372,7 @@ def _find(problems: Sequence[Problem], keys: Sequence[str], settings: PathSettin
     found = [s if s is not None else _quick(p, method, key) for p, s, key in zip(problems, stored, keys)]
     if settings.searches and plan_time > 0:
         if settings.hyper:
-            _hyper_tier(problems, found, plan_time, limit)
+            _hyper_tier(problems, found, plan_time, settings)
         _budgeted_search(problems, found, method, plan_time, start, limit)
         for k, p in enumerate(problems):
             if settings.rescue and not found[k].fits(limit) and p.n > OPTIMAL_MAX_TENSORS:

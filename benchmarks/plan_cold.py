@@ -1,0 +1,79 @@
+"""Cold planning of a deep QAOA workload: the first value + gradient step in a fresh process with an empty path
+cache, with the hyper tier on one process (``QHYBRID_PLAN_WORKERS=1``) and over every core (the default),
+alternating; the trees' total forward flops must be the same.
+
+    python -m benchmarks.plan_cold [Q100p4 L8p4 ...] [--repeats N] [--timeout S] [--out FILE]
+
+``hyper_s``: the seconds the hyper tier took (the costly trees' planning), ``flops``: the trees' forward flops.
+Each run is its own process (nothing planned before: memo, path cache and compiled schedules empty), one
+intra-op thread. Writes one JSON row per run to ``--out`` (default benchmarks/results/plan_cold.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CHILD = """
+import json, os, sys, time, torch
+torch.set_num_threads(1)
+from benchmarks.deep import qhybrid_step, tree_flops
+from qhybrid.devices.tensornet.engines.network.pathfind import STATS
+from benchmarks.workloads import deep_qaoa
+n, edges, p = deep_qaoa(sys.argv[1])
+step = qhybrid_step(n, edges, p)
+t = time.perf_counter()
+step()
+first = time.perf_counter() - t
+print(json.dumps({"first_s": first, "hyper_s": STATS.hyper_seconds, "hyper_networks": STATS.hyper,
+                  "flops": tree_flops(step.device)}))
+"""
+
+
+def cold_run(workload: str, workers: int | None, timeout: float) -> dict:
+    """One cold first step in a fresh process (``workers`` None: the default, every core)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("QHYBRID_PLAN_WORKERS", None)
+    if workers is not None:
+        env["QHYBRID_PLAN_WORKERS"] = str(workers)
+    row = {"workload": workload, "workers": workers or "cores", "load": os.getloadavg()[0]}
+    with tempfile.TemporaryDirectory() as cache:
+        env["QHYBRID_CACHE_DIR"] = cache
+        began = time.perf_counter()
+        try:
+            out = subprocess.run([sys.executable, "-c", CHILD, workload], env=env, capture_output=True, text=True,
+                                 timeout=timeout, check=True)  # fmt: skip
+            row.update(json.loads(out.stdout.strip().splitlines()[-1]))
+        except subprocess.TimeoutExpired:
+            row["error"] = f"over {timeout:.0f} s"
+        except subprocess.CalledProcessError as exc:
+            row["error"] = exc.stderr.strip().splitlines()[-1][:200]
+        row["process_s"] = time.perf_counter() - began
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("workloads", nargs="*", default=["Q100p4"])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--out", default=str(Path(__file__).with_name("results") / "plan_cold.json"))
+    a = ap.parse_args()
+    rows = []
+    for workload in a.workloads:
+        for _ in range(a.repeats):
+            for workers in (1, None):  # alternating: the load falls on both alike
+                row = cold_run(workload, workers, a.timeout)
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+    Path(a.out).write_text(json.dumps({"cores": len(os.sched_getaffinity(0)), "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
