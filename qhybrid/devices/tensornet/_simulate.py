@@ -94,7 +94,7 @@ def simulate(
     Variants of one structure run as one stacked network (a stack index over their differing gates).
     """
     if opts.mps is not None:  # method="mps": a batched, truncated MPS per variant (engines.mps)
-        return run_mps(variants, device_wires, opts)
+        return run_mps(variants, device_wires, opts, cache)
     structures: dict[int, TapeStructure] = {}
     groups: dict[tuple, list[int]] = {}
     for i, v in enumerate(variants):

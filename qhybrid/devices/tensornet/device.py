@@ -108,7 +108,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         spread_slices: as ``spread_classes``, for the slices of each contraction sliced to ``max_memory``: every
             rank contracts its share, sums and gradients are all-reduced. Not with spread_classes. docs/SPREAD.md.
         method: ``"auto"`` (exact methods) or ``"mps"``, a truncated matrix product state with ``max_bond_dim``
-            (None: no cap) and ``cutoff`` (None: keep all); ``dev.last_truncation``. See docs/MPS.md.
+            (None: no cap) and ``cutoff`` (None: drop numerical zeros, 0: keep all); docs/MPS.md.
         noise, trajectories: ``"exact"`` (default: the density-matrix engine) or ``"trajectories"`` (``trajectories``
             sampled per sample, default 256; standard errors in ``trajectory_standard_errors``). docs/NOISE.md.
 
@@ -166,7 +166,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         self._cache = PlanCache(plan_cache_size)
         self._rng = np.random.default_rng(seed)
         self.spread_classes, self.spread_slices = check_spread_options(spread_classes, spread_slices)
-        self.method, self._mps = method, mps_settings(method, max_bond_dim, cutoff)
+        self.method, self._mps = method, mps_settings(method, max_bond_dim, cutoff, dtype)
         self.noise, self.trajectories = check_noise_options(noise, trajectories)  # docs/NOISE.md
         self._noise_rng, self.trajectory_standard_errors = np.random.default_rng(seed), []
         settle_long_lived()  # (the imported modules: not counted as new objects by the next full pass)

@@ -15,6 +15,20 @@ import torch
 from .qr import exact_split
 
 
+@dataclass(frozen=True)
+class RouteSummary:
+    """What a run's routing plan does (``plan_cache_info`` reports it): its multi-site blocks ``spans``
+    (``(start, width)``), how many there are and how many are SWAPs, the largest bond and the bytes its
+    worst case may reach (``memory.worst_case``), and whether each split was checked against ``max_memory``."""
+
+    spans: tuple
+    splits: int
+    swaps: int
+    bond_bound: int
+    worst_bytes: float
+    guarded: bool
+
+
 @dataclass
 class MPS:
     """Site tensors, the orthogonality centre, and the discarded weight ``[B]`` of every truncation so far."""
@@ -28,6 +42,7 @@ class MPS:
     """Product over truncations of the kept weight: the usual estimate of |<exact|truncated>|^2."""
     max_bond_seen: int = 1
     memo: dict = field(default_factory=dict)
+    route: RouteSummary | None = None
 
     @property
     def n_sites(self) -> int:
