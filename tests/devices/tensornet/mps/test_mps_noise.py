@@ -62,3 +62,40 @@ def test_trajectories_on_mps_are_near_default_mixed():
     (err_z, err_p) = dev.trajectory_standard_errors[-1]
     assert abs(float(ours[0]) - float(ref[0])) <= 4 * float(err_z) + 1e-12
     assert np.all(np.abs(np.asarray(ours[1]) - np.asarray(ref[1])) <= 4 * np.asarray(err_p) + 1e-12)
+
+
+def test_entropies_and_purity_on_mps_equal_default_qubit():
+    """They read the state of the tape's wires (the other device wires are |0>): refused before with a message
+    that asked for qml.state()."""
+
+    def circuit(x):
+        qml.RY(x, 0)
+        qml.CNOT([0, 2])
+        qml.RX(0.3, 2)
+        return qml.vn_entropy(wires=[0]), qml.purity(wires=[2]), qml.mutual_info(wires0=[0], wires1=[2])
+
+    x = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    ours = qml.QNode(circuit, qhybrid.device("tensornet", wires=5, method="mps"))(x)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=5), interface="torch")(x)
+    for a, b in zip(ours, ref):
+        assert torch.allclose(a, b, atol=1e-10)
+    assert torch.allclose(torch.autograd.grad(ours[0], x)[0], torch.autograd.grad(ref[0], x)[0], atol=1e-10)
+
+
+def test_a_classical_shadow_with_shots_is_refused_by_name():
+    dev = qhybrid.device("tensornet", wires=2, method="mps")
+
+    @qml.qnode(dev, shots=10)
+    def circuit():
+        qml.Hadamard(0)
+        return qml.classical_shadow(wires=[0])
+
+    with pytest.raises(UnsupportedOperationError, match="ClassicalShadowMP on wires \\[0\\] is not sampled by method='mps'"):
+        circuit()
+
+
+def test_numpy_integers_and_bad_cutoff_types():
+    dev = qhybrid.device("tensornet", wires=2, method="mps", max_bond_dim=np.int64(4))
+    assert dev._mps.max_bond_dim == 4 and type(dev._mps.max_bond_dim) is int
+    with pytest.raises(ValueError, match="cutoff must be a number in \\[0, 1\\)"):
+        qhybrid.device("tensornet", wires=2, method="mps", cutoff="1e-3")

@@ -7,6 +7,7 @@ from typing import Sequence
 
 from ..._values import _Values, _stacked_slots
 from ..lightcone.choice import EngineChoice
+from .channels import check_channel, is_channel
 from .cones import cone_program, cones_apply
 from .program import MixedProgram
 from .trajectories import run_trajectories
@@ -21,6 +22,10 @@ def run_mixed(structure, group: Sequence, opts, cache, simulate_pure=None) -> li
     """Results of a group of variants of one noisy structure (observables already bound to the tapes), each a
     tuple with one tensor per measurement; variants that differ in parameters run as one stacked program.
     With ``opts.noise == "trajectories"`` they run as pure-state trajectories through ``simulate_pure``."""
+    for v in group:
+        for op in v.tape.operations:
+            if is_channel(op):
+                check_channel(op)
     if getattr(opts, "noise", "exact") == "trajectories":
         n = len(structure.sim_wires)
         cache.get(("trajectories", structure.key, opts.trajectories), lambda: EngineRecord(EngineChoice(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from dataclasses import dataclass, field
 
@@ -97,13 +98,15 @@ def mps_settings(method: str, max_bond_dim, cutoff, dtype: torch.dtype = torch.c
                 f"(got method={method!r}). Pass method='mps' with them, or drop them."
             )
         return None
-    if max_bond_dim is not None and (isinstance(max_bond_dim, bool) or not isinstance(max_bond_dim, int) or max_bond_dim < 1):
+    if max_bond_dim is not None and (isinstance(max_bond_dim, bool) or not isinstance(max_bond_dim, numbers.Integral)
+                                     or max_bond_dim < 1):
         raise ValueError(f"max_bond_dim must be a positive int or None (no cap), got {max_bond_dim!r}.")
-    if cutoff is not None and not (0 <= cutoff < 1):
+    if cutoff is not None and (isinstance(cutoff, bool) or not isinstance(cutoff, numbers.Real) or not 0 <= cutoff < 1):
         raise ValueError(
             f"cutoff must be a number in [0, 1), None (drop numerically zero Schmidt values) or 0 (keep every one), "
             f"got {cutoff!r}."
         )
+    cap = None if max_bond_dim is None else int(max_bond_dim)  # (a numpy integer too)
     if cutoff is None:
-        return MPSSettings(max_bond_dim, DEFAULT_CUTOFF.get(dtype, 1e-12), default_cutoff=True)
-    return MPSSettings(max_bond_dim, float(cutoff))
+        return MPSSettings(cap, DEFAULT_CUTOFF.get(dtype, 1e-12), default_cutoff=True)
+    return MPSSettings(cap, float(cutoff))
