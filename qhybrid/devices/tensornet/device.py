@@ -29,7 +29,7 @@ from .engines.lightcone.spread import check_spread_options
 from .readout.readout import ReadoutPlan, plan_readout
 from .engines.mps.settings import mps_settings
 from ._mps_method import MPSMethod
-from ._options import CacheInfo, PlanCache, SimOptions, path_store
+from ._options import CacheInfo, PlanCache, SimOptions, checked_torch_device, path_store
 from ._bound import run_bound
 from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
@@ -157,7 +157,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         self.plan_time = float(plan_time)
         self.path_cache = path_store(path_cache)
         self.dtype = dtype
-        self.torch_device = None if torch_device is None else torch.device(torch_device)
+        self.torch_device = checked_torch_device(torch_device)
         if backend == "cutensornet":  # refuse now, with the reason, rather than at the first circuit
             get_backend(backend, self.torch_device if self.torch_device is not None else "cuda")
         self.backend = backend

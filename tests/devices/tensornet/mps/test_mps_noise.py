@@ -99,3 +99,11 @@ def test_numpy_integers_and_bad_cutoff_types():
     assert dev._mps.max_bond_dim == 4 and type(dev._mps.max_bond_dim) is int
     with pytest.raises(ValueError, match="cutoff must be a number in \\[0, 1\\)"):
         qhybrid.device("tensornet", wires=2, method="mps", cutoff="1e-3")
+
+
+@pytest.mark.parametrize("method", ["auto", "mps"])
+def test_trajectories_with_shots_are_refused_with_the_fix(method):
+    """With shots the sampler asked for the trajectories' state and was told qml.state() is not linear."""
+    dev = qhybrid.device("tensornet", wires=3, method=method, noise="trajectories", trajectories=4)
+    with pytest.raises(UnsupportedOperationError, match="noise='trajectories' gives analytic trajectory means"):
+        qml.QNode(_noisy, dev, shots=10)(0.3)
