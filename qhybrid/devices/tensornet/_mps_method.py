@@ -32,7 +32,8 @@ class MPSMethod:
             raise UnsupportedOperationError(
                 f"{noisy.name} on wires {noisy.wires.tolist()} in a circuit with shots: noise='trajectories' gives "
                 "analytic trajectory means (expval, probs, density_matrix without shots). Drop the shots, or sample "
-                "the noisy circuit with noise='exact' (the default, method='auto': shots drawn from its density matrix)."
+                "the noisy circuit with noise='exact' (the default, method='auto': shots drawn from its density "
+                "matrix)."
             )
         if self._mps is not None:
             return sample_tapes_mps(tapes, self.wires, self._mps, self._options([]), self._rng)

@@ -93,8 +93,8 @@ def build_mps(
             raise UnsupportedOperationError(
                 f"{op.name} on wires {op.wires.tolist()} is a noise channel: method='mps' simulates pure states and "
                 "has no channels. Use method='auto' (the default) for the exact density-matrix engine, or keep "
-                "method='mps' with noise='trajectories' for analytic results (channels that are mixtures of unitaries, drawn as a batch "
-                "of pure-state MPS; docs/NOISE.md)."
+                "method='mps' with noise='trajectories' for analytic results (channels that are mixtures of "
+                "unitaries, drawn as a batch of pure-state MPS; docs/NOISE.md)."
             )
         if op.name == "GlobalPhase":
             ph = global_phase(p, dtype, device)

@@ -65,7 +65,8 @@ def _sample_tape(tape: QuantumScript, device_wires, settings, opts, rng):
         with torch.no_grad():
             mps, _, placed = build_mps(
                 circuit, [torch.as_tensor(np.asarray(p)) if not isinstance(p, torch.Tensor) else p.detach() for p in tape_parameters(circuit)],
-                site_of, len(wires), batch or 1, opts.dtype, opts.device, settings.max_bond_dim, settings.cutoff, opts.max_memory,
+                site_of, len(wires), batch or 1, opts.dtype, opts.device, settings.max_bond_dim, settings.cutoff,
+                opts.max_memory,
             )
             bits = sample_bits(mps, shots.total_shots, rng)[..., [placed[w] for w in wires]]
         members = []
