@@ -230,8 +230,9 @@ def split(theta: torch.Tensor, max_bond: int | None, cutoff: float, centre: str)
         return uk, right, torch.zeros_like(s[..., 0]), k
     total = (s * s).sum(-1)
     tiny = torch.finfo(total.dtype).tiny
-    kept = (s[..., :k] ** 2).sum(-1)
-    discarded = (1 - kept / total.clamp_min(tiny)).detach()
+    # the dropped weight itself, not 1 - kept: dropping numerical zeros (the default cutoff) reports 1e-30, not
+    # the rounding of 1 - kept (+-1e-16 a split, summed over a circuit)
+    discarded = ((s[..., k:] ** 2).sum(-1) / total.clamp_min(tiny)).detach()
     # renormalise to the whole weight (the norm of theta), differentiably
     whole = squared_norm(theta)
     part = squared_norm(right)
