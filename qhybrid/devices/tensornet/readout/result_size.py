@@ -15,13 +15,13 @@ def result_entries(mp, n_wires: int) -> tuple[str, int] | None:
 
     >>> from pennylane import state, density_matrix
     >>> result_entries(state(), 34), result_entries(density_matrix(wires=[0, 1]), 34)
-    (('qml.state() of 34 wires: 2**34 amplitudes', 17179869184), ('qml.density_matrix of 2 wires: 4**2 entries', 16))
+    (('qml.state() of 34 wires (2**34 amplitudes)', 17179869184), ('qml.density_matrix of 2 wires (4**2 entries)', 16))
     """
     if isinstance(mp, DensityMatrixMP):
         k = len(mp.wires) or n_wires
-        return f"qml.density_matrix of {k} wires: 4**{k} entries", 1 << (2 * k)
+        return f"qml.density_matrix of {k} wires (4**{k} entries)", 1 << (2 * k)
     if isinstance(mp, StateMP):
-        return f"qml.state() of {n_wires} wires: 2**{n_wires} amplitudes", 1 << n_wires
+        return f"qml.state() of {n_wires} wires (2**{n_wires} amplitudes)", 1 << n_wires
     return None
 
 
@@ -37,7 +37,8 @@ def refuse_unreturnable(measurements, n_wires: int, lead: int, itemsize: int, ma
         if need > max_memory:
             rows = f" x {lead} rows" if lead > 1 else ""
             raise ContractionTooLargeError(
-                f"{what}{rows} x {itemsize} bytes is {_fmt_bytes(need)}, above max_memory={_fmt_bytes(max_memory)}: "
+                f"{what} is {_fmt_bytes(need)} ({entries} elements{rows} x {itemsize} bytes), above "
+                f"max_memory={_fmt_bytes(max_memory)}: "
                 "no method returns it (method='mps' keeps the state compressed, but refuses to write this result "
                 "out too). Measure expectation values, or probs / density_matrix of a few wires (method='mps' reads "
                 "those on wide circuits), or sample with shots; or raise the device's max_memory where the machine "
