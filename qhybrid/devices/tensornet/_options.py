@@ -75,6 +75,26 @@ class PlanCache:
         self.hits = self.misses = 0
 
 
+def checked_torch_device(torch_device) -> torch.device | None:
+    """The device option ``torch_device`` as a ``torch.device`` (None: follow the parameters), refused by name
+    where it is no device or names CUDA that this torch lacks (torch's own ``AssertionError`` at the first run).
+
+    >>> checked_torch_device("cpu")
+    device(type='cpu')
+    """
+    if torch_device is None:
+        return None
+    try:
+        device = torch.device(torch_device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"torch_device={torch_device!r} is not a torch device ({e}); use 'cpu', 'cuda', "
+                         "'cuda:1', ... or None (tensors follow the circuit's parameters).") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"torch_device={torch_device!r}, but this torch sees no CUDA GPU "
+                         "(torch.cuda.is_available() is False); use None or 'cpu'.")
+    return device
+
+
 def path_store(path_cache: bool | str | os.PathLike) -> PathStore | None:
     """The device option ``path_cache`` as a store: True the default directory, False none, else that folder.
 

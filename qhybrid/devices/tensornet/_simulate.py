@@ -14,6 +14,7 @@ import torch
 from pennylane.measurements import ExpectationMP, ProbabilityMP, VarianceMP
 
 from .readout.measure import StateReader
+from .readout.result_size import refuse_unreturnable
 from .readout.shared_observables import observables_shared, sharing_observables
 from .engines.statevector.program import StateVectorProgram
 from ..._variant import Variant
@@ -94,7 +95,7 @@ def simulate(
     Variants of one structure run as one stacked network (a stack index over their differing gates).
     """
     if opts.mps is not None:  # method="mps": a batched, truncated MPS per variant (engines.mps)
-        return run_mps(variants, device_wires, opts)
+        return run_mps(variants, device_wires, opts, cache)
     structures: dict[int, TapeStructure] = {}
     groups: dict[tuple, list[int]] = {}
     for i, v in enumerate(variants):
@@ -150,6 +151,8 @@ def _build_program(structure: TapeStructure, stacked: frozenset, stack_size: int
     n = len(structure.sim_wires)
     if not all(_closed_measurable(mp) for mp in tape.measurements):
         # a measurement needs the whole state: the state program's memory guard decides whether it runs
+        lead = max(stack_size, 1) * (structure.batch_size or 1)
+        refuse_unreturnable(tape.measurements, n, lead, opts.dtype.itemsize, opts.max_memory)
         what = f"whole circuit, {n} wires"
         choice = EngineChoice(what, "state vector", "a measurement needs the whole state", None, None, None, None)
     else:

@@ -31,7 +31,7 @@ from .engines.lightcone.spread import check_spread_options
 from .readout.readout import ReadoutPlan, plan_readout
 from .engines.mps.settings import mps_settings
 from ._mps_method import MPSMethod
-from ._options import CacheInfo, PlanCache, SimOptions, path_store
+from ._options import CacheInfo, PlanCache, SimOptions, checked_torch_device, path_store
 from ._bound import run_bound
 from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
@@ -111,7 +111,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         spread_slices: as ``spread_classes``, for the slices of each contraction sliced to ``max_memory``: every
             rank contracts its share, sums and gradients are all-reduced. Not with spread_classes. docs/SPREAD.md.
         method: ``"auto"`` (exact methods) or ``"mps"``, a truncated matrix product state with ``max_bond_dim``
-            (None: no cap) and ``cutoff`` (None: keep all); ``dev.last_truncation``. See docs/MPS.md.
+            (None: no cap) and ``cutoff`` (None: drop numerical zeros, 0: keep all); docs/MPS.md.
         noise, trajectories: ``"exact"`` (default: the density-matrix engine) or ``"trajectories"`` (``trajectories``
             sampled per sample, default 256; standard errors in ``trajectory_standard_errors``). docs/NOISE.md.
 
@@ -158,7 +158,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         self.plan_time = float(plan_time)
         self.path_cache, self.progress = path_store(path_cache), check_progress(progress)
         self.dtype = dtype
-        self.torch_device = None if torch_device is None else torch.device(torch_device)
+        self.torch_device = checked_torch_device(torch_device)
         if backend == "cutensornet":  # refuse now, with the reason, rather than at the first circuit
             get_backend(backend, self.torch_device if self.torch_device is not None else "cuda")
         self.backend = backend
@@ -167,7 +167,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         self._cache = PlanCache(plan_cache_size)
         self._rng = np.random.default_rng(seed)
         self.spread_classes, self.spread_slices = check_spread_options(spread_classes, spread_slices)
-        self.method, self._mps = method, mps_settings(method, max_bond_dim, cutoff)
+        self.method, self._mps = method, mps_settings(method, max_bond_dim, cutoff, dtype)
         self.noise, self.trajectories = check_noise_options(noise, trajectories)  # docs/NOISE.md
         self._noise_rng, self.trajectory_standard_errors = np.random.default_rng(seed), []
         settle_long_lived()  # (the imported modules: not counted as new objects by the next full pass)

@@ -10,9 +10,11 @@ The closed forms are checked against PennyLane's ``kraus_matrices`` by ``tests/.
 
 from __future__ import annotations
 
+import numbers
 from functools import reduce
 from typing import Callable, Sequence
 
+import numpy as np
 import pennylane as qml
 import torch
 
@@ -34,6 +36,49 @@ CHANNEL_NAMES = frozenset(
 
 PAULI_MIXTURES = frozenset({"DepolarizingChannel", "BitFlip", "PhaseFlip", "PauliError"})
 """Channels that are a mixture of Pauli unitaries with state-independent weights (what trajectories can sample)."""
+
+
+_CHECKED: set = set()
+_CHECKED_MAX = 4096
+"""Channels (name, values) already found valid: a noise model repeats one channel everywhere."""
+
+
+def check_channel(op: qml.operation.Operator) -> None:
+    """Refuse, by name, a channel that is none: Kraus operators of the wrong size for its wires, or numeric
+    strengths PennyLane's own ``kraus_matrices`` refuses (a probability outside [0, 1], ...). The closed forms
+    below would give numbers for any value (``DepolarizingChannel(1.5)`` gave probabilities); tensor strengths
+    are not read (no host read in a training step).
+
+    >>> check_channel(qml.BitFlip(1.5, wires=0))
+    Traceback (most recent call last):
+    ...
+    ValueError: BitFlip(1.5) on wires [0] is not a channel: p must be in the interval [0,1]. Give it a valid strength.
+    """
+    if op.name == "QubitChannel":
+        d = 1 << len(op.wires)
+        shapes = {tuple(qml.math.shape(k)) for k in op.data}
+        if any(len(sh) < 2 or sh[-2:] != (d, d) for sh in shapes):
+            raise ValueError(
+                f"QubitChannel on wires {op.wires.tolist()} has Kraus operators of shape {sorted(shapes)}; a channel "
+                f"on {len(op.wires)} wire(s) needs {d} x {d} ones (2**k x 2**k on k wires)."
+            )
+        return
+    data = op.data
+    if not data or not all(isinstance(p, (numbers.Real, np.ndarray, np.generic)) and np.ndim(p) == 0 for p in data):
+        return  # tensors (and autograd's traced boxes) are not read
+    key = (op.name, tuple(float(p) for p in data), repr(op.hyperparameters))
+    if key in _CHECKED:
+        return
+    try:
+        op.kraus_matrices()
+    except ValueError as e:
+        values = ", ".join(f"{float(p):g}" for p in data)
+        raise ValueError(
+            f"{op.name}({values}) on wires {op.wires.tolist()} is not a channel: {e}. Give it a valid strength."
+        ) from None
+    if len(_CHECKED) > _CHECKED_MAX:
+        _CHECKED.clear()
+    _CHECKED.add(key)
 
 
 def is_channel(op: qml.operation.Operator) -> bool:

@@ -50,6 +50,10 @@ class MixedConeProgram(ConeProgram):
         self.narrower = all(c.width < len(structure.sim_wires) for c in self.classes)
         """Whether every cone is narrower than the circuit (else the whole density matrix runs: a cone as wide
         as its circuit gains nothing, and measuring it by cones again would not end)."""
+        n, widest = len(structure.sim_wires), max((c.width for c in self.classes), default=0)
+        whole = EngineChoice(f"noisy circuit, {n} wires", "light cones", f"{len(self.classes)} classes of noisy "
+                             f"cones, at most {widest} wires each, as density matrices", None, None, None, None)
+        self.engine_choices = (whole, *self.choices) if self.narrower else ()
 
     def _program(self, c, k: int, closed: bool) -> MixedProgram:
         key = ("mixed", id(c), k)

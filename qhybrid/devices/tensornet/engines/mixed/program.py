@@ -29,6 +29,7 @@ from .channels import superoperator
 from ..statevector.blocks import _full_monomial, _monomial
 from .evolve import apply_monomial, monomial_rows, apply_superoperator, apply_unitary, local_superoperator, local_unitary, product_density
 from .heisenberg import heisenberg_applies, heisenberg_expvals
+from .report import engine_choices
 from .measure import DensityReader
 from .pauli import PAULI_WALK_MAX_WIRES, PauliWalk
 
@@ -93,6 +94,7 @@ class MixedProgram:
         flush(sorted(pending))
         self._monomials: dict = {}
         self._pauli_walk = None
+        self._ran: set[str] = set()  # "forward" and/or "walk": what run() chose (plan_cache_info reports it)
         self.matrix_slots = [si for si, s in enumerate(structure.slots) if s.kind in ("fast", "const", "matrix")]
 
     # --- run ----------------------------------------------------------------------------------------
@@ -101,10 +103,18 @@ class MixedProgram:
         values.prefetch(self.matrix_slots)
         measurements = variant.tape.measurements
         if heisenberg_applies(self, measurements, int(np.prod(lead_shape, dtype=int))):
+            self._ran.add("walk")
             return heisenberg_expvals(self, values, measurements, lead_shape)
+        self._ran.add("forward")
         rho = self.final_state(values, lead_shape)
         reader = DensityReader(rho, self.n, lead_shape, structure.sim_wires, values.dtype)
         return [reader.measure(mp) for mp in variant.tape.measurements]
+
+    @property
+    def engine_choices(self) -> tuple:
+        """What ran (``dev.plan_cache_info().engines``): the density matrix forward, the observables walked back
+        (``heisenberg``), or both (runs of different batch sizes); before a run, the plan."""
+        return engine_choices(self)
 
     def pauli_walk(self) -> PauliWalk:
         """The Heisenberg walk's Pauli-basis form of this program (its Clifford tables built at the first use)."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..._values import _Values, _stacked_slots
+from ..lightcone.choice import EngineChoice
+from .channels import check_channel, is_channel
 from .cones import cone_program, cones_apply
 from .program import MixedProgram
 from .trajectories import run_trajectories
@@ -20,7 +22,16 @@ def run_mixed(structure, group: Sequence, opts, cache, simulate_pure=None) -> li
     """Results of a group of variants of one noisy structure (observables already bound to the tapes), each a
     tuple with one tensor per measurement; variants that differ in parameters run as one stacked program.
     With ``opts.noise == "trajectories"`` they run as pure-state trajectories through ``simulate_pure``."""
+    for v in group:
+        for op in v.tape.operations:
+            if is_channel(op):
+                check_channel(op)
     if getattr(opts, "noise", "exact") == "trajectories":
+        n = len(structure.sim_wires)
+        cache.get(("trajectories", structure.key, opts.trajectories), lambda: EngineRecord(EngineChoice(
+            f"noisy circuit, {n} wires", "trajectories", f"noise='trajectories': {opts.trajectories} pure-state "
+            "trajectories a sample, the batch of one pure-state run (its engine is listed beside this one)",
+            None, None, None, None)))
         return run_trajectories(group, opts, simulate_pure, structure.sim_wires, cache)
     stacked = _stacked_slots(structure, group)
     stack_size = len(group) if stacked else 0
@@ -37,3 +48,10 @@ def run_mixed(structure, group: Sequence, opts, cache, simulate_pure=None) -> li
     if not stacked:
         return [tuple(outs)] * len(group)
     return list(zip(*(o.unbind(0) for o in outs)))
+
+
+class EngineRecord:
+    """A plan-cache entry that only says what ran (``PlanCache.info`` lists its ``engine_choices``)."""
+
+    def __init__(self, *choices: EngineChoice):
+        self.engine_choices = choices

@@ -20,7 +20,7 @@ from pennylane.measurements import DensityMatrixMP, ExpectationMP, ProbabilityMP
 
 from .....errors import GradientError, UnsupportedOperationError
 from ....._variant import Variant, tape_parameters
-from .channels import is_channel
+from .channels import check_channel, is_channel
 
 LINEAR_MEASUREMENTS = (ExpectationMP, ProbabilityMP, DensityMatrixMP)
 """Measurements whose trajectory mean is the noisy result (linear in the density matrix)."""
@@ -59,6 +59,7 @@ def unitary_mixture(op: qml.operation.Operator) -> tuple[np.ndarray, np.ndarray]
     """``(weights, unitaries)`` with ``op = sum_r w_r U . U^dagger``; a clear error where ``op`` is not one.
     Channels with scalar parameters are looked up by name and values (a noise model repeats one channel on every
     wire after every layer: one Kraus decomposition for all of them)."""
+    check_channel(op)
     data = [qml.math.unwrap(p.detach() if hasattr(p, "detach") else p) for p in op.data]
     if all(np.ndim(p) == 0 for p in data):
         key = (op.name, len(op.wires), tuple(float(p) for p in data), repr(op.hyperparameters))

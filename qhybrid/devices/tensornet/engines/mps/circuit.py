@@ -15,8 +15,10 @@ from ..._gates import constant_matrix, fast_matrix, generic_matrix, global_phase
 from pennylane.ops.qubit.attributes import diagonal_in_z_basis
 
 from .gates import apply_block, apply_one_site, in_site_order
+from .memory import MemoryGuard, worst_case
 from .route import plan
-from .state import MPS, product_state
+from .state import MPS, RouteSummary, product_state
+from ..mixed.channels import is_channel
 
 SKIPPED = frozenset({"Identity", "Barrier", "Snapshot"})
 GATE_MAX_WIRES = 8
@@ -70,10 +72,12 @@ def build_mps(
     device,
     max_bond: int | None,
     cutoff: float,
+    max_memory: float | None = None,
 ) -> tuple[MPS, torch.Tensor | None, dict]:
     """The final MPS of ``tape`` run with ``params`` (``tape_parameters`` order), the global phase
     (``[B]`` or None) of its GlobalPhase gates, which only a state read sees, and where each wire ended
-    (``{wire: site}``: distant gates move wires along the chain)."""
+    (``{wire: site}``: distant gates move wires along the chain). A split that would take the state past
+    ``max_memory`` is refused before it allocates (:mod:`.memory`); ``mps.route`` summarises the plan."""
     bits, skip = _initial_bits(tape, params, site_of, n_sites)
     mps = product_state(bits, batch, dtype, device, max_bond, cutoff)
     gates: list[tuple[tuple[int, ...], torch.Tensor, bool]] = []
@@ -85,6 +89,13 @@ def build_mps(
         start += n
         if index < skip or op.name in SKIPPED:
             continue
+        if is_channel(op):
+            raise UnsupportedOperationError(
+                f"{op.name} on wires {op.wires.tolist()} is a noise channel: method='mps' simulates pure states and "
+                "has no channels. Use method='auto' (the default) for the exact density-matrix engine, or keep "
+                "method='mps' with noise='trajectories' for analytic results (channels that are mixtures of "
+                "unitaries, drawn as a batch of pure-state MPS; docs/NOISE.md)."
+            )
         if op.name == "GlobalPhase":
             ph = global_phase(p, dtype, device)
             phase = ph if phase is None else phase * ph
@@ -101,7 +112,7 @@ def build_mps(
             )
         sites = tuple(site_of[w] for w in op.wires)
         gates.append((sites, _gate_matrix(op, p, dtype, device), op.name in diagonal_in_z_basis))
-    final = _apply_fused(mps, gates)
+    final = _apply_fused(mps, gates, max_memory)
     return mps, phase, {w: final[s] for w, s in site_of.items()}
 
 
@@ -146,10 +157,16 @@ def _block_matrix(mat: torch.Tensor, offsets: tuple[int, ...], swap_after: bool)
     return mat
 
 
-def _apply_fused(mps: MPS, gates: list) -> tuple[int, ...]:
+def _apply_fused(mps: MPS, gates: list, max_memory: float | None = None) -> tuple[int, ...]:
     """Apply ``gates`` (fused, see :func:`_fuse`) by the router's plan; returns ``final[slot] = site``."""
     nodes = _fuse(gates)
     blocks, final = plan(tuple((sites, diagonal) for sites, _, diagonal in nodes), mps.n_sites)
+    spans = tuple((b.start, b.width) for b in blocks if b.width > 1)
+    itemsize = mps.sites[0].element_size()
+    guard = MemoryGuard.for_plan(spans, mps.n_sites, mps.max_bond, mps.cutoff, mps.batch, itemsize, max_memory)
+    bound = worst_case(spans, mps.n_sites, mps.max_bond)
+    swaps = sum(1 for b in blocks if b.width > 1 and b.gate is None)
+    mps.route = RouteSummary(spans, len(spans), swaps, bound.bond, bound.peak * mps.batch * itemsize, guard is not None)
     next_start: list[int | None] = [None] * len(blocks)  # where the next multi-site block starts
     upcoming = None
     for i in range(len(blocks) - 1, -1, -1):
@@ -160,6 +177,8 @@ def _apply_fused(mps: MPS, gates: list) -> tuple[int, ...]:
         if block.width == 1:
             apply_one_site(mps, nodes[block.gate][1], block.start)
             continue
+        if guard is not None:
+            guard.check(mps.sites, block.start, block.width)
         mat = None if block.gate is None else _block_matrix(nodes[block.gate][1], block.offsets, block.swap_after)
         apply_block(mps, block.start, block.width, mat, towards)
     return final

@@ -94,17 +94,22 @@ class MPSReader:
         return _permute_bits(rho, perm, 2)
 
     def _state(self, wires) -> torch.Tensor:
-        if list(wires) and sorted(self.site_of[w] for w in wires) != list(range(self.mps.n_sites)):
-            raise UnsupportedOperationError("method='mps' returns the state of all wires; measure qml.state().")
-        elements = state_vector_elements(self.mps)
+        """The state of ``wires`` (all if empty). A subset is the tape's wires (the readout plan's state for
+        entropies, purity, ...): every other wire is untouched, still |0>, and is projected out."""
+        keep = None
+        if list(wires) and len(wires) < self.mps.n_sites:
+            keep = [False] * self.mps.n_sites
+            for w in wires:
+                keep[self.site_of[w]] = True
+        elements = state_vector_elements(self.mps, keep)
         need = elements * self.mps.sites[0].element_size()
         if need > self.max_memory:
             raise ContractionTooLargeError(
-                f"qml.state() of {self.mps.n_sites} wires needs about {_fmt_bytes(need)} as a state vector, above "
+                f"qml.state() of {len(wires) or self.mps.n_sites} wires needs about {_fmt_bytes(need)} as a state vector, above "
                 f"max_memory={_fmt_bytes(self.max_memory)}: method='mps' keeps the state compressed. Measure "
                 "expectation values, probs of few wires or samples instead."
             )
-        psi = to_state_vector(self.mps)
+        psi = to_state_vector(self.mps, keep)
         if self.phase is not None:
             psi = psi * self.phase.reshape(-1, 1)
         _, perm = self._sites(wires)  # the chain's order may differ from the wires' (routing moves wires)

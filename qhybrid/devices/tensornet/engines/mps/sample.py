@@ -55,12 +55,18 @@ def _sample_tape(tape: QuantumScript, device_wires, settings, opts, rng):
     for mp in tape.measurements:
         if mp.obs is None and mp.mv is not None:
             raise UnsupportedOperationError("method='mps' samples observables and wires, not mid-circuit values.")
+        if not hasattr(mp, "process_samples"):  # classical shadows: PennyLane measures them on a state
+            raise UnsupportedOperationError(
+                f"{type(mp).__name__} on wires {mp.wires.tolist()} is not sampled by method='mps' (sample, counts "
+                "and finite-shot expval, var, probs are); use method='auto'."
+            )
         rotation = mp.diagonalizing_gates()
         circuit = QuantumScript(list(tape.operations) + list(rotation), [], shots=None)
         with torch.no_grad():
             mps, _, placed = build_mps(
                 circuit, [torch.as_tensor(np.asarray(p)) if not isinstance(p, torch.Tensor) else p.detach() for p in tape_parameters(circuit)],
                 site_of, len(wires), batch or 1, opts.dtype, opts.device, settings.max_bond_dim, settings.cutoff,
+                opts.max_memory,
             )
             bits = sample_bits(mps, shots.total_shots, rng)[..., [placed[w] for w in wires]]
         members = []

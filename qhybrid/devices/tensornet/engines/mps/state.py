@@ -15,6 +15,20 @@ import torch
 from .qr import exact_split
 
 
+@dataclass(frozen=True)
+class RouteSummary:
+    """What a run's routing plan does (``plan_cache_info`` reports it): its multi-site blocks ``spans``
+    (``(start, width)``), how many there are and how many are SWAPs, the largest bond and the bytes its
+    worst case may reach (``memory.worst_case``), and whether each split was checked against ``max_memory``."""
+
+    spans: tuple
+    splits: int
+    swaps: int
+    bond_bound: int
+    worst_bytes: float
+    guarded: bool
+
+
 @dataclass
 class MPS:
     """Site tensors, the orthogonality centre, and the discarded weight ``[B]`` of every truncation so far."""
@@ -28,6 +42,7 @@ class MPS:
     """Product over truncations of the kept weight: the usual estimate of |<exact|truncated>|^2."""
     max_bond_seen: int = 1
     memo: dict = field(default_factory=dict)
+    route: RouteSummary | None = None
 
     @property
     def n_sites(self) -> int:
@@ -79,20 +94,22 @@ def product_state(bits, batch: int, dtype: torch.dtype, device, max_bond: int | 
     return MPS(sites, 0, max_bond, cutoff, zeros, torch.ones_like(zeros))
 
 
-def to_state_vector(mps: MPS) -> torch.Tensor:
-    """The state ``[B, 2**n]`` (first site the most significant bit); the caller checks that it fits."""
-    psi = mps.sites[0]
-    b = psi.shape[0]
-    psi = psi.reshape(b, 2, -1)
-    for a in mps.sites[1:]:
+def to_state_vector(mps: MPS, keep: list[bool] | None = None) -> torch.Tensor:
+    """The state ``[B, 2**n]`` (first site the most significant bit); the caller checks that it fits. ``keep``:
+    only the sites marked True, every other one read at |0> (a wire no gate touched)."""
+    b = mps.batch
+    psi = torch.ones(b, 1, 1, dtype=mps.sites[0].dtype, device=mps.sites[0].device)
+    for i, a in enumerate(mps.sites):
+        if keep is not None and not keep[i]:
+            a = a[:, :, :1, :]
         psi = torch.einsum("bpl,blsr->bpsr", psi, a).reshape(b, -1, a.shape[-1])
     return psi.reshape(b, -1)
 
 
-def state_vector_elements(mps: MPS) -> int:
+def state_vector_elements(mps: MPS, keep: list[bool] | None = None) -> int:
     """The largest intermediate of :func:`to_state_vector`, in elements (for the memory guard)."""
     largest, dim = 0, 1
-    for a in mps.sites:
-        dim *= 2
+    for i, a in enumerate(mps.sites):
+        dim *= 2 if keep is None or keep[i] else 1
         largest = max(largest, dim * a.shape[-1])
     return largest * mps.batch
