@@ -36,7 +36,7 @@ def test_random_circuits_every_gate_kind(seed):
     g1 = torch.autograd.grad(sum(o.sum() for o in ours), params)[0]
     g2 = torch.autograd.grad(sum(o.sum() for o in ref), params)[0]
     assert torch.allclose(g1, g2, atol=1e-10)
-    assert dev.last_truncation.discarded_weight == 0.0
+    assert dev.last_truncation.discarded_weight < 1e-20  # only numerically zero Schmidt values dropped
 
 
 @pytest.mark.parametrize("dtype, atol", [(torch.complex128, 1e-10), (torch.complex64, 1e-4)])
@@ -121,7 +121,7 @@ def test_commuting_diagonal_gates_reordered_and_routed(dtype, atol):
     g2 = torch.autograd.grad(sum(o.sum() for o in ref), [x, params])
     for a, b in zip(g1, g2):
         assert torch.allclose(a, b.to(real), atol=atol * 10)
-    assert dev.last_truncation.discarded_weight == 0.0
+    assert dev.last_truncation.discarded_weight < atol**2  # only numerically zero Schmidt values dropped (relative cutoff per dtype)
 
 
 def test_state_after_routing_is_in_wire_order():
@@ -190,7 +190,7 @@ def test_gradient_when_the_cap_only_cuts_zero_schmidt_values(n, depth, cap):
 
     theta = torch.rand(depth, n, dtype=torch.float64, generator=torch.Generator().manual_seed(3)).requires_grad_(True)
     ours, ref, dev = run_both(circuit, n, theta, mps_options={"max_bond_dim": cap})
-    assert dev.last_truncation.discarded_weight == 0.0 and dev.last_truncation.max_bond == cap
+    assert dev.last_truncation.discarded_weight < 1e-20 and dev.last_truncation.max_bond == cap
     assert torch.allclose(torch.stack(ours), torch.stack(ref), atol=1e-12)
     g1 = torch.autograd.grad(sum(o.sum() for o in ours), theta)[0]
     g2 = torch.autograd.grad(sum(o.sum() for o in ref), theta)[0]
@@ -233,4 +233,4 @@ def test_lattice_qaoa_through_the_sorting_router(monkeypatch):
     g2 = torch.autograd.grad(sum(o.sum() for o in ref), [gamma, beta])
     for a, b in zip(g1, g2):
         assert torch.allclose(a, b, atol=1e-10)
-    assert dev.last_truncation.discarded_weight == 0.0
+    assert dev.last_truncation.discarded_weight < 1e-20  # only numerically zero Schmidt values dropped
