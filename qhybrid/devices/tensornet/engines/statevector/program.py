@@ -48,7 +48,7 @@ from .kernels import Action
 from .permutation import LOCAL_PERMUTATION_MAX_WIRES, MONOMIAL_TABLE_MAX_WIRES, local_permutation
 from .permutation import monomial_on, monomials_composed as _composed, monomials_span as _span
 from .cost import check_state_memory
-from .product import zero_ket as _zero_ket
+from .product import basis_bits, basis_ket
 from .zwords import z_expvals, z_reader
 
 KRON_MAX_WIRES = 4
@@ -102,9 +102,13 @@ class StateVectorProgram:
         open_run = lambda: steps[-1].data if steps and steps[-1].kind == "diagonal" else None  # noqa: E731
         absorb = lambda: diagonal.absorb_pending(open_run(), pending, kinds, structure.slots, tape.operations)  # noqa: E731
 
+        self.basis_slots = []  # BasisState preparations: their bits start their wires' product vectors
         for si, slot in enumerate(structure.slots):
             if slot.kind == "phase":
                 phases.append(si)
+                continue
+            if slot.kind == "prep":
+                self.basis_slots.append(si)
                 continue
             op = tape.operations[slot.op_index]
             kinds[si] = diagonal.member_kind(op, slot.kind) if slot.kind != "prep" else None
@@ -158,7 +162,8 @@ class StateVectorProgram:
         # constant ones are checked here once, operators' own matrices (user_matrices) at every run
         self.in_runs = in_runs = {si for st in self.steps if st.kind == "diagonal" for si in st.data.angles}
         # the slots whose matrices the actions use (a diagonal run reads its gates' angles, not matrices)
-        self.matrix_slots = [si for si in range(len(structure.slots)) if si not in in_runs]
+        preps = set(self.basis_slots)
+        self.matrix_slots = [si for si in range(len(structure.slots)) if si not in in_runs and si not in preps]
         self.user_matrices = [si for si, slot in enumerate(structure.slots) if slot.kind == "matrix" and si not in in_runs]
         # a gate without parameters is one of PennyLane's named gates, unitary by definition: only constant
         # matrices given as data (QubitUnitary, ...) are checked
@@ -296,14 +301,16 @@ class StateVectorProgram:
     def _product_vectors(self, values, pending) -> list[torch.Tensor]:
         """One ``[2, S|1, B|1]`` column per wire: the first column of its fused gates."""
         out = []
+        bits = basis_bits(values, self.basis_slots, self.structure) if self.basis_slots else {}
         for w in range(self.n):
             slots = pending.get(w, [])
+            b = bits.get(w, 0)
             if slots:
                 m, lead = self._fused(values, slots)
-                col = m[..., :, 0]  # [2] or [S|1, B|1, 2]
+                col = m[..., :, b]  # [2] or [S|1, B|1, 2]
                 out.append(col.movedim(-1, 0) if lead else col[:, None, None])
             else:
-                out.append(_zero_ket(values.dtype, values.device))
+                out.append(basis_ket(b, values.dtype, values.device))
         return out
 
     def _local(self, values, pending, add, sparse_ok: bool) -> None:
