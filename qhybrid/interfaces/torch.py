@@ -20,7 +20,7 @@ from ..gradients.jpc import get_jpc
 from ..gradients.launcher import Launcher
 from ..errors import refuse_function_transforms
 from ._placement import call_device, place
-from ._observable_key import tape_parameters_fast
+from ..devices._observable_key import tape_parameters_fast
 from ._preprocess import preprocess
 
 

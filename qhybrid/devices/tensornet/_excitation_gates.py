@@ -9,7 +9,7 @@ gate is applied to those amplitudes alone (``engines/statevector/excitations.py`
 
 >>> import torch, pennylane as qml
 >>> m = excitation_matrix("DoubleExcitation", [torch.tensor(0.3, dtype=torch.float64)], torch.complex128, "cpu")
->>> bool(torch.allclose(m, torch.as_tensor(qml.DoubleExcitation.compute_matrix(0.3))))
+>>> bool(torch.allclose(m, torch.as_tensor(qml.DoubleExcitation.compute_matrix(0.3), dtype=torch.complex128)))
 True
 """
 

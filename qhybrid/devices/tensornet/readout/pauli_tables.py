@@ -92,10 +92,19 @@ class PauliTable:
             key = ("E", tuple(complex(c) for c in coeffs), dtype, str(device))
             if key not in self._memo:
                 c = np.asarray([complex(c) for c in coeffs]) * self.word_phase
-                full = np.zeros((len(self.groups), 1 << self.n), dtype=complex)
-                np.add.at(full, (self.word_group.numpy(), self.word_sign.numpy()), c)
-                self._memo.clear() if len(self._memo) > 8 else None
-                self._memo[key] = torch.as_tensor(_wht_np(full, self.n)).to(dtype=dtype, device=device)
+                where = (self.word_group.numpy(), self.word_sign.numpy())
+                parts = []
+                for part in (c.real, c.imag):  # real Hamiltonians (chemistry): no Y-odd words, E is real
+                    full = np.zeros((len(self.groups), 1 << self.n))
+                    np.add.at(full, where, part)
+                    parts.append(_wht_np(full, self.n) if part.any() else None)
+                E = torch.as_tensor(parts[0] if parts[0] is not None else np.zeros_like(full))
+                if parts[1] is not None:
+                    E = torch.complex(E, torch.as_tensor(parts[1]))
+                if len(self._memo) > 8:
+                    self._memo.clear()
+                real = torch.empty((), dtype=dtype).real.dtype
+                self._memo[key] = E.to(dtype=dtype if E.is_complex() else real, device=device)
             return self._memo[key]
         real = torch.empty((), dtype=dtype).real.dtype
         c = torch.stack([torch.as_tensor(x, device=device).to(real) for x in coeffs])
@@ -107,12 +116,16 @@ class PauliTable:
 
 
 def _wht_np(a: np.ndarray, n: int) -> np.ndarray:
-    """Walsh-Hadamard transform of each row: ``out[g, y] = sum_z a[g, z] (-1)^(y.z)``."""
-    t = a.reshape(a.shape[0], *(2,) * n)
-    for axis in range(1, n + 1):
-        u, v = np.take(t, 0, axis), np.take(t, 1, axis)
-        t = np.stack([u + v, u - v], axis)
-    return t.reshape(a.shape)
+    """Walsh-Hadamard transform of each row: ``out[g, y] = sum_z a[g, z] (-1)^(y.z)``, butterflies in place."""
+    a = a.copy()
+    h = 1
+    while h < (1 << n):
+        v = a.reshape(a.shape[0], -1, 2, h)
+        x = v[:, :, 0, :].copy()
+        v[:, :, 0, :] += v[:, :, 1, :]
+        np.subtract(x, v[:, :, 1, :], out=v[:, :, 1, :])
+        h *= 2
+    return a
 
 
 def _wht(a: torch.Tensor, n: int) -> torch.Tensor:
@@ -191,6 +204,7 @@ class PauliExpval(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             index = ctx.table.on("index", ctx.table.index, psi.device)
             g_E = ((g[:, None].to(psi.dtype) * psi)[:, None, :] * psi[:, index].conj()).sum(0)
+            g_E = g_E if E.is_complex() else g_E.real
         return g_psi, g_E, None
 
 

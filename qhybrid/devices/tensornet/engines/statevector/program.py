@@ -45,6 +45,7 @@ from .allocator import tune_allocator as _tune_allocator
 from .blocks import _Kron, _build_krons, _full_monomial, _monomial
 from .adjoint import AdjointProgram, is_unitary, np_unitary
 from .kernels import Action
+from .excitations import TWO_LEVEL, TwoLevel
 from .permutation import LOCAL_PERMUTATION_MAX_WIRES, MONOMIAL_TABLE_MAX_WIRES, local_permutation
 from .permutation import monomial_on, monomials_composed as _composed, monomials_span as _span
 from .cost import check_state_memory
@@ -79,6 +80,7 @@ class StateVectorProgram:
         self._lead = max(stack_size, 1) * (structure.batch_size or 1)
         check_state_memory(n, self._lead, dtype.itemsize, max_memory, gradient=False, what="the circuit's state")
         self._signs_cache: dict = {}
+        self._two_level: dict = {}  # slot -> its excitation tables (made at the first run)
         self.structure = structure
         self.stacked = stacked
         self.stack_size = stack_size
@@ -374,6 +376,12 @@ class StateVectorProgram:
     def _gate(self, values, si, add) -> None:
         slot = self.structure.slots[si]
         m, lead = self._matrix(values, si)
+        if not lead and slot.name in TWO_LEVEL:  # an excitation: on the amplitudes it mixes (excitations.py)
+            info = self._two_level.get(si)
+            if info is None:
+                info = self._two_level[si] = TwoLevel(slot.name, slot.wires, self.n)
+            add("two_level", info, m)
+            return
         wires = list(slot.wires)
         k = len(wires)
         order = sorted(range(k), key=lambda i: wires[i])

@@ -61,7 +61,7 @@ def _entry(obs) -> tuple:
         _KEYS.move_to_end(id(obs))
         return hit[1]
     data = tuple(obs.data)
-    entry = ((_tree(obs), constants_key(data)) if data else None, data)
+    entry = (_key(obs, data) if data else None, data)
     _KEYS[id(obs)] = (obs, entry)  # the observable is held, so its id is not reused meanwhile
     if len(_KEYS) > OBSERVABLE_KEYS_KEPT:
         _KEYS.popitem(last=False)
@@ -80,6 +80,18 @@ def tape_parameters_fast(tape) -> list:
         if mp.obs is not None:
             params.extend(observable_data(mp.obs))
     return params
+
+
+def _key(obs, data) -> tuple:
+    """An observable's key: with constant data only and a Pauli representation, that sentence itself (equal
+    sentences are one operator, whatever their trees); else its tree and constants."""
+    ps = obs.pauli_rep
+    if ps is not None and not any(isinstance(p, torch.Tensor) for p in data):
+        try:
+            return ("pauli", len(data), tuple(ps.items()))
+        except TypeError:  # an unhashable coefficient
+            pass
+    return (_tree(obs), constants_key(data))
 
 
 def observable_key(mp) -> object:
