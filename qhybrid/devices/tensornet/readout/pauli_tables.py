@@ -198,6 +198,8 @@ class PauliExpval(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         psi, E, phi = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph (Hessians): H psi again, recorded, so this backward differentiates
+            phi = apply_table(psi, ctx.table, E)
         g_psi = g_E = None
         if ctx.needs_input_grad[0]:
             g_psi = (2 * g)[:, None].to(phi.dtype) * phi

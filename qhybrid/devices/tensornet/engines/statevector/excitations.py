@@ -52,6 +52,14 @@ class TwoLevel:
         return t
 
 
+def two_level(cache: dict, si: int, slot, n: int) -> TwoLevel:
+    """The tables of slot ``si`` (an excitation on ``slot.wires``), made once into ``cache``."""
+    info = cache.get(si)
+    if info is None:
+        info = cache[si] = TwoLevel(slot.name, slot.wires, n)
+    return info
+
+
 def apply(psi: torch.Tensor, m: torch.Tensor, info: TwoLevel) -> torch.Tensor:
     """``m`` (``[D, D]``, two-level) on the ``[2**n, S, B]`` state ``psi``."""
     a_idx, b_idx = info.table("a", psi.device), info.table("b", psi.device)

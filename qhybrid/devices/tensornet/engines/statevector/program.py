@@ -45,7 +45,7 @@ from .allocator import tune_allocator as _tune_allocator
 from .blocks import _Kron, _build_krons, _full_monomial, _monomial
 from .adjoint import AdjointProgram, is_unitary, np_unitary
 from .kernels import Action
-from .excitations import TWO_LEVEL, TwoLevel
+from .excitations import TWO_LEVEL, two_level
 from .permutation import LOCAL_PERMUTATION_MAX_WIRES, MONOMIAL_TABLE_MAX_WIRES, local_permutation
 from .permutation import monomial_on, monomials_composed as _composed, monomials_span as _span
 from .cost import check_state_memory
@@ -106,11 +106,8 @@ class StateVectorProgram:
 
         self.basis_slots = []  # BasisState preparations: their bits start their wires' product vectors
         for si, slot in enumerate(structure.slots):
-            if slot.kind == "phase":
-                phases.append(si)
-                continue
-            if slot.kind == "prep":
-                self.basis_slots.append(si)
+            if slot.kind in ("phase", "prep"):
+                (phases if slot.kind == "phase" else self.basis_slots).append(si)
                 continue
             op = tape.operations[slot.op_index]
             kinds[si] = diagonal.member_kind(op, slot.kind) if slot.kind != "prep" else None
@@ -164,8 +161,7 @@ class StateVectorProgram:
         # constant ones are checked here once, operators' own matrices (user_matrices) at every run
         self.in_runs = in_runs = {si for st in self.steps if st.kind == "diagonal" for si in st.data.angles}
         # the slots whose matrices the actions use (a diagonal run reads its gates' angles, not matrices)
-        preps = set(self.basis_slots)
-        self.matrix_slots = [si for si in range(len(structure.slots)) if si not in in_runs and si not in preps]
+        self.matrix_slots = sorted(set(range(len(structure.slots))) - in_runs - set(self.basis_slots))
         self.user_matrices = [si for si, slot in enumerate(structure.slots) if slot.kind == "matrix" and si not in in_runs]
         # a gate without parameters is one of PennyLane's named gates, unitary by definition: only constant
         # matrices given as data (QubitUnitary, ...) are checked
@@ -302,11 +298,9 @@ class StateVectorProgram:
 
     def _product_vectors(self, values, pending) -> list[torch.Tensor]:
         """One ``[2, S|1, B|1]`` column per wire: the first column of its fused gates."""
-        out = []
-        bits = basis_bits(values, self.basis_slots, self.structure) if self.basis_slots else {}
+        out, bits = [], basis_bits(values, self.basis_slots, self.structure)
         for w in range(self.n):
-            slots = pending.get(w, [])
-            b = bits.get(w, 0)
+            slots, b = pending.get(w, []), bits.get(w, 0)
             if slots:
                 m, lead = self._fused(values, slots)
                 col = m[..., :, b]  # [2] or [S|1, B|1, 2]
@@ -377,11 +371,7 @@ class StateVectorProgram:
         slot = self.structure.slots[si]
         m, lead = self._matrix(values, si)
         if not lead and slot.name in TWO_LEVEL:  # an excitation: on the amplitudes it mixes (excitations.py)
-            info = self._two_level.get(si)
-            if info is None:
-                info = self._two_level[si] = TwoLevel(slot.name, slot.wires, self.n)
-            add("two_level", info, m)
-            return
+            return add("two_level", two_level(self._two_level, si, slot, self.n), m)
         wires = list(slot.wires)
         k = len(wires)
         order = sorted(range(k), key=lambda i: wires[i])
