@@ -21,7 +21,7 @@ import pennylane as qml
 import torch
 
 from .._variant import Gather, Variant, tape_parameters
-from ..devices._observable_key import constants_key, observable_key, tape_parameters_fast
+from ..devices._observable_key import constants_key, observable_data, observable_key, tape_parameters_fast
 
 PREPROCESS_CACHE_SIZE = 256
 """Tape structures whose preprocessing is remembered (least recently used dropped)."""
@@ -55,17 +55,18 @@ def settings_key(op) -> str:
 
 
 def _structure_key(device, tape: qml.tape.QuantumScript, params: Sequence[torch.Tensor]):
-    ops = tuple(
-        (type(op), op.name, tuple(op.wires), settings_key(op), len(op.data), constants_key(op.data))
-        for op in tape.operations
-    )
+    ops = tuple((type(op), op.name, tuple(op.wires), settings_key(op), len(op.data)) for op in tape.operations)
     meas = tuple(observable_key(mp) for mp in tape.measurements)
     shapes = tuple(
         (tuple(p.shape), p.dtype, p.device, p.requires_grad) if isinstance(p, torch.Tensor) else None for p in params
     )
+    # constants (a BasisState's bits, numbers) are held by the cached tape: their values key it (an observable's
+    # own are in its key, computed once per observable object)
+    n_ops = len(params) - sum(len(observable_data(mp.obs)) for mp in tape.measurements if mp.obs is not None)
+    constants = constants_key([p for p in params[:n_ops] if not isinstance(p, torch.Tensor)])
     # None (every parameter trainable) read without PennyLane's par_info, which walks every observable's data
     trainable = getattr(tape, "_trainable_params", None)
-    return (id(device), ops, meas, shapes, repr(tape.shots), None if trainable is None else repr(list(trainable)))
+    return (id(device), ops, meas, shapes, constants, repr(tape.shots), None if trainable is None else repr(list(trainable)))
 
 
 
@@ -176,13 +177,20 @@ def _light_tape(tape, params, new_tape, real):
     return tape.copy(measurements=light), tail
 
 
-def _cacheable(params) -> bool:
-    """Whether a tape with these parameters can be served from the cache: real tensors (gathered each call)
-    and constants (numbers, arrays: part of the key), at least one tensor."""
+def _cacheable(tape, params) -> bool:
+    """Whether a tape with these parameters can be served from the cache: real tensors (gathered each call),
+    at least one, and constants (numbers, arrays: part of the key) only where they rarely change: observables'
+    data (a Hamiltonian's coefficients) and state preparations (a Hartree-Fock BasisState). A gate angle given
+    as a number that changes every call would make every call a new structure, probed anew."""
     tensors = [p for p in params if isinstance(p, torch.Tensor)]
-    return bool(tensors) and not any(p.is_complex() for p in tensors) and all(
-        isinstance(p, (torch.Tensor, int, float, complex, np.ndarray, np.generic)) for p in params
-    )
+    if not tensors or any(p.is_complex() for p in tensors):
+        return False
+    if len(tensors) == len(params):
+        return True
+    for op in tape.operations:
+        if not isinstance(op, qml.operation.StatePrepBase) and not all(isinstance(p, torch.Tensor) for p in op.data):
+            return False
+    return all(isinstance(p, (torch.Tensor, int, float, complex, np.ndarray, np.generic)) for p in params)
 
 
 def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
@@ -197,7 +205,7 @@ def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
     entries = []
     for tape in tapes:
         params = tape_parameters_fast(tape)
-        if tape.shots or not _cacheable(params):
+        if tape.shots or not _cacheable(tape, params):
             entries.append(None)
             continue
         key = _structure_key(device, tape, params)
