@@ -7,7 +7,8 @@ the same way, and a sentence ``H = sum_k c_k P_k`` acts as
     (H psi)[y] = sum_g E[g, y] * psi[y ^ f_g],   E[g, y] = sum_{k in group g} c_k i^(#Y_k) (-1)^((y ^ f_g).z_k)
 
 one gather of ``psi`` by a ``[G, 2**n]`` index table (G flip groups: 156 for H2O's 1,079 words), one multiply
-by ``E`` and one sum, whatever the number of words. Since ``(-1)^((y ^ f).z) = (-1)^(f.z) (-1)^(y.z)``, each
+by ``E`` and one sum, whatever the number of words; with constant coefficients, one product with the same
+entries as a CSR matrix (``PauliTable.sparse``). Since ``(-1)^((y ^ f).z) = (-1)^(f.z) (-1)^(y.z)``, each
 row of ``E`` is the Walsh-Hadamard transform of a vector holding the group's (phased) coefficients at their
 sign masks: ``E`` follows from the coefficient vector by a scatter and ``n`` butterfly steps, all linear, so
 trainable coefficients get their gradients (the words' expectation values) from torch. Constant
@@ -26,6 +27,7 @@ coefficients make ``E`` once per table, dtype and device.
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 
 import numpy as np
@@ -69,9 +71,32 @@ class PauliTable:
         self.word_group = torch.as_tensor(group_of.reshape(-1))
         self.word_sign = torch.as_tensor(np.asarray(signs, dtype=np.int64))
         self.word_phase = np.asarray(phases, dtype=complex)
-        x = np.arange(1 << n, dtype=np.int64)
-        self.index = torch.as_tensor(x[None, :] ^ self.groups[:, None])
         self._memo: dict = {}
+
+    @property
+    def index(self) -> torch.Tensor:
+        """``[G, 2**n]``: ``y ^ f_g`` (made at first use: constant coefficients need only ``sparse``)."""
+        if "index" not in self._memo:
+            x = np.arange(1 << self.n, dtype=np.int64)
+            self._memo["index"] = torch.as_tensor(x[None, :] ^ self.groups[:, None])
+        return self._memo["index"]
+
+    def sparse(self, E: torch.Tensor) -> torch.Tensor:
+        """H as a ``[2**n, 2**n]`` CSR matrix with the weights ``E`` (constant ones: made once per ``E``). Row
+        ``y`` holds ``E[g, y]`` at column ``y ^ f_g``: one sparse product applies H, 5-10x faster than the gather,
+        multiply and sum of ``[G, 2**n]`` temporaries (H2O without active space: 322 groups, 2**14 rows)."""
+        key = ("csr", id(E))
+        hit = self._memo.get(key)
+        if hit is None or hit[0] is not E:
+            N, G = 1 << self.n, len(self.groups)
+            x = np.arange(N, dtype=np.int64)
+            col = torch.as_tensor((x[:, None] ^ self.groups[None, :]).reshape(-1), device=E.device)
+            crow = torch.arange(0, N * G + 1, G, device=E.device)
+            with warnings.catch_warnings():  # "sparse CSR support is in beta": products are all we use
+                warnings.simplefilter("ignore")
+                A = torch.sparse_csr_tensor(crow, col, E.t().reshape(-1), (N, N))
+            hit = self._memo[key] = (E, A)
+        return hit[1]
 
     def coefficients(self, ps) -> list:
         """The sentence's coefficients in this table's word order (numbers or tensors)."""
@@ -101,8 +126,9 @@ class PauliTable:
                 E = torch.as_tensor(parts[0] if parts[0] is not None else np.zeros_like(full))
                 if parts[1] is not None:
                     E = torch.complex(E, torch.as_tensor(parts[1]))
-                if len(self._memo) > 8:
-                    self._memo.clear()
+                if len(self._memo) > 8:  # weights of many coefficient sets: keep the last ones only
+                    for k in [k for k in self._memo if k[0] in ("E", "csr")]:
+                        del self._memo[k]
                 real = torch.empty((), dtype=dtype).real.dtype
                 self._memo[key] = E.to(dtype=dtype if E.is_complex() else real, device=device)
             return self._memo[key]
@@ -171,6 +197,16 @@ def table_applies(ps, n: int) -> bool:
     return True
 
 
+def apply_sparse(psi: torch.Tensor, A: torch.Tensor) -> torch.Tensor:
+    """``H psi`` for states ``psi`` of shape ``[L, 2**n]`` by the CSR matrix ``A`` (real ``A``: the real and
+    imaginary parts of every state as the columns of one real product)."""
+    L, N = psi.shape
+    if A.is_complex():
+        return (A @ psi.t()).t()
+    x = torch.view_as_real(psi).permute(1, 0, 2).reshape(N, 2 * L)
+    return torch.view_as_complex((A @ x).reshape(N, L, 2).permute(1, 0, 2).contiguous())
+
+
 def apply_table(psi: torch.Tensor, table: PauliTable, E: torch.Tensor) -> torch.Tensor:
     """``H psi`` for states ``psi`` of shape ``[L, 2**n]`` (differentiable torch ops)."""
     index = table.on("index", table.index, psi.device)
@@ -190,7 +226,7 @@ class PauliExpval(torch.autograd.Function):
     @staticmethod
     def forward(ctx, psi, E, table):
         with torch.no_grad():
-            phi = apply_table(psi, table, E)
+            phi = apply_table(psi, table, E) if E.requires_grad else apply_sparse(psi, table.sparse(E))
         ctx.table = table
         ctx.save_for_backward(psi, E, phi)
         return (psi.conj() * phi).real.sum(-1)
@@ -215,4 +251,5 @@ def pauli_expval(psi: torch.Tensor, table: PauliTable, coeffs) -> torch.Tensor:
     E = table.weights(coeffs, psi.dtype, psi.device)
     if torch.is_grad_enabled() and (psi.requires_grad or E.requires_grad):
         return PauliExpval.apply(psi, E, table)
-    return (psi.conj() * apply_table(psi, table, E)).real.sum(-1)
+    phi = apply_table(psi, table, E) if E.requires_grad else apply_sparse(psi, table.sparse(E))
+    return (psi.conj() * phi).real.sum(-1)
