@@ -142,6 +142,8 @@ class Variant:
             n_op_params = sum(len(op.data) for op in tape.operations)
         if self._params is None and len(self.gather.maps) == n_op_params:
             return self  # the tape's observables carry no data (and nothing needs gathering to see it)
+        if self._params is None and self._constant_observables(n_op_params):
+            return self  # the observables' data are the tape's own constants (a Hamiltonian's coefficients)
         theirs = self.params[n_op_params:]
         if not theirs:
             return self  # no observable carries data
@@ -162,6 +164,14 @@ class Variant:
             if memo is not None:
                 memo[key] = new
         return Variant(new, self.params, self.gather)
+
+    def _constant_observables(self, n_op_params: int) -> bool:
+        """Whether every observable parameter is a constant of the gather (remembered in its memo)."""
+        memo = self.gather.memo
+        key = ("constant observables", n_op_params)
+        if key not in memo:
+            memo[key] = all(m[0] == "const" for m in self.gather.maps[n_op_params:])
+        return memo[key]
 
     def regathered(self, inputs) -> "Variant":
         """This variant with its parameters gathered anew from ``inputs`` (in place of ``gather.inputs``)."""

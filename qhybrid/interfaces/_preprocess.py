@@ -16,10 +16,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Sequence
 
+import numpy as np
 import pennylane as qml
 import torch
 
 from .._variant import Gather, Variant, tape_parameters
+from ..devices._observable_key import constants_key, observable_data, observable_key, tape_parameters_fast
 
 PREPROCESS_CACHE_SIZE = 256
 """Tape structures whose preprocessing is remembered (least recently used dropped)."""
@@ -54,9 +56,18 @@ def settings_key(op) -> str:
 
 def _structure_key(device, tape: qml.tape.QuantumScript, params: Sequence[torch.Tensor]):
     ops = tuple((type(op), op.name, tuple(op.wires), settings_key(op), len(op.data)) for op in tape.operations)
-    meas = tuple(mp.hash if not (mp.obs is not None and mp.obs.data) else (type(mp), repr(mp.obs)) for mp in tape.measurements)
-    shapes = tuple((tuple(p.shape), p.dtype, p.device, p.requires_grad) for p in params)
-    return (id(device), ops, meas, shapes, repr(tape.shots), repr(tape.trainable_params))
+    meas = tuple(observable_key(mp) for mp in tape.measurements)
+    shapes = tuple(
+        (tuple(p.shape), p.dtype, p.device, p.requires_grad) if isinstance(p, torch.Tensor) else None for p in params
+    )
+    # constants (a BasisState's bits, numbers) are held by the cached tape: their values key it (an observable's
+    # own are in its key, computed once per observable object)
+    n_ops = len(params) - sum(len(observable_data(mp.obs)) for mp in tape.measurements if mp.obs is not None)
+    constants = constants_key([p for p in params[:n_ops] if not isinstance(p, torch.Tensor)])
+    # None (every parameter trainable) read without PennyLane's par_info, which walks every observable's data
+    trainable = getattr(tape, "_trainable_params", None)
+    return (id(device), ops, meas, shapes, constants, repr(tape.shots), None if trainable is None else repr(list(trainable)))
+
 
 
 def _probe_values(inputs, scale, offset) -> list[torch.Tensor]:
@@ -88,7 +99,7 @@ def gather_maps(probe, inputs: Sequence[torch.Tensor], real: Sequence) -> list |
     maps = []
     for r, a, b in zip(real, outs[0], outs[1]):
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
-            if a is r and b is r or (not isinstance(r, torch.Tensor) and a == r and b == r):
+            if a is r and b is r or (not isinstance(r, torch.Tensor) and _same_constant(a, r) and _same_constant(b, r)):
                 maps.append(("const", r))
                 continue
             return None
@@ -108,23 +119,78 @@ def gather_maps(probe, inputs: Sequence[torch.Tensor], real: Sequence) -> list |
     return maps
 
 
+def _same_constant(a, r) -> bool:
+    """Whether a probe's non-tensor parameter ``a`` equals the real run's ``r`` (numbers or arrays)."""
+    if isinstance(a, torch.Tensor):
+        return False
+    try:
+        return bool(np.array_equal(np.asarray(a), np.asarray(r)))
+    except (TypeError, ValueError):
+        return False
+
+
 def _identity_maps(params, new_tape) -> list | None:
     """The gather maps when the program handed the tape's own parameters through (the very objects, in
     order): each is read whole from itself. Probing a 1000-gate QAOA tape took 0.2-0.45 s of its first call."""
     out = tape_parameters(new_tape)
-    if len(out) != len(params) or not all(a is b and isinstance(a, torch.Tensor) for a, b in zip(out, params)):
+    if len(out) != len(params) or not all(a is b for a, b in zip(out, params)):
         return None
-    return [(k, torch.arange(p.numel()).reshape(p.shape)) for k, p in enumerate(params)]
+    maps, k = [], 0
+    for p in params:
+        if isinstance(p, torch.Tensor):
+            maps.append((k, torch.arange(p.numel()).reshape(p.shape)))
+            k += 1
+        else:
+            maps.append(("const", p))
+    return maps
 
 
 def _index_maps(program, tape, params, new_tape):
-    """``gather_maps`` of the device program's output parameters over the tape's own parameters."""
+    """``gather_maps`` of the device program's output parameters over the tape's own tensor parameters
+    (constant data stay as they are in the probes)."""
+    slots = [j for j, p in enumerate(params) if isinstance(p, torch.Tensor)]
+    real = tape_parameters(new_tape)
+    light, tail = _light_tape(tape, params, new_tape, real)
 
-    def probe(values):
-        probed, _ = program([tape.bind_new_parameters(values, list(range(len(values))))])
-        return tape_parameters(probed[0]) if len(probed) == 1 else None
+    def probe(values):  # only the tensors are rebound: a Hamiltonian's 10^3 constant terms are not rebuilt
+        probed, _ = program([light.bind_new_parameters(list(values), slots)])
+        return tape_parameters(probed[0]) + tail if len(probed) == 1 else None
 
-    return gather_maps(probe, params, tape_parameters(new_tape))
+    return gather_maps(probe, [params[j] for j in slots], real)
+
+
+def _light_tape(tape, params, new_tape, real):
+    """(the tape to probe, parameters to append to a probe's): where the observables carry only constants,
+    which the program passes through, the probes measure ``Identity`` in their place and the real run's
+    observable data are appended, so the program does not copy a 10^3-term Hamiltonian twice more (PennyLane's
+    decompose copies every measurement: 0.2-0.4 s for H2O's). Else the tape itself."""
+    n_ops = sum(len(op.data) for op in tape.operations)
+    n_out = sum(len(op.data) for op in new_tape.operations)
+    if n_ops == len(params) or any(isinstance(p, torch.Tensor) for p in params[n_ops:]):
+        return tape, []
+    if len(new_tape.measurements) != len(tape.measurements):
+        return tape, []
+    tail = real[n_out:]
+    if len(tail) != len(params) - n_ops or not all(a is b for a, b in zip(tail, params[n_ops:])):
+        return tape, []
+    light = [type(mp)(obs=qml.Identity(mp.obs.wires)) if mp.obs is not None and mp.obs.data else mp for mp in tape.measurements]
+    return tape.copy(measurements=light), tail
+
+
+def _cacheable(tape, params) -> bool:
+    """Whether a tape with these parameters can be served from the cache: real tensors (gathered each call),
+    at least one, and constants (numbers, arrays: part of the key) only where they rarely change: observables'
+    data (a Hamiltonian's coefficients) and state preparations (a Hartree-Fock BasisState). A gate angle given
+    as a number that changes every call would make every call a new structure, probed anew."""
+    tensors = [p for p in params if isinstance(p, torch.Tensor)]
+    if not tensors or any(p.is_complex() for p in tensors):
+        return False
+    if len(tensors) == len(params):
+        return True
+    for op in tape.operations:
+        if not isinstance(op, qml.operation.StatePrepBase) and not all(isinstance(p, torch.Tensor) for p in op.data):
+            return False
+    return all(isinstance(p, (torch.Tensor, int, float, complex, np.ndarray, np.generic)) for p in params)
 
 
 def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
@@ -138,8 +204,8 @@ def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
 
     entries = []
     for tape in tapes:
-        params = tape_parameters(tape)
-        if tape.shots or not params or not all(isinstance(p, torch.Tensor) and not p.is_complex() for p in params):
+        params = tape_parameters_fast(tape)
+        if tape.shots or not _cacheable(tape, params):
             entries.append(None)
             continue
         key = _structure_key(device, tape, params)
@@ -212,5 +278,5 @@ def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
 
 def _gathered(entry, params):
     template, post, gather = entry
-    g = gather.rebound(params)
+    g = gather.rebound([p for p in params if isinstance(p, torch.Tensor)])
     return Variant(template, None, g), post

@@ -20,6 +20,7 @@ from ..gradients.jpc import get_jpc
 from ..gradients.launcher import Launcher
 from ..errors import refuse_function_transforms
 from ._placement import call_device, place
+from ..devices._observable_key import tape_parameters_fast
 from ._preprocess import preprocess
 
 
@@ -63,7 +64,7 @@ def execute(
     variants, postprocess = preprocess(device, tapes)  # the device's program, cached per structure
     shots = next((t.shots for t in tapes if t.shots), None)
     if result_device is None:
-        result_device = call_device([t.get_parameters(trainable_only=False) for t in tapes])
+        result_device = call_device([tape_parameters_fast(t) for t in tapes])
         result_device = result_device or getattr(device, "torch_device", None)
     result_device = None if result_device is None else torch.device(result_device)
     return regroup(run_prepared(variants, postprocess, device, diff_method, gradient_device, shots=shots, result_device=result_device))

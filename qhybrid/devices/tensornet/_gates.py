@@ -13,6 +13,8 @@ import numpy as np
 import pennylane as qml
 import torch
 
+from ._excitation_gates import TWO_LEVEL, excitation_matrix
+
 _Builder = Callable[[Sequence[torch.Tensor]], tuple[list, list]]
 """Real parameters in, (real parts, imaginary parts) of the row-major matrix entries out (None = 0)."""
 
@@ -89,7 +91,7 @@ _BUILDERS: dict[str, tuple[int, _Builder]] = {
 
 
 def has_fast_builder(name: str) -> bool:
-    return name in _BUILDERS
+    return name in _BUILDERS or name in TWO_LEVEL
 
 
 def broadcast_shape(*shapes) -> tuple:
@@ -146,9 +148,11 @@ def fast_matrix(name: str, params: Sequence[torch.Tensor], dtype, device) -> tor
     >>> fast_matrix("RX", [torch.tensor([0.1, 0.2], dtype=torch.float64)], torch.complex128, "cpu").shape
     torch.Size([2, 2, 2])
     """
-    dim, builder = _BUILDERS[name]
     real_dtype = torch.empty((), dtype=dtype).real.dtype
     params = [typed_tensor(p, real_dtype, device) for p in params]
+    if name in TWO_LEVEL:  # fermionic excitations (_excitation_gates.py)
+        return excitation_matrix(name, params, dtype, device)
+    dim, builder = _BUILDERS[name]
     re, im = builder(params)
     return _assemble(dim, re, im, params, dtype, device)
 

@@ -17,6 +17,7 @@ from .readout.measure import StateReader
 from .readout.result_size import refuse_unreturnable
 from .readout.shared_observables import observables_shared, sharing_observables
 from .engines.statevector.program import StateVectorProgram
+from .engines.statevector.product import basis_program
 from ..._variant import Variant
 from .._collector import collector_paused
 from ._structure import TapeStructure, tape_structure
@@ -162,7 +163,7 @@ def _build_program(structure: TapeStructure, stacked: frozenset, stack_size: int
             program = ConeProgram(structure, stacked, stack_size, opts, tape, STATE_MODE_MAX_WIRES)
         else:
             program = ClosedProgram(structure, stacked, stack_size, opts, tape)
-    elif all(slot.kind != "prep" for slot in structure.slots):
+    elif basis_program(structure, stacked, tape):
         program = VectorProgram(structure, stacked, stack_size, opts, tape)
     else:
         program = StateProgram(structure, stacked, stack_size, opts)

@@ -15,6 +15,7 @@ from pennylane.operation import Operator
 from pennylane.wires import Wires
 
 from ...errors import BroadcastError, UnsupportedOperationError, WireError
+from .._observable_key import observable_key
 from ._gates import has_fast_builder
 
 SKIPPED_OPS = frozenset({"Identity", "Barrier", "Snapshot"})
@@ -128,7 +129,7 @@ def measurement_key(measurements) -> tuple:
                 f"{type(mp).__name__} of a mid-circuit measurement is not supported by qhybrid.tensornet; "
                 "apply qml.defer_measurements to the circuit first."
             )
-    return tuple(mp.hash for mp in measurements)
+    return tuple(observable_key(mp) for mp in measurements)
 
 
 def tape_structure(tape: qml.tape.QuantumScript, device_wires: Wires | None) -> TapeStructure:

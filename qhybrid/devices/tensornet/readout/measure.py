@@ -21,6 +21,7 @@ from pennylane.measurements import (
 
 from ....errors import UnsupportedOperationError
 from .._gates import typed_tensor
+from .pauli_tables import pauli_expval, pauli_table
 
 SIGN_MATRIX_MAX_ELEMENTS = 1 << 22
 """Above this many entries, Z-word expectations use marginals instead of one sign-matrix product."""
@@ -124,6 +125,10 @@ class StateReader:
     # --- measurement processes -------------------------------------------------------------
     def expval(self, obs) -> torch.Tensor:
         ps = obs.pauli_rep
+        table = None if ps is None else pauli_table(ps, {w: i for i, w in enumerate(self.wires)})
+        if table is not None:  # many words: a few batched ops (readout/pauli_tables.py)
+            psi = self.psi.reshape(-1, 1 << self.n)
+            return pauli_expval(psi, table, table.coefficients(ps)).reshape(self.lead_shape)
         if ps is not None and all(set(w.values()) <= {"Z"} for w in ps):
             return self.z_expval(ps)
         return self.inner(self.apply(obs))

@@ -10,6 +10,7 @@ An action is one of
 * ``permute``: a monomial gate on wide circuits, as a permutation (with phases) of its own wires' slices;
 * ``phase``: a global phase per row / sample ``[S|1, B|1]``;
 * ``diagonal``: a run of diagonal gates as one phase multiply (``diagonal``: angle table, angle columns);
+* ``two_level``: a fermionic excitation on the two amplitude sets it mixes (``excitations``);
 * ``redo``: plain blocks plus a redo of a few stack rows with their own gates (no-gradient runs only).
 
 ``apply`` runs one action forward. ``unapply`` walks one back for the adjoint method: given the state
@@ -27,7 +28,7 @@ from typing import Sequence
 
 import torch
 
-from . import diagonal
+from . import diagonal, excitations
 from .buffers import StatePool, fresh, into
 from .product import product_state, product_vjp, sum_to
 from .permutation import apply_local_permutation
@@ -201,6 +202,8 @@ def apply(psi, action: Action, ts: Sequence[torch.Tensor], n: int, differentiabl
         return apply_scattered(psi, ts[0], wires, n, lead)
     if kind == "redo":
         return apply_redo(psi, ts, info, n)
+    if kind == "two_level":
+        return excitations.apply(psi, ts[0], info)
     raise AssertionError(kind)  # pragma: no cover - "product" starts a run, it is not applied
 
 
@@ -319,6 +322,8 @@ def _unapply_other(psi, h, action: Action, ts, needs, n, keep_state: bool):
         return before, h * p[None], [g_p]
     if kind == "diagonal":
         return diagonal.unapply(psi, h, info, ts, needs)
+    if kind == "two_level":
+        return excitations.unapply(psi, h, ts[0], info, needs, keep_state)
     if kind == "scattered":
         wires, lead = info
         m = ts[0]
@@ -329,7 +334,7 @@ def _unapply_other(psi, h, action: Action, ts, needs, n, keep_state: bool):
     raise AssertionError(kind)  # pragma: no cover - "redo" runs only without gradients
 
 
-_NEEDS_STATE = ("plain", "lead", "scattered", "phase", "diagonal")
+_NEEDS_STATE = ("plain", "lead", "scattered", "phase", "diagonal", "two_level")
 """Actions whose walk back needs the state before them (for their own cotangent)."""
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import torch
 
 PRODUCT_VJP_SPLIT_BYTES = 16 << 20
@@ -74,13 +75,48 @@ def sum_to(t: torch.Tensor, shape) -> torch.Tensor:
     return t.sum(dims, keepdim=True) if dims else t
 
 
-_ZERO_KETS: dict = {}
+_KETS: dict = {}
 
 
 def zero_ket(dtype, device) -> torch.Tensor:
     """|0> as a ``[2, 1, 1]`` column in ``dtype`` on ``device`` (one cached constant per pair)."""
-    key = (dtype, str(device))
-    t = _ZERO_KETS.get(key)
+    return basis_ket(0, dtype, device)
+
+
+def basis_ket(bit: int, dtype, device) -> torch.Tensor:
+    """|bit> as a ``[2, 1, 1]`` column in ``dtype`` on ``device`` (one cached constant per triple)."""
+    key = (bit, dtype, str(device))
+    t = _KETS.get(key)
     if t is None:
-        t = _ZERO_KETS[key] = torch.tensor([1.0, 0.0], dtype=dtype, device=device)[:, None, None]
+        t = _KETS[key] = torch.tensor([1.0 - bit, float(bit)], dtype=dtype, device=device)[:, None, None]
     return t
+
+
+def basis_bits(values, slots, structure) -> dict:
+    """Wire position -> bit of the program's BasisState preparations (``slots``; neither stacked nor
+    broadcast, which ``basis_program`` checks). Their data are constants in a chemistry ansatz (the
+    Hartree-Fock state): read as numbers, never structure, so a new state on the same wires is honoured."""
+    out = {}
+    for si in slots:
+        slot = structure.slots[si]
+        data = values.group[0].params[slot.params[0]]
+        if isinstance(data, torch.Tensor):
+            data = data.detach().cpu()
+        bits = np.asarray(data).reshape(-1)
+        for w, b in zip(slot.wires, bits):
+            out[w] = int(b)
+    return out
+
+
+def basis_program(structure, stacked, tape) -> bool:
+    """Whether every state preparation of ``structure`` is a BasisState the state-vector program starts
+    from (one bit per wire, the same for the whole stack and batch); else the state contraction runs."""
+    for si, slot in enumerate(structure.slots):
+        if slot.kind != "prep":
+            continue
+        if slot.name != "BasisState" or slot.batched or si in stacked:
+            return False
+        op = tape.operations[slot.op_index]
+        if len(op.data) != 1 or np.size(op.data[0]) != len(slot.wires):
+            return False
+    return True

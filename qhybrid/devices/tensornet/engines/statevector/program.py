@@ -45,10 +45,11 @@ from .allocator import tune_allocator as _tune_allocator
 from .blocks import _Kron, _build_krons, _full_monomial, _monomial
 from .adjoint import AdjointProgram, is_unitary, np_unitary
 from .kernels import Action
+from .excitations import TWO_LEVEL, two_level
 from .permutation import LOCAL_PERMUTATION_MAX_WIRES, MONOMIAL_TABLE_MAX_WIRES, local_permutation
 from .permutation import monomial_on, monomials_composed as _composed, monomials_span as _span
 from .cost import check_state_memory
-from .product import zero_ket as _zero_ket
+from .product import basis_bits, basis_ket
 from .zwords import z_expvals, z_reader
 
 KRON_MAX_WIRES = 4
@@ -79,6 +80,7 @@ class StateVectorProgram:
         self._lead = max(stack_size, 1) * (structure.batch_size or 1)
         check_state_memory(n, self._lead, dtype.itemsize, max_memory, gradient=False, what="the circuit's state")
         self._signs_cache: dict = {}
+        self._two_level: dict = {}  # slot -> its excitation tables (made at the first run)
         self.structure = structure
         self.stacked = stacked
         self.stack_size = stack_size
@@ -102,9 +104,10 @@ class StateVectorProgram:
         open_run = lambda: steps[-1].data if steps and steps[-1].kind == "diagonal" else None  # noqa: E731
         absorb = lambda: diagonal.absorb_pending(open_run(), pending, kinds, structure.slots, tape.operations)  # noqa: E731
 
+        self.basis_slots = []  # BasisState preparations: their bits start their wires' product vectors
         for si, slot in enumerate(structure.slots):
-            if slot.kind == "phase":
-                phases.append(si)
+            if slot.kind in ("phase", "prep"):
+                (phases if slot.kind == "phase" else self.basis_slots).append(si)
                 continue
             op = tape.operations[slot.op_index]
             kinds[si] = diagonal.member_kind(op, slot.kind) if slot.kind != "prep" else None
@@ -158,7 +161,7 @@ class StateVectorProgram:
         # constant ones are checked here once, operators' own matrices (user_matrices) at every run
         self.in_runs = in_runs = {si for st in self.steps if st.kind == "diagonal" for si in st.data.angles}
         # the slots whose matrices the actions use (a diagonal run reads its gates' angles, not matrices)
-        self.matrix_slots = [si for si in range(len(structure.slots)) if si not in in_runs]
+        self.matrix_slots = sorted(set(range(len(structure.slots))) - in_runs - set(self.basis_slots))
         self.user_matrices = [si for si, slot in enumerate(structure.slots) if slot.kind == "matrix" and si not in in_runs]
         # a gate without parameters is one of PennyLane's named gates, unitary by definition: only constant
         # matrices given as data (QubitUnitary, ...) are checked
@@ -295,15 +298,15 @@ class StateVectorProgram:
 
     def _product_vectors(self, values, pending) -> list[torch.Tensor]:
         """One ``[2, S|1, B|1]`` column per wire: the first column of its fused gates."""
-        out = []
+        out, bits = [], basis_bits(values, self.basis_slots, self.structure)
         for w in range(self.n):
-            slots = pending.get(w, [])
+            slots, b = pending.get(w, []), bits.get(w, 0)
             if slots:
                 m, lead = self._fused(values, slots)
-                col = m[..., :, 0]  # [2] or [S|1, B|1, 2]
+                col = m[..., :, b]  # [2] or [S|1, B|1, 2]
                 out.append(col.movedim(-1, 0) if lead else col[:, None, None])
             else:
-                out.append(_zero_ket(values.dtype, values.device))
+                out.append(basis_ket(b, values.dtype, values.device))
         return out
 
     def _local(self, values, pending, add, sparse_ok: bool) -> None:
@@ -367,6 +370,8 @@ class StateVectorProgram:
     def _gate(self, values, si, add) -> None:
         slot = self.structure.slots[si]
         m, lead = self._matrix(values, si)
+        if not lead and slot.name in TWO_LEVEL:  # an excitation: on the amplitudes it mixes (excitations.py)
+            return add("two_level", two_level(self._two_level, si, slot, self.n), m)
         wires = list(slot.wires)
         k = len(wires)
         order = sorted(range(k), key=lambda i: wires[i])
