@@ -91,7 +91,20 @@ def gpu(results: Path):
     return "NVIDIA H100, complex128", bars, {}
 
 
-FAMILIES = {"small": small, "deep": deep, "noisy": noisy, "mps": mps, "gpu": gpu}
+def chemistry(results: Path):
+    """LiH, H2O, H2O-14 (benchmarks.chemistry, one thread): qhybrid beside lightning.qubit and default.qubit."""
+    data = _load(results, "chemistry_1t.json")
+    if data is None:
+        return None
+    bars = {}
+    for molecule, row in data["results"].items():
+        systems = row["systems"]
+        bars[molecule] = {name: systems[name]["median_s"]["1"] if name in systems else None
+                          for name in ("qhybrid", "lightning.qubit adjoint", "default.qubit backprop")}  # fmt: skip
+    return "VQE value + gradient, one thread", bars, {"default.qubit backprop": "default.qubit: too slow, not run"}
+
+
+FAMILIES = {"small": small, "deep": deep, "noisy": noisy, "mps": mps, "chemistry": chemistry, "gpu": gpu}
 
 
 def draw(title: str, bars: dict, failed: dict, out: Path) -> None:
