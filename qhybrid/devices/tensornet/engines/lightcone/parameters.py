@@ -67,10 +67,26 @@ def _gathered_row(variant, n: int, real, device) -> torch.Tensor | None:
     return flat[g.index_on(index, flat.device)].to(device=device, dtype=real)
 
 
+def row_sources(structure, rows: int, group) -> torch.Tensor | None:
+    """Where each entry of ``parameter_rows``'s one row was gathered from (``[P]`` positions among the gather's
+    inputs, on the host: equal positions, equal values), or None where the row is no such gather: stacked or
+    broadcast rows, computed parameters, or a gather with an input per parameter (a plain qnode's tape, whose
+    ``2 * gamma[l]`` is a new tensor per gate: equal parameters show only in their values). Read after
+    ``parameter_rows``, which plans the gather."""
+    if rows != 1 or structure.batch_size is not None:
+        return None
+    variant = group[0]
+    g = variant.gather
+    if g is None or variant._params is not None or len(g.inputs) >= structure.n_op_params:
+        return None
+    plan = g.memo.get(("cone-row", structure.n_op_params, tuple(x.numel() for x in g.inputs)))
+    return plan[1] if plan else None
+
+
 def scalar(p, real, device) -> torch.Tensor:
     if isinstance(p, torch.Tensor):
         return p if p.dtype == real and p.device == device else p.to(device=device, dtype=real)
     return torch.as_tensor(p, dtype=real, device=device)
 
 
-__all__ = ["parameter_rows", "scalar"]
+__all__ = ["parameter_rows", "row_sources", "scalar"]

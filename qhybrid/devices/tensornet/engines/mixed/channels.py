@@ -16,6 +16,8 @@ from typing import Callable, Sequence
 import pennylane as qml
 import torch
 
+from ..._constants import literal
+
 CHANNEL_NAMES = frozenset(
     {
         "AmplitudeDamping",
@@ -107,6 +109,8 @@ _ONE_QUBIT: dict[str, Callable] = {
 def _real(p, real_dtype, device) -> torch.Tensor:
     if isinstance(p, torch.Tensor):
         return p.to(device=device, dtype=real_dtype)
+    if isinstance(p, (int, float)):  # a fixed noise strength: made once per device, not copied there per call
+        return literal((float(p),), device, real_dtype)[0]
     return torch.as_tensor(p, dtype=real_dtype, device=device)
 
 

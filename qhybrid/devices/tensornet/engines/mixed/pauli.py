@@ -336,10 +336,10 @@ class PauliWalk:
             if kind == "gather":
                 o = _signed_gather(o, *self._tensors(a, o.dtype, o.device))
             elif kind == "run":
-                for m, positions in _paired(a):
-                    o = apply_matrix(o, m, positions, 2 * n, False)
+                for m, positions in _paired(a):  # transfer matrices are real (``transfer_back``)
+                    o = apply_matrix(o, m, positions, 2 * n, False, real=True)
             else:
-                o = apply_matrix(o, a, [q for w in b[0] for q in (2 * w, 2 * w + 1)], 2 * n, False)
+                o = apply_matrix(o, a, [q for w in b[0] for q in (2 * w, 2 * w + 1)], 2 * n, False, real=True)
         return o
 
     def table_bytes(self) -> int:
