@@ -88,6 +88,21 @@ def statevector(monkeypatch):
     return step, lambda: True
 
 
+def statevector_xy_words(monkeypatch):
+    """Words with X and Y read from the state (``readout.measure``): ``test_cuda_graph``'s circuit."""
+    dev = qhybrid.device("tensornet", wires=4)
+
+    @qhybrid.qnode(dev, diff_method="adjoint")
+    def f(x, w):
+        qml.AngleEmbedding(x, wires=range(4), rotation="Y")
+        qml.StronglyEntanglingLayers(w, wires=range(4))
+        return [qml.expval(qml.Z(i)) for i in range(4)] + [qml.expval(qml.X(0) @ qml.Y(2))]
+
+    x = torch.rand(16, 4, dtype=torch.float64, requires_grad=True)
+    w = torch.rand(2, 4, 3, dtype=torch.float64, requires_grad=True)
+    return (lambda: torch.stack(list(f(x, w))).sum().backward()), lambda: True
+
+
 def statevector_large_batch(monkeypatch):
     """A state of 2**16 amplitudes: real gate blocks multiply its real view (W1 at batch 8192, W5, G16)."""
     real = []
@@ -198,15 +213,16 @@ def exp_qlayer(monkeypatch):
 
 
 CASES = {f.__name__: f for f in (
-    statevector, statevector_large_batch, statevector_general_path, diagonal_runs, cone_classes_shared_rows,
+    statevector, statevector_xy_words, statevector_large_batch, statevector_general_path, diagonal_runs, cone_classes_shared_rows,
     cone_classes_distinct_rows, closed_cone_classes, closed_cone_classes_distinct_rows, network_words_together,
     mps, mixed_state, pauli_walk, trajectories, parameter_shift, exp_qlayer,
 )}  # fmt: skip
 
 NOT_YET = {  # engines whose steady steps still touch the host (issue 39): strict, so a fix shows here
-    "mps": "product state from Python data (mps/state.py), rank checks of QR (mps/qr.py), bond sizes read (mps/run.py)",
-    "pauli_walk": "Pauli bases and channel tables built per call (mixed/pauli.py, channels.py), sparse walk's nonzero",
-    "trajectories": "each trajectory's tape built from Python data, its unitarity checked on values",
+    "mps": "bond sizes chosen from singular values and QR rank checks (mps/qr.py), the truncation report read per "
+           "call (mps/run.py): data-dependent by design; a fixed-bond mode would be needed",
+    "trajectories": "each trajectory's tape built from Python data (mixed/trajectories.py), its unitarity checked on "
+                    "values (statevector/adjoint.py is_unitary)",
     "parameter_shift": "shifted parameters built from Python numbers (_values.py): not capturable, by design",
     "exp_qlayer": "layers check their inputs are finite (a read per call; skipped on captured replays)",
 }
