@@ -131,6 +131,12 @@ def cone_classes_shared_rows(monkeypatch):
     return step, lambda: "light cones" in _engines(dev) and runs
 
 
+def cone_classes_plain_qnode(monkeypatch):
+    """A plain qnode's cone classes (``2 * gamma[l]``: a tensor per gate), whose shared rows only values show."""
+    step, dev = _qaoa(_regular(30), 30)
+    return step, lambda: "light cones" in _engines(dev)
+
+
 def cone_classes_distinct_rows(monkeypatch):
     step, dev = _qaoa(_regular(30), 30, static=True, per_edge=True)
     return step, lambda: "light cones" in _engines(dev)
@@ -214,13 +220,14 @@ def exp_qlayer(monkeypatch):
 
 CASES = {f.__name__: f for f in (
     statevector, statevector_xy_words, statevector_large_batch, statevector_general_path, diagonal_runs, cone_classes_shared_rows,
-    cone_classes_distinct_rows, closed_cone_classes, closed_cone_classes_distinct_rows, network_words_together,
+    cone_classes_plain_qnode, cone_classes_distinct_rows, closed_cone_classes, closed_cone_classes_distinct_rows, network_words_together,
     mps, mixed_state, pauli_walk, trajectories, parameter_shift, exp_qlayer,
 )}  # fmt: skip
 
 NOT_YET = {  # engines whose steady steps still touch the host (issue 39): strict, so a fix shows here
     "mps": "bond sizes chosen from singular values and QR rank checks (mps/qr.py), the truncation report read per "
            "call (mps/run.py): data-dependent by design; a fixed-bond mode would be needed",
+    "cone_classes_plain_qnode": "equal rows found by values (lightcone/shared.py unique); a capture runs every row",
     "trajectories": "each trajectory's tape built from Python data (mixed/trajectories.py), its unitarity checked on "
                     "values (statevector/adjoint.py is_unitary)",
     "parameter_shift": "shifted parameters built from Python numbers (_values.py): not capturable, by design",
