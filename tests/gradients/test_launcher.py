@@ -9,9 +9,16 @@ import torch
 
 import qhybrid
 from qhybrid._variant import Variant
-from qhybrid.devices.aer import AerDevice
 from qhybrid.gradients import Launcher, MultiDeviceLauncher
 from qhybrid.gradients.launcher import structure_key
+
+
+def _aer(**kwargs):
+    """An AerDevice, or the test skipped where the aer extra (qiskit) is not installed (GPU machines)."""
+    pytest.importorskip("qiskit", reason="the aer extra (qiskit) is not installed")
+    from qhybrid.devices.aer import AerDevice
+
+    return AerDevice(**kwargs)
 
 ATOL = 1e-10
 
@@ -37,7 +44,7 @@ def test_launcher_runs_a_batch_in_one_call(device):
 
 
 def test_multi_device_results_in_order_across_mixed_devices():
-    devices = [qhybrid.device("tensornet", wires=1), AerDevice(wires=1), qml.device("default.qubit", wires=1)]
+    devices = [qhybrid.device("tensornet", wires=1), _aer(wires=1), qml.device("default.qubit", wires=1)]
     launcher = MultiDeviceLauncher(devices)
     variants = _variants(7) + _variants(4, lambda: qml.expval(qml.X(0))) + _variants(3, lambda: qml.probs(wires=[0]))
     results = launcher.run(variants)
@@ -50,7 +57,7 @@ def test_multi_device_results_in_order_across_mixed_devices():
 
 
 def test_structures_stay_together_unless_one_is_too_big():
-    devices = [AerDevice(wires=1) for _ in range(3)]
+    devices = [_aer(wires=1) for _ in range(3)]
     launcher = MultiDeviceLauncher(devices)
     kinds = [lambda: qml.expval(qml.Z(0)), lambda: qml.expval(qml.X(0)), lambda: qml.probs(wires=[0])]
     variants = [v for k in kinds for v in _variants(4, k)]
@@ -93,7 +100,7 @@ def test_errors_propagate_and_bad_configurations_are_clear():
 
     with pytest.raises(RuntimeError, match="fell over"):
         MultiDeviceLauncher([qhybrid.device("tensornet", wires=1), Broken()]).run(_variants(4))
-    dev = AerDevice(wires=1)
+    dev = _aer(wires=1)
     with pytest.raises(ValueError, match="listed more than once"):
         MultiDeviceLauncher([dev, dev])
     with pytest.raises(ValueError, match="at least one"):
@@ -103,7 +110,7 @@ def test_errors_propagate_and_bad_configurations_are_clear():
 
 
 def test_multi_device_launcher_as_gradient_device_of_a_qnode():
-    devices = [AerDevice(wires=2), AerDevice(wires=2)]
+    devices = [_aer(wires=2), _aer(wires=2)]
     multi = MultiDeviceLauncher(devices)
 
     def circuit(x, w):

@@ -7,6 +7,7 @@ that asks PennyLane for the matrix. Fixed gates are built once per dtype and dev
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 import numpy as np
@@ -155,6 +156,30 @@ def fast_matrix(name: str, params: Sequence[torch.Tensor], dtype, device) -> tor
     dim, builder = _BUILDERS[name]
     re, im = builder(params)
     return _assemble(dim, re, im, params, dtype, device)
+
+
+def real_gate(kind: str, op: qml.operation.Operator) -> bool:
+    """Whether a gate slot's matrix is real for every real angle, from its kind alone: a closed form without
+    imaginary entries (``RY``, ``CRY``) or a real constant matrix (Hadamard, CNOT). Decided at plan time, so a
+    step never reads a matrix back from the device to find out (``kind``: the slot's, ``"fast"`` / ``"const"``).
+
+    >>> real_gate("fast", qml.RY(0.3, wires=0)), real_gate("fast", qml.RX(0.3, wires=0))
+    (True, False)
+    >>> real_gate("const", qml.Hadamard(0)), real_gate("const", qml.S(0))
+    (True, False)
+    """
+    if kind == "fast":
+        return _real_closed_form(op.name)
+    if kind == "const":
+        m = np.asarray(op.matrix())
+        return not np.iscomplexobj(m) or not np.any(m.imag)
+    return False
+
+
+@functools.lru_cache(maxsize=None)
+def _real_closed_form(name: str) -> bool:
+    zeros = [torch.zeros((), dtype=torch.float64)] * 3  # enough angles for any builder (Rot takes three)
+    return all(v is None for v in _BUILDERS[name][1](zeros)[1])
 
 
 _CONSTANTS: dict[tuple, torch.Tensor] = {}

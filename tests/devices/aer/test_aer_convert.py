@@ -3,6 +3,8 @@
 import numpy as np
 import pennylane as qml
 import pytest
+
+pytest.importorskip("qiskit", reason="the aer extra (qiskit) is not installed")  # before the qiskit imports below
 from pennylane.wires import Wires
 from qiskit.quantum_info import Operator
 

@@ -6,6 +6,8 @@ import warnings
 import numpy as np
 import pennylane as qml
 import pytest
+
+pytest.importorskip("qiskit", reason="the aer extra (qiskit) is not installed")  # before the qiskit imports below
 import torch
 from qiskit_aer.noise import NoiseModel, ReadoutError, depolarizing_error
 

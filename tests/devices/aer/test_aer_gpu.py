@@ -4,6 +4,8 @@ import subprocess
 
 import pytest
 
+pytest.importorskip("qiskit", reason="the aer extra (qiskit) is not installed")  # before the qiskit imports below
+
 from qhybrid.devices.aer import _gpu
 from qhybrid.devices.aer._errors import GPUUnavailableError
 

@@ -3,6 +3,8 @@
 import numpy as np
 import pennylane as qml
 import pytest
+
+pytest.importorskip("qiskit", reason="the aer extra (qiskit) is not installed")  # before the qiskit imports below
 from pennylane.wires import Wires
 
 from qhybrid.devices.aer._measure_analytic import AnalyticPlan

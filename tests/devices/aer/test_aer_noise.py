@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pennylane as qml
 import pytest
+
+pytest.importorskip("qiskit", reason="the aer extra (qiskit) is not installed")  # before the qiskit imports below
 import torch
 from qiskit_aer.noise import NoiseModel
 

@@ -6,6 +6,8 @@ plugin (PennyLane's own ``simulator_tracking``) and through ``qhybrid.qnode`` (`
 
 from __future__ import annotations
 
+import importlib.util
+
 import pennylane as qml
 import pytest
 import torch
@@ -13,7 +15,8 @@ import torch
 import qhybrid
 
 SHOTS = [None, 10, (10, 20), ((5, 2), 7)]
-NAMES = ["aer", "tensornet"]
+_NO_QISKIT = pytest.mark.skipif(importlib.util.find_spec("qiskit") is None, reason="the aer extra (qiskit) is not installed")
+NAMES = [pytest.param("aer", marks=_NO_QISKIT), "tensornet"]
 
 
 pytestmark = pytest.mark.usefixtures("quiet_pennylane")
@@ -84,6 +87,7 @@ def test_qnode_tracker_matches_default_qubit(name, body, shots, broadcast, backw
     assert got == _plugin("default.qubit", body, shots, broadcast, backward)
 
 
+@_NO_QISKIT
 def test_a_shot_vector_is_one_execution_on_the_plugin_path():
     """The records the stock tracker made before qhybrid.aer kept shot vectors whole until ``execute``:
     (10, 20) shots counted as two executions."""

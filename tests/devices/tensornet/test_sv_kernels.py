@@ -69,8 +69,8 @@ def real_gemms(monkeypatch):
     calls = []
     original = kernels._real_part
 
-    def spy(psi, m):
-        real = original(psi, m)
+    def spy(psi, m, known_real):
+        real = original(psi, m, known_real)
         calls.append(real is not None)
         return real
 
@@ -106,8 +106,8 @@ def test_a_complex_or_recorded_matrix_keeps_the_complex_gemm(real_gemms):
     rx = qml.matrix(qml.RX(0.3, wires=0))
     complex_m = torch.kron(torch.tensor(rx), torch.eye(2, dtype=torch.complex128))
     real_m = torch.kron(torch.tensor(qml.matrix(qml.RY(0.3, wires=0))), torch.eye(2)).to(torch.complex128)
-    for m in (complex_m, real_m, real_m.clone().requires_grad_(True)):
-        got = kernels.apply_plain(psi, m, 1, 2)
+    for m, known_real in ((complex_m, False), (real_m, True), (real_m.clone().requires_grad_(True), True)):
+        got = kernels.apply_plain(psi, m, 1, 2, known_real)  # real-valued by construction: the plan knows it
         want = torch.einsum("ij,ajr->air", m, psi.reshape(2, 4, -1)).reshape(psi.shape)
         assert torch.allclose(got, want, atol=1e-12, rtol=0)
     assert real_gemms == [False, True, False]

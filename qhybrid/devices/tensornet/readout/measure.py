@@ -20,6 +20,7 @@ from pennylane.measurements import (
 )
 
 from ....errors import UnsupportedOperationError
+from .._constants import literal
 from .._gates import typed_tensor
 from .pauli_tables import pauli_expval, pauli_table
 
@@ -68,7 +69,7 @@ class StateReader:
 
     # --- applying observables --------------------------------------------------------------
     def _vec(self, values, axis: int, like: torch.Tensor) -> torch.Tensor:
-        v = torch.tensor(values, dtype=like.dtype, device=like.device)
+        v = literal(tuple(values), like.device, like.dtype)  # made once per device: no host copy per call
         return v.reshape((2,) + (1,) * (like.ndim - axis - 1))
 
     def apply_word(self, psi: torch.Tensor, word) -> torch.Tensor:

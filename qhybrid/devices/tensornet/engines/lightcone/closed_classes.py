@@ -31,6 +31,8 @@ from ..network.many import ManyTrees, NotTogether
 from ..network.pathfind import PathSettings
 from ..network.together import gate_view
 from . import together_store
+from .shared import capturing, member_groups
+from ..._constants import on_device
 
 TOGETHER_MIN_MEMBERS = 2
 """Closed classes run together once they hold at least this many members (one network gains nothing)."""
@@ -178,7 +180,7 @@ class ClassesTogether:
         return out
 
 
-def run_together(program, params: torch.Tensor, values) -> dict[int, torch.Tensor]:
+def run_together(program, params: torch.Tensor, values, sources=None) -> dict[int, torch.Tensor]:
     """The values (per class ``id``: ``[1, members, 1]``) of a ``ConeProgram``'s closed classes that run
     together this step: those whose members read pairwise distinct parameters in one pass, those whose
     members share rows (each distinct row once) in another. Empty where none does."""
@@ -191,11 +193,18 @@ def run_together(program, params: torch.Tensor, values) -> dict[int, torch.Tenso
         if len(c.terms) == 1:
             distinct.append(c)
             continue
-        cols = params[0][c.table.to(params.device)]  # [members, class parameters]
+        cols = params[0][on_device(c.table, params.device)]  # [members, class parameters]
         if cols.shape[1] == 0:  # every member the same circuit without parameters: run the plain way
             continue
-        with torch.no_grad():
-            unique, inverse = torch.unique(cols.detach(), dim=0, return_inverse=True)
+        groups = None if sources is None else member_groups(sources, c.table, params.device)
+        with torch.no_grad():  # rows known equal from the plan (``sources``), else from the values
+            if groups is not None:
+                unique, inverse = cols.detach().index_select(0, groups[0]), groups[1]
+            elif sources is not None or capturing(cols):  # none known equal, or a CUDA graph (it cannot wait)
+                distinct.append(c)
+                continue
+            else:
+                unique, inverse = torch.unique(cols.detach(), dim=0, return_inverse=True)
         if unique.shape[0] == cols.shape[0]:
             distinct.append(c)
         else:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import pennylane as qml
 import torch
 
+from ..._constants import literal
+
 
 class DataMap:
     """``coefficients = A @ data`` and ``constant = a0 @ data`` for one measured ``LinearCombination``
@@ -33,7 +35,7 @@ class DataMap:
             data = torch.stack([d if isinstance(d, torch.Tensor) else torch.as_tensor(d, dtype=dtype) for d in data])
             data = data.to(device=device, dtype=dtype)
         else:  # plain numbers (the usual fixed Hamiltonian): one tensor, one call
-            data = torch.tensor([d.real if isinstance(d, complex) else d for d in data], dtype=dtype, device=device)
+            data = literal(tuple(d.real if isinstance(d, complex) else d for d in data), device, dtype)  # once per device
         matrix, constant = self._tensors(dtype, device)
         return matrix @ data, constant @ data
 

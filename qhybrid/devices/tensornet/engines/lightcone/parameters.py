@@ -67,10 +67,33 @@ def _gathered_row(variant, n: int, real, device) -> torch.Tensor | None:
     return flat[g.index_on(index, flat.device)].to(device=device, dtype=real)
 
 
+def row_sources(structure, rows: int, group) -> torch.Tensor | None:
+    """Where each entry of ``parameter_rows``'s one row was gathered from (``[P]`` positions among the gather's
+    inputs, on the host: equal positions, equal values), or None where that shows nothing: stacked or
+    broadcast rows, computed parameters, or every position read once (a plain qnode's tape, whose
+    ``2 * gamma[l]`` is a new tensor per gate, packed one position each: equal parameters show only in their
+    values). Read after ``parameter_rows``, which plans the gather."""
+    if rows != 1 or structure.batch_size is not None:
+        return None
+    variant = group[0]
+    g = variant.gather
+    if g is None or variant._params is not None:
+        return None
+    key = (structure.n_op_params, tuple(x.numel() for x in g.inputs))
+    plan = g.memo.get(("cone-row", *key))
+    if not plan:
+        return None
+    repeats = g.memo.get(("cone-row-repeats", *key))
+    if repeats is None:  # once per plan, on the host
+        index = plan[1]
+        repeats = g.memo[("cone-row-repeats", *key)] = len(set(index.tolist())) < index.numel()
+    return plan[1] if repeats else None
+
+
 def scalar(p, real, device) -> torch.Tensor:
     if isinstance(p, torch.Tensor):
         return p if p.dtype == real and p.device == device else p.to(device=device, dtype=real)
     return torch.as_tensor(p, dtype=real, device=device)
 
 
-__all__ = ["parameter_rows", "scalar"]
+__all__ = ["parameter_rows", "row_sources", "scalar"]

@@ -27,9 +27,10 @@ from .budget import plan_shares
 from .classes import ConeClass, cone_measurable, group_cones, measured_words, sentences
 from .choice import EngineChoice, choose_class
 from .coefficients import data_map
-from .parameters import parameter_rows, scalar
+from .parameters import parameter_rows, row_sources, scalar
 from .cones import cone_slots, make_cone
-from .shared import run_distinct
+from .shared import BY_VALUES, member_groups, run_distinct
+from ..._constants import on_device
 from .closed_classes import run_together
 from .preplan import plan_closed_classes
 from ..network.tree_grad import KeptBudget
@@ -200,26 +201,27 @@ class ConeProgram:
         out = program.run(values, _Sub(c.view), c.structure, lead)[0]
         return out.reshape(k, -1) if batch is not None else out.reshape(k)
 
-    def _class_values(self, c: ConeClass, params: torch.Tensor, values) -> torch.Tensor:
-        """``[rows, members, B']`` values of the class's members."""
+    def _class_values(self, c: ConeClass, params: torch.Tensor, values, sources=None) -> torch.Tensor:
+        """``[rows, members, B']`` values of the class's members (``sources``: ``row_sources``'s, or None)."""
         m = len(c.terms)
-        cols = params[:, c.table.to(params.device)]  # [rows, M, P(, B)]
+        cols = params[:, on_device(c.table, params.device)]  # [rows, M, P(, B)]
         cols = cols.reshape(self.rows * m, *cols.shape[2:])
         dtype, device = values.dtype, values.device
         run = self._run_closed if self._closed_class[id(c)] else self._run_state
         if c.structure.batch_size is None:
-            out = run_distinct(lambda u: run(c, u, dtype, device), cols)
+            groups = BY_VALUES if sources is None else member_groups(sources, c.table, params.device)
+            out = run_distinct(lambda u: run(c, u, dtype, device), cols, groups)
         else:
             out = run(c, cols, dtype, device)
         return out.reshape(self.rows, m, -1)
 
-    def _run_classes(self, params: torch.Tensor, values) -> list[torch.Tensor]:
+    def _run_classes(self, params: torch.Tensor, values, sources=None) -> list[torch.Tensor]:
         """Every class of this step, run: ``[rows, members, B']`` values each, in ``self.classes`` order
         (the one place the step's independent classes are executed); closed classes together where they can."""
-        done = run_together(self, params, values)
+        done = run_together(self, params, values, sources)
         # the closed classes' trees keep their intermediates for the backward while their sum fits max_memory
         self._kept = KeptBudget(self.opts.max_memory)
-        return [done[id(c)] if id(c) in done else self._class_values(c, params, values) for c in self.classes]
+        return [done[id(c)] if id(c) in done else self._class_values(c, params, values, sources) for c in self.classes]
 
     def _data_maps(self, tape, pos) -> dict:
         """Per expval of a Hamiltonian measured by cones: its coefficients' DataMap (where it has one)."""
@@ -289,7 +291,7 @@ class ConeProgram:
             if ranks is not None:
                 terms = spread_terms(ranks, self.classes, lambda c, p: self._class_values(c, p, values), params)
             else:
-                parts = self._run_classes(params, values)
+                parts = self._run_classes(params, values, row_sources(self.structure, self.rows, group))
                 batch = max(p.shape[-1] for p in parts)
                 terms = torch.cat([p.expand(-1, -1, batch) for p in parts], 1)  # [rows, T, B']
         closed = {}

@@ -18,6 +18,8 @@ import numpy as np
 import pennylane as qml
 import torch
 
+from ..._constants import literal
+
 CHANNEL_NAMES = frozenset(
     {
         "AmplitudeDamping",
@@ -152,6 +154,8 @@ _ONE_QUBIT: dict[str, Callable] = {
 def _real(p, real_dtype, device) -> torch.Tensor:
     if isinstance(p, torch.Tensor):
         return p.to(device=device, dtype=real_dtype)
+    if isinstance(p, (int, float)):  # a fixed noise strength: made once per device, not copied there per call
+        return literal((float(p),), device, real_dtype)[0]
     return torch.as_tensor(p, dtype=real_dtype, device=device)
 
 

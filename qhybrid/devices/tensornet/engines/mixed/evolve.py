@@ -23,27 +23,31 @@ from ..statevector import kernels
 _LETTERS = string.ascii_letters
 
 
-def apply_matrix(rho: torch.Tensor, m: torch.Tensor, wires: Sequence[int], n: int, lead: bool) -> torch.Tensor:
+def apply_matrix(rho: torch.Tensor, m: torch.Tensor, wires: Sequence[int], n: int, lead: bool,
+                 real: bool = False) -> torch.Tensor:
     """``m`` (``[D, D]``, or ``[S|1, B|1, D, D]`` with ``lead``) on ``wires`` of the ``n``-wire state ``rho``:
-    one matmul where the wires are adjacent and ascending, else an einsum."""
+    one matmul where the wires are adjacent and ascending, else an einsum (``real``: ``m`` is real-valued by
+    construction, known from the plan: a large ``rho`` may then take a real GEMM)."""
     k = len(wires)
     q = wires[0]
     if tuple(wires) == tuple(range(q, q + k)):
         if lead:
             return kernels.apply_lead(rho, m, q, k)
-        return kernels.apply_plain(rho, m, q, k)
+        return kernels.apply_plain(rho, m, q, k, real)
     return kernels.apply_scattered(rho, m, list(wires), n, lead)
 
 
-def apply_unitary(rho: torch.Tensor, u: torch.Tensor, wires: Sequence[int], n: int, lead: bool) -> torch.Tensor:
+def apply_unitary(rho: torch.Tensor, u: torch.Tensor, wires: Sequence[int], n: int, lead: bool,
+                  real: bool = False) -> torch.Tensor:
     """``U rho U^dagger`` on the density matrix of ``n`` wires (``U`` on ket wires, ``conj(U)`` on bra wires)."""
-    rho = apply_matrix(rho, u, [2 * w for w in wires], 2 * n, lead)
-    return apply_matrix(rho, u.conj(), [2 * w + 1 for w in wires], 2 * n, lead)
+    rho = apply_matrix(rho, u, [2 * w for w in wires], 2 * n, lead, real)
+    return apply_matrix(rho, u.conj(), [2 * w + 1 for w in wires], 2 * n, lead, real)
 
 
-def apply_superoperator(rho: torch.Tensor, s: torch.Tensor, wires: Sequence[int], n: int, lead: bool) -> torch.Tensor:
+def apply_superoperator(rho: torch.Tensor, s: torch.Tensor, wires: Sequence[int], n: int, lead: bool,
+                        real: bool = False) -> torch.Tensor:
     """A channel's superoperator ``s`` (``[4**k, 4**k]``, ket bits then bra bits) on ``wires`` of ``rho``."""
-    return apply_matrix(rho, s, [2 * w for w in wires] + [2 * w + 1 for w in wires], 2 * n, lead)
+    return apply_matrix(rho, s, [2 * w for w in wires] + [2 * w + 1 for w in wires], 2 * n, lead, real)
 
 
 def apply_monomial(rho: torch.Tensor, src: torch.Tensor, phases: torch.Tensor | None, n: int) -> torch.Tensor:

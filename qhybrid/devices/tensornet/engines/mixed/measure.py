@@ -16,10 +16,15 @@ from pennylane.devices.qubit_mixed.measure import measure as mixed_measure
 from pennylane.measurements import DensityMatrixMP, ExpectationMP, ProbabilityMP, StateMP, VarianceMP
 
 from .....errors import UnsupportedOperationError
+from ..._constants import literal
 from ..._gates import typed_tensor
 from .evolve import interleave
 
 _LETTERS = string.ascii_letters
+
+READERS_KEPT = 256
+"""Pauli sentences whose gather rows are kept (per device, dtype and wire layout)."""
+_READERS: dict = {}
 
 PAULI_GATHER_MAX_ELEMENTS = 1 << 24
 """A Pauli sentence whose words x 2**n entries exceed this is read word by word instead of in one gather."""
@@ -98,6 +103,19 @@ class DensityReader:
         red = torch.einsum(layout + lead + "->" + out, t)
         return red.reshape(-1, 1 << k, 1 << k)
 
+    def _readers(self, words: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+        """The words' gather rows and coefficients on the state's device, made once per words and layout."""
+        key = (words, tuple(self.position.items()), self.n, self.dtype, self.flat.device)
+        hit = _READERS.get(key)
+        if hit is None:
+            readers = [_word_reader(dict(w), self.position, self.n) for w in words]
+            index = torch.as_tensor(np.stack([r[0] for r in readers]).reshape(-1), device=self.flat.device)
+            coef = torch.as_tensor(np.stack([r[1] for r in readers]), dtype=self.dtype, device=self.flat.device)
+            if len(_READERS) >= READERS_KEPT:
+                _READERS.pop(next(iter(_READERS)))
+            hit = _READERS[key] = (index, coef)
+        return hit
+
     def pauli_expval(self, sentence) -> torch.Tensor:
         """``Tr(H rho)`` of a Pauli sentence, ``[L]`` real."""
         n = self.n
@@ -107,12 +125,13 @@ class DensityReader:
         batch = max(1, PAULI_GATHER_MAX_ELEMENTS >> n)
         for start in range(0, len(words), batch):
             chunk = words[start : start + batch]
-            readers = [_word_reader(dict(w), self.position, n) for w, _ in chunk]
-            index = torch.as_tensor(np.stack([r[0] for r in readers]).reshape(-1), device=self.flat.device)
-            coef = torch.as_tensor(np.stack([r[1] for r in readers]), dtype=self.dtype, device=self.flat.device)
+            index, coef = self._readers(tuple(w for w, _ in chunk))
             picked = self.flat.index_select(0, index).reshape(len(chunk), 1 << n, -1)
             per_word = (picked * coef[:, :, None]).sum(1).real  # [T, L]
-            weights = torch.stack([typed_tensor(c, real_dtype, self.flat.device) for _, c in chunk])
+            if all(isinstance(c, (int, float)) for _, c in chunk):  # fixed coefficients: made once per device
+                weights = literal(tuple(float(c) for _, c in chunk), self.flat.device, real_dtype)
+            else:
+                weights = torch.stack([typed_tensor(c, real_dtype, self.flat.device) for _, c in chunk])
             part = (weights[:, None] * per_word).sum(0) if weights.ndim == 1 else torch.einsum("t...,tl->l", weights, per_word)
             total = part if total is None else total + part
         if total is None:

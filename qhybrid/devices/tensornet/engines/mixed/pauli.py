@@ -17,11 +17,13 @@ computational basis instead (``heisenberg``) and only its end is read in this ba
 
 from __future__ import annotations
 
+import functools
 from functools import reduce
 
 import numpy as np
 import torch
 
+from ..._constants import literal, on_device
 from ..._gates import typed_tensor
 from .evolve import _Gather, _inverse, apply_matrix
 
@@ -47,14 +49,25 @@ def pauli_index(word: dict, position: dict, n: int) -> int:
 def observable_terms(measurements, position: dict, n: int, dtype, device) -> tuple[np.ndarray, torch.Tensor]:
     """The measured Pauli sentences as sorted keys ``m * 4**n + P`` (observable ``m`` holds string ``P``) and their
     real coefficients ``[K]`` ``Tr(P O_m) / 2**n`` (the scale the Bloch vectors' product expects)."""
-    keys, values = [], []
+    keys, coeffs = [], []
     for m, mp in enumerate(measurements):
         for word, c in mp.obs.pauli_rep.items():
             keys.append((m << (2 * n)) + pauli_index(dict(word), position, n))
-            values.append(typed_tensor(c, dtype, device).reshape(()))
-    unique, at = np.unique(np.asarray(keys, dtype=np.int64), return_inverse=True)
+            coeffs.append(c)
+    unique, at = _term_index(tuple(keys))
+    if all(isinstance(c, (int, float)) for c in coeffs):  # fixed coefficients: made once per device
+        values = literal(tuple(float(c) for c in coeffs), device, dtype)
+    else:
+        values = torch.stack([typed_tensor(c, dtype, device).reshape(()) for c in coeffs])
     coef = torch.zeros(len(unique), dtype=dtype, device=device)
-    return unique, coef.index_put((torch.as_tensor(at, device=device),), torch.stack(values), accumulate=True)
+    return unique, coef.index_put((on_device(at, device),), values, accumulate=True)
+
+
+@functools.lru_cache(maxsize=256)
+def _term_index(keys: tuple) -> tuple[np.ndarray, torch.Tensor]:
+    """The sorted distinct keys and each key's place among them (a host tensor, kept per device by ``on_device``)."""
+    unique, at = np.unique(np.asarray(keys, dtype=np.int64), return_inverse=True)
+    return unique, torch.as_tensor(at)
 
 
 def observable_coefficients(measurements, position: dict, n: int, dtype, device) -> torch.Tensor:
@@ -65,7 +78,9 @@ def observable_coefficients(measurements, position: dict, n: int, dtype, device)
     return o.reshape(1 << (2 * n), 1, len(measurements))
 
 
+@functools.lru_cache(maxsize=64)
 def _pauli_basis(k: int, dtype, device) -> torch.Tensor:
+    """The ``4**k``-square change of basis, made once per size, dtype and device (never written)."""
     return torch.as_tensor(reduce(np.kron, [_A1] * k), dtype=dtype, device=device)
 
 
@@ -336,10 +351,10 @@ class PauliWalk:
             if kind == "gather":
                 o = _signed_gather(o, *self._tensors(a, o.dtype, o.device))
             elif kind == "run":
-                for m, positions in _paired(a):
-                    o = apply_matrix(o, m, positions, 2 * n, False)
+                for m, positions in _paired(a):  # transfer matrices are real (``transfer_back``)
+                    o = apply_matrix(o, m, positions, 2 * n, False, real=True)
             else:
-                o = apply_matrix(o, a, [q for w in b[0] for q in (2 * w, 2 * w + 1)], 2 * n, False)
+                o = apply_matrix(o, a, [q for w in b[0] for q in (2 * w, 2 * w + 1)], 2 * n, False, real=True)
         return o
 
     def table_bytes(self) -> int:

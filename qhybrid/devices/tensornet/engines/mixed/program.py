@@ -29,6 +29,8 @@ from .channels import superoperator
 from ..statevector.blocks import _full_monomial, _monomial
 from .evolve import apply_monomial, monomial_rows, apply_superoperator, apply_unitary, local_superoperator, local_unitary, product_density
 from .heisenberg import heisenberg_applies, heisenberg_expvals
+from ..._constants import literal
+from ..._gates import real_gate
 from .report import engine_choices
 from .measure import DensityReader
 from .pauli import PAULI_WALK_MAX_WIRES, PauliWalk
@@ -96,6 +98,8 @@ class MixedProgram:
         self._pauli_walk = None
         self._ran: set[str] = set()  # "forward" and/or "walk": what run() chose (plan_cache_info reports it)
         self.matrix_slots = [si for si, s in enumerate(structure.slots) if s.kind in ("fast", "const", "matrix")]
+        ops = tape.operations
+        self.real_slots = frozenset(si for si in self.matrix_slots if real_gate(structure.slots[si].kind, ops[structure.slots[si].op_index]))
 
     # --- run ----------------------------------------------------------------------------------------
 
@@ -161,7 +165,8 @@ class MixedProgram:
             m = m.mT
         apply = apply_unitary if kind == "unitary" else apply_superoperator
         lead = m.shape[0] != 1 or m.shape[1] != 1
-        return apply(rho, m if lead else m[0, 0], wires, self.n, lead)
+        real = kind == "unitary" and self.real_slots.issuperset(slots)  # RY, CNOT: known from the plan
+        return apply(rho, m if lead else m[0, 0], wires, self.n, lead, real)
 
     def _monomial_tensors(self, step, values, transpose: bool):
         key = (id(step), transpose, values.dtype, str(values.device))
@@ -212,8 +217,7 @@ class MixedProgram:
             psi = _lead4(psi.reshape(*psi.shape[: psi.ndim - k], 1 << k, 1), self, si)
             blocks.append((self.structure.slots[si].wires, psi @ psi.mH))
         prepared = {w for si in self.preps for w in self.structure.slots[si].wires}
-        zero = torch.zeros(1, 1, 2, 2, dtype=dtype, device=device)
-        zero[..., 0, 0] = 1
+        zero = literal(((1, 0), (0, 0)), device, dtype).reshape(1, 1, 2, 2)  # |0><0| once per device (never written)
         for w in range(self.n):
             if w in prepared:
                 continue

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from ..._constants import on_device
 from .pauli import _conjugation, _images_of, _index_of_xz, transfer_back, unitary_superoperator
 
 SPARSE_WALK_MAX_FRACTION = 1 / 16
@@ -79,6 +80,7 @@ class SparseStart:
             keys = new_keys
         self.rows = torch.as_tensor(keys & low)  # the strings reached after the sparse prefix, and whose they are
         self.owner = torch.as_tensor(keys >> (2 * n))
+        self._dense: dict = {}  # (first, stop) -> the strings observables first .. stop - 1 own (``dense``)
 
     @property
     def steps(self) -> int:
@@ -95,7 +97,7 @@ class SparseStart:
         """The measured strings' coefficients ``[K0]`` stepped back through the prefix: ``[K]`` of ``rows``."""
         for (kind, a, b), step in zip(ops, self.maps):
             if kind == "gather":
-                coef = coef * step[1].to(device=coef.device, dtype=coef.dtype)
+                coef = coef * on_device(step[1], coef.device, coef.dtype)
             elif kind == "run":
                 for w, part in step[1]:
                     coef = _apply_spread(coef, a[w], part)
@@ -106,11 +108,14 @@ class SparseStart:
     def dense(self, coef: torch.Tensor, first: int, stop: int) -> torch.Tensor:
         """``[4**n, 1, stop - first]`` dense coefficients of observables ``first .. stop - 1`` (the walk's dense
         rest)."""
-        owner = self.owner.to(coef.device)
-        mine = ((owner >= first) & (owner < stop)).nonzero().squeeze(1)
+        key = (first, stop)
+        hit = self._dense.get(key)
+        if hit is None:  # which strings these observables own: from the plan's tables, once, on the host
+            mine = ((self.owner >= first) & (self.owner < stop)).nonzero().squeeze(1)
+            hit = self._dense[key] = (mine, self.rows[mine], self.owner[mine] - first)
+        mine, rows, owner = (on_device(t, coef.device) for t in hit)
         out = coef.new_zeros(1 << (2 * self.n), stop - first)
-        index = (self.rows.to(coef.device)[mine], owner[mine] - first)
-        return out.index_put(index, coef[mine]).reshape(out.shape[0], 1, -1)
+        return out.index_put((rows, owner), coef[mine]).reshape(out.shape[0], 1, -1)
 
     def expvals(self, coef: torch.Tensor, bloch: list[torch.Tensor], max_memory: float = float("inf")) -> torch.Tensor:
         """``[M, L]``: ``sum_k [owner_k = m] coef[k] prod_w bloch[w][l, digit_w(rows[k])]``, the wires in two
@@ -120,7 +125,7 @@ class SparseStart:
         n, half = self.n, (self.n + 1) // 2
         left = _kron(bloch[:half])
         right = _kron(bloch[half:]) if n > half else left.new_ones(left.shape[0], 1)
-        rows, owner = self.rows.to(coef.device), self.owner.to(coef.device)
+        rows, owner = on_device(self.rows, coef.device), on_device(self.owner, coef.device)
         shift = 2 * (n - half)
         recording = torch.is_grad_enabled() and any(t.requires_grad for t in (coef, left, right))
         recompute = recording and 2 * left.shape[0] * len(rows) * coef.dtype.itemsize > max_memory / 2
@@ -227,9 +232,9 @@ def _wide_mask(step_slots: tuple, slots, k: int) -> np.ndarray:
 def _apply_spread(coef: torch.Tensor, r: torch.Tensor, part) -> torch.Tensor:
     """``coef'[dst] += r[new_digit, old_digit] coef[src]`` (the dense step ``o' = r o`` on the listed strings)."""
     dst, src, new_d, old_d, size = part
-    device = coef.device
-    weights = r[new_d.to(device), old_d.to(device)] * coef[src.to(device)]
-    return coef.new_zeros(size).index_add(0, dst.to(device), weights)
+    device = coef.device  # the plan's index tables, copied to the device once (``on_device``)
+    weights = r[on_device(new_d, device), on_device(old_d, device)] * coef[on_device(src, device)]
+    return coef.new_zeros(size).index_add(0, on_device(dst, device), weights)
 
 
 def _backward_images(step, rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -8,6 +8,7 @@ from pennylane.measurements import ExpectationMP, ProbabilityMP, VarianceMP
 
 from .....errors import UnsupportedOperationError
 from ....._variant import Variant
+from ..._constants import literal
 from ..._options import SimOptions
 from ..._structure import TapeStructure
 from ..._values import _expand_lead
@@ -166,7 +167,7 @@ class ClosedProgram:
         if any(isinstance(c, torch.Tensor) for c in coeffs):
             weights = torch.stack([torch.as_tensor(c, dtype=values.real_dtype, device=values.device) for c in coeffs])
         else:
-            weights = torch.tensor(coeffs, dtype=values.real_dtype, device=values.device)
+            weights = literal(tuple(coeffs), values.device, values.real_dtype)  # made once per device, not per call
         total = (joint.contract(values).real * weights).sum() + _sentence_constant(ps)
         return total.expand(lead_shape) if lead_shape else total
 

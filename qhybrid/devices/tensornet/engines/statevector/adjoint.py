@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 from ...._threads import threads_for
+from ..._constants import on_device
 from . import kernels
 from .buffers import fresh
 from .zwords import z_expvals
@@ -126,7 +127,7 @@ class BoundNode(torch.autograd.Function):
         psi, keep = run_keeping(actions, tensors, bound.n, 1, B)
         signs = bound.signs
         if signs is not None:
-            signs = bound.program._signs_on(signs, psi.device, psi.dtype)
+            signs = on_device(signs, psi.device, psi.dtype.to_real())
         ctx.bound, ctx.fallback, ctx.signs = bound, fallback, signs
         ctx.run = (actions, tensors, record, psi, keep)
         ctx.save_for_backward(*inputs)

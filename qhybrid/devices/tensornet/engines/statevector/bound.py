@@ -36,11 +36,12 @@ class _Chain:
     """Every wire, in every fusion step, whose waiting gates have the same kinds in the same order: their
     fused matrices are built together, ``[entries, Bx, 2, 2]`` (Bx: the batch where a gate is batched)."""
 
-    __slots__ = ("elems", "batched", "entries", "slots")
+    __slots__ = ("elems", "batched", "entries", "slots", "real")
 
     def __init__(self):
         self.elems: list = []  # per chain position: ("g", group, positions tensor) or ("c", ops)
         self.batched = False
+        self.real = True  # every gate of every entry is real-valued by kind (RY, Hadamard): see ``real_gate``
         self.entries: list = []  # (step, wire)
         self.slots: list = []  # the waiting slots of each entry
 
@@ -121,6 +122,7 @@ class BoundProgram:
                 chain.entries.append((s, w))
                 chain.slots.append(slots)
                 chain.batched = chain.batched or any(structure.slots[si].batched for si in slots)
+                chain.real = chain.real and program.real_slots.issuperset(slots)
             if step.kind == "product":
                 compiled.append(("product", refs))
                 continue
@@ -130,7 +132,7 @@ class BoundProgram:
                     plan.append(("single", q, members[0]))
                 else:
                     size_blocks = blocks_by_size.setdefault(len(members), [])
-                    plan.append(("block", q, len(members), len(size_blocks)))
+                    plan.append(("block", q, len(members), len(size_blocks), members))
                     size_blocks.append(members)
             plan.extend(("lead", w, ref) for w, ref in sorted(refs.items()) if chains[ref[0]].batched)
             compiled.append(("local", plan))
@@ -201,8 +203,8 @@ class BoundProgram:
         columns: dict = {}
         actions, tensors, origins = [], [], []
 
-        def add(kind, info, ts, origin):
-            actions.append(Action(kind, info, len(tensors), len(tensors) + len(ts)))
+        def add(kind, info, ts, origin, real=False):
+            actions.append(Action(kind, info, len(tensors), len(tensors) + len(ts), real))
             tensors.extend(ts)
             origins.extend(origin)
 
@@ -218,11 +220,12 @@ class BoundProgram:
             elif kind == "local":
                 for item in data:
                     if item[0] == "block":
-                        _, q, size, b = item
-                        add("plain", (q, size), [K[size][b]], [("kron", size, b)])
+                        _, q, size, b, refs = item
+                        real_block = all(self.chains[ci].real for ci, _ in refs)
+                        add("plain", (q, size), [K[size][b]], [("kron", size, b)], real_block)
                     elif item[0] == "single":
                         _, q, (ci, e) = item
-                        add("plain", (q, 1), [F[ci][e, 0]], [("mat", ci, e)])
+                        add("plain", (q, 1), [F[ci][e, 0]], [("mat", ci, e)], self.chains[ci].real)
                     else:
                         _, w, (ci, e) = item
                         add("lead", (w, 1), [F[ci][e].unsqueeze(0)], [("lead", ci, e)])
@@ -304,7 +307,7 @@ class BoundProgram:
         if perm is not None:
             m = m.reshape(*m.shape[:-2], *(2,) * (2 * len(slot.wires))).permute(perm).reshape(m.shape)
         origin = None if origin is None else (*origin, inverse, lead)
-        add(kind, info, [m], [origin])
+        add(kind, info, [m], [origin], si in self.program.real_slots)
 
     def _placement(self, si, nl) -> tuple:
         """(action kind, info, axis permutation sorting the gate's wires or None, its inverse) of a gate slot

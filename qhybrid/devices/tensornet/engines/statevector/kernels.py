@@ -36,12 +36,13 @@ from .block_cotangent import block_cotangent
 
 
 class Action:
-    """One step of a program: ``kind``, static ``info``, and its tensors ``[start, stop)`` of a flat list."""
+    """One step of a program: ``kind``, static ``info``, and its tensors ``[start, stop)`` of a flat list.
+    ``real``: its matrix is real-valued by construction (known at plan time from the gate kinds)."""
 
-    __slots__ = ("kind", "info", "start", "stop")
+    __slots__ = ("kind", "info", "start", "stop", "real")
 
-    def __init__(self, kind: str, info, start: int, stop: int):
-        self.kind, self.info, self.start, self.stop = kind, info, start, stop
+    def __init__(self, kind: str, info, start: int, stop: int, real: bool = False):
+        self.kind, self.info, self.start, self.stop, self.real = kind, info, start, stop, real
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"Action({self.kind}, {self.info}, {self.start}:{self.stop})"
@@ -76,21 +77,20 @@ a 16 x 16 block on a 24-wire state 0.31-0.46 s against 0.42-0.60 s complex on th
 it the check of the matrix costs more than it saves."""
 
 
-def _real_part(psi, m):
-    """``m``'s real part when ``m`` is real-valued and multiplying the state's real view pays (a large state,
-    nothing recorded by autograd: a real GEMM would drop the imaginary direction of ``m``'s gradient), else None."""
-    if not m.is_complex() or psi.numel() < REAL_GEMM_MIN_AMPLITUDES or m.requires_grad or psi.requires_grad:
+def _real_part(psi, m, real: bool):
+    """``m``'s real part when ``m`` is real-valued (``real``: known from the plan, never read from its values,
+    which would wait for the device) and multiplying the state's real view pays (a large state, nothing
+    recorded by autograd: a real GEMM would drop the imaginary direction of ``m``'s gradient), else None."""
+    if not real or not m.is_complex() or psi.numel() < REAL_GEMM_MIN_AMPLITUDES or m.requires_grad or psi.requires_grad:
         return None
-    m = m.resolve_conj()
-    if bool(torch.any(m.imag)):
-        return None
-    return m.real.contiguous()
+    return m.resolve_conj().real.contiguous()
 
 
-def apply_plain(psi, m, q, k, out=None):
-    """``m`` on wires q..q+k-1 (``out``: a free state-sized buffer to write into)."""
+def apply_plain(psi, m, q, k, real: bool = False, out=None):
+    """``m`` on wires q..q+k-1 (``real``: ``m`` is real-valued by construction; ``out``: a free state-sized
+    buffer to write into)."""
     view = psi.reshape(1 << q, 1 << k, -1)
-    real = _real_part(psi, m) if view.shape[2] > 1 and psi.is_contiguous() else None
+    real = _real_part(psi, m, real) if view.shape[2] > 1 and psi.is_contiguous() else None
     if real is not None:  # [.., D, rest] complex = [.., D, 2 rest] real: one real GEMM per slice
         rview = torch.view_as_real(psi).view(1 << q, 1 << k, -1)
         if out is not None:
@@ -184,7 +184,7 @@ def apply(psi, action: Action, ts: Sequence[torch.Tensor], n: int, differentiabl
     """``action`` applied to ``psi`` (``ts``: its tensors; ``pool``: free buffers to write the result into)."""
     kind, info = action.kind, action.info
     if kind == "plain":
-        return into(pool, psi, apply_plain, psi, ts[0], *info)
+        return into(pool, psi, apply_plain, psi, ts[0], *info, action.real)
     if kind == "lead":
         return apply_lead(psi, ts[0], *info)
     if kind == "monomial":
@@ -269,11 +269,12 @@ def unapply(psi, h, action: Action, ts, needs, n, keep_state: bool = True, pool:
         q, k = info
         m = ts[0]
         fn = apply_plain if kind == "plain" else apply_lead
-        before = into(pool, psi, fn, psi, _small(m.mH), q, k) if keep_state else psi
+        at = (q, k, action.real) if kind == "plain" else (q, k)
+        before = into(pool, psi, fn, psi, _small(m.mH), *at) if keep_state else psi
         g_m = block_cotangent(h, before, m, q, k, kind == "lead") if needs[0] else None
         if own_psi and keep_state:
             pool.give(psi)
-        h_new = into(pool, h, fn, h, _small(m.mT), q, k)
+        h_new = into(pool, h, fn, h, _small(m.mT), *at)
         if own_h:
             pool.give(h)
         return before, h_new, [g_m]

@@ -40,6 +40,8 @@ import torch
 
 from ...._threads import threads_for
 from . import diagonal, kernels
+from ..._constants import on_device
+from ..._gates import real_gate
 from ..._structure import TapeStructure
 from .allocator import tune_allocator as _tune_allocator
 from .blocks import _Kron, _build_krons, _full_monomial, _monomial
@@ -79,7 +81,6 @@ class StateVectorProgram:
         self.max_memory = max_memory
         self._lead = max(stack_size, 1) * (structure.batch_size or 1)
         check_state_memory(n, self._lead, dtype.itemsize, max_memory, gradient=False, what="the circuit's state")
-        self._signs_cache: dict = {}
         self._two_level: dict = {}  # slot -> its excitation tables (made at the first run)
         self.structure = structure
         self.stacked = stacked
@@ -170,6 +171,11 @@ class StateVectorProgram:
             for op in (tape.operations[slot.op_index] for slot in structure.slots if slot.kind == "const")
             if op.num_params > 0
         )
+        # gates real for every angle (RY, CNOT, Hadamard): their blocks may multiply a large state's real view
+        self.real_slots = frozenset(
+            si for si, slot in enumerate(structure.slots)
+            if slot.kind in ("fast", "const") and real_gate(slot.kind, tape.operations[slot.op_index])
+        )
         self.measure = z_reader(tape, structure) if n > 0 else None
         self.measure_signs = self.measure
         last = self.steps[-1] if self.steps else None
@@ -209,17 +215,6 @@ class StateVectorProgram:
         the sign matrix, since they do not change the probabilities."""
         return self._run(values, self.measure_signs)
 
-    def _signs_on(self, signs: torch.Tensor, device, dtype) -> torch.Tensor:
-        """The sign matrix in the state's real dtype on its device, converted once per (device, dtype)."""
-        real = torch.empty((), dtype=dtype).real.dtype
-        if signs.device == device and signs.dtype == real:
-            return signs
-        cache = self._signs_cache
-        key = (id(signs), device, real)
-        if key not in cache:
-            cache[key] = (signs, signs.to(device=device, dtype=real))
-        return cache[key][1]
-
     def _run(self, values, signs):
         S = self.stack_size or 1
         B = self.structure.batch_size or 1
@@ -233,7 +228,7 @@ class StateVectorProgram:
             check_state_memory(self.n, self._lead, values.dtype.itemsize, self.max_memory, gradient=True,
                                what="the circuit's state and its gradient")
         if signs is not None:
-            signs = self._signs_on(signs, values.device, values.dtype)
+            signs = on_device(signs, values.device, values.dtype.to_real())  # copied once per device and dtype
         actions, tensors = self.actions(values, sparse_ok=not grad, measuring=signs is not None)
         if grad and any(t.requires_grad for t in tensors):
             if self.unitary and all(is_unitary(values.matrix(si)) for si in self.user_matrices):
@@ -250,8 +245,8 @@ class StateVectorProgram:
         actions: list[Action] = []
         tensors: list[torch.Tensor] = []
 
-        def add(kind, info, *ts):
-            actions.append(Action(kind, info, len(tensors), len(tensors) + len(ts)))
+        def add(kind, info, *ts, real=False):
+            actions.append(Action(kind, info, len(tensors), len(tensors) + len(ts), real))
             tensors.extend(ts)
 
         steps = self.steps[:-1] if measuring and self.steps[-1].kind == "monomial" else self.steps
@@ -327,8 +322,9 @@ class StateVectorProgram:
             info = ([(q, k) for q, k, _ in blocks], [(q, k) for q, k, _ in sub], [w for w, _, _ in sparse], idx)
             add("redo", info, *(K for _, _, K in blocks), *(K for _, _, K in sub), *(m for _, m, _ in sparse))
         else:
+            real = {w for w, slots in pending.items() if self.real_slots.issuperset(slots)}
             for q, k, K in blocks:
-                add("plain", (q, k), K)
+                add("plain", (q, k), K, real=real.issuperset(range(q, q + k)))
         for w, m in leaded:
             add("lead", (w, 1), m)
 
@@ -383,7 +379,7 @@ class StateVectorProgram:
             m = t.permute(perm).reshape(*lead_dims, 2**k, 2**k)
             wires = sorted(wires)
         if wires == list(range(wires[0], wires[0] + k)):
-            add("lead" if lead else "plain", (wires[0], k), m)
+            add("lead" if lead else "plain", (wires[0], k), m, real=si in self.real_slots)
         else:
             add("scattered", (tuple(wires), lead), m)
 

@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from pennylane.measurements import ExpectationMP
 
+from ..._constants import on_device
 from ...readout.measure import probabilities
 from ..._structure import TapeStructure
 
@@ -62,5 +63,5 @@ def _plain_numbers(data) -> bool:
 def z_expvals(signs: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
     """[measurements, S', B'] expectation values from the sign matrix and the state."""
     probs = probabilities(psi)  # [2**n, S', B']
-    signs = signs.to(device=probs.device, dtype=probs.dtype)
+    signs = on_device(signs, probs.device, probs.dtype)
     return torch.matmul(signs, probs.reshape(probs.shape[0], -1)).reshape(signs.shape[0], *probs.shape[1:])
