@@ -178,6 +178,11 @@ def real_gate(kind: str, op: qml.operation.Operator) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _real_closed_form(name: str) -> bool:
+    if name in TWO_LEVEL:  # the entries are analytic in the angle: zero imaginary parts at two generic angles
+        return not any(
+            bool(excitation_matrix(name, [torch.tensor(a, dtype=torch.float64)], torch.complex128, "cpu").imag.any())
+            for a in (0.7, 2.3)
+        )
     zeros = [torch.zeros((), dtype=torch.float64)] * 3  # enough angles for any builder (Rot takes three)
     return all(v is None for v in _BUILDERS[name][1](zeros)[1])
 
