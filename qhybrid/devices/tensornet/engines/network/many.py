@@ -101,7 +101,7 @@ class ManyTrees:
         needs: list[dict] = []  # per network: tensor id -> whether a cotangent must reach it
         steps_by_wave: dict[int, list] = {}
         large: list[list[int]] = []  # per network: its large steps (and those above them), depth first
-        small_made = kept = largest = 0  # elements: small results, large steps' operands, the largest tensor
+        small_made = small_read = kept = largest = 0  # elements: small results and operands, large steps' operands, the largest tensor
         # id of a position array (kept in ``stored`` meanwhile) -> whether it needs a cotangent: networks over
         # overlapping cones share their gates' arrays, and testing each leaf took a sixth of the build
         leaf_needs: dict[int, bool] = {}
@@ -131,10 +131,16 @@ class ManyTrees:
                 else:
                     steps_by_wave.setdefault(height[node], []).append((i, node, left, right, indices[node], plan._sizes))
                     small_made += sizes[2]
+                    small_read += sizes[0] + sizes[1]
             large.append(order)
         need = self.need = WAVE_BUFFERS * (2 * table_size + small_made) + kept + SEQUENCE_LIVE * largest
         if max_elements is not None and need > max_elements:  # before any position table is made
             raise NotTogether(f"the networks' intermediates together ({need:.3g} elements) exceed the memory target")
+        self.small_read = small_read
+        self.keep_waves = max_elements is None or need + small_read <= max_elements
+        """Whether the forward keeps every wave's gathered operands (``small_read`` elements) for the backward,
+        where they fit beside the rest: two gathers by random positions a wave fewer in the backward (Q100
+        p=3: 48 of ~770 a step)."""
         self.waves, self.small_size = build_waves(steps_by_wave, stored, 2 * table_size, needs)
         self.sequence = Sequence()
         held: list[dict] = [{} for _ in plans]  # per network: tensor id -> (slot, index order)
@@ -207,12 +213,14 @@ class ManyTrees:
         waves, sequence, roots = self._at(table.device)
         tune_allocator(self.size * table.element_size())  # every step's tensors again: reuse the heap's pages
         small = self._small(table)
-        waves_forward(self.waves, waves, small)
-        keep: dict = {}
+        keep: dict = {"waves": [] if getattr(self, "keep_waves", False) else None}
+        waves_forward(self.waves, waves, small, keep["waves"])
         held = sequence.forward(small, keep)
-        return _outputs(roots, small, held), small, keep["gathered"]
+        return _outputs(roots, small, held), small, keep
 
-    def _backward(self, small: torch.Tensor, gathered: list, grad: torch.Tensor) -> torch.Tensor:
+    def _backward(self, small: torch.Tensor, keep: dict, grad: torch.Tensor) -> torch.Tensor:
+        """The table's cotangent (``keep``: what the forward kept, released as the passes go)."""
+        gathered, kept_waves = keep["gathered"], keep["waves"]
         waves, sequence, roots = self._at(small.device)
         cot = self._scratch(small)
         cot_held: list = [None] * len(sequence.steps)
@@ -233,7 +241,7 @@ class ManyTrees:
                 cot_held[slot] = g if cot_held[slot] is None else cot_held[slot] + g
                 at += count
         sequence.backward(gathered, cot_held, cot)
-        waves_backward(self.waves, waves, small, cot)
+        waves_backward(self.waves, waves, small, cot, kept_waves)
         t = self.table_size
         out = 2 * cot[:t].conj() if self.mirrored else cot[:t].conj() + cot[t : 2 * t]
         self._spare.append(cot)
