@@ -43,6 +43,7 @@ import torch
 
 from ..statevector.allocator import tune_allocator
 from .fuse import fuse_chains
+from .many_arena import Arena, arena_fits
 from .many_sequence import Sequence, fetch_of
 from .many_waves import NotTogether, build_waves, prod, split_step, waves_backward, waves_forward, waves_recorded
 
@@ -209,20 +210,39 @@ class ManyTrees:
         small[t : 2 * t] = table.conj()
         return small
 
+    def _arena(self, table: torch.Tensor) -> tuple:
+        """``(arena, lease)`` where this schedule keeps its wave buffers between steps and no step holds
+        them (``many_arena``), else ``(None, None)``."""
+        if not arena_fits(self):
+            return None, None
+        arenas = self.__dict__.setdefault("_arenas", {})
+        key = (str(table.device), table.dtype)
+        arena = arenas.get(key)
+        if arena is None:
+            arena = arenas[key] = Arena(self, self._at(table.device)[0], table.dtype, table.device)
+        lease = arena.take()
+        return (arena, lease) if lease is not None else (None, None)
+
     def _forward(self, table: torch.Tensor) -> tuple:
         waves, sequence, roots = self._at(table.device)
         tune_allocator(self.size * table.element_size())  # every step's tensors again: reuse the heap's pages
-        small = self._small(table)
-        keep: dict = {"waves": [] if getattr(self, "keep_waves", False) else None}
-        waves_forward(self.waves, waves, small, keep["waves"])
+        arena, lease = self._arena(table)
+        keep: dict = {"arena": arena, "lease": lease, "waves": None}
+        if arena is not None:
+            small = arena.load(table)
+            arena.waves_forward(self.waves, waves)
+        else:
+            small = self._small(table)
+            keep["waves"] = [] if getattr(self, "keep_waves", False) else None
+            waves_forward(self.waves, waves, small, keep["waves"])
         held = sequence.forward(small, keep)
         return _outputs(roots, small, held), small, keep
 
     def _backward(self, small: torch.Tensor, keep: dict, grad: torch.Tensor) -> torch.Tensor:
         """The table's cotangent (``keep``: what the forward kept, released as the passes go)."""
-        gathered, kept_waves = keep["gathered"], keep["waves"]
+        gathered, kept_waves, arena = keep["gathered"], keep["waves"], keep["arena"]
         waves, sequence, roots = self._at(small.device)
-        cot = self._scratch(small)
+        cot = arena.cot.zero_() if arena is not None else self._scratch(small)
         cot_held: list = [None] * len(sequence.steps)
         # the passes carry conjugated cotangents (h = conj(g)): h_A = h_C B^T and h_B = A^T h_C need no
         # conjugate of any operand, where g_A = g_C B^H would resolve one copy of each (a pass over the large
@@ -241,11 +261,15 @@ class ManyTrees:
                 cot_held[slot] = g if cot_held[slot] is None else cot_held[slot] + g
                 at += count
         sequence.backward(gathered, cot_held, cot)
-        waves_backward(self.waves, waves, small, cot, kept_waves)
-        t = self.table_size
-        out = 2 * cot[:t].conj() if self.mirrored else cot[:t].conj() + cot[t : 2 * t]
-        self._spare.append(cot)
-        return out
+        if arena is not None:
+            arena.waves_backward(self.waves, waves)
+            head, conj = arena.cot_table, arena.cot_conj
+        else:
+            waves_backward(self.waves, waves, small, cot, kept_waves)
+            t = self.table_size
+            head, conj = cot[:t], cot[t : 2 * t]
+            self._spare.append(cot)
+        return 2 * head.conj() if self.mirrored else head.conj() + conj
 
     def _scratch(self, like: torch.Tensor) -> torch.Tensor:
         """A zeroed buffer like ``like``: the last backward's, when it matches (a fresh one of some megabytes
@@ -319,21 +343,29 @@ class _Contract(torch.autograd.Function):
     def setup_context(ctx, inputs, output):
         ctx.trees = inputs[0]
         ctx.mark_non_differentiable(output[1])
-        ctx.save_for_backward(inputs[1], output[1])
+        ctx.save_for_backward(inputs[1])
+        # the buffer as an attribute, not a saved tensor: an arena's buffer is written again by a later step
+        # once this backward has run, and a second backward through a retained graph runs its forward anew
+        ctx.small = output[1]
         ctx.gathered = output[2]
 
     @staticmethod
     def backward(ctx, grad, _small, _gathered):
-        table, small = ctx.saved_tensors
-        if torch.is_grad_enabled():  # a graph of the backward is wanted: differentiate a recorded forward
-            with torch.enable_grad():
-                out = ctx.trees._recorded(table)
-                (g,) = torch.autograd.grad(out, table, grad, create_graph=True)
-            return None, g
-        gathered, ctx.gathered = ctx.gathered, None  # released step by step as the backward goes
-        if gathered is None:  # a second backward through the same graph: run the forward again
-            _, small, gathered = ctx.trees._forward(table)
-        return None, ctx.trees._backward(small, gathered, grad.to(small.dtype))
+        (table,) = ctx.saved_tensors
+        keep, ctx.gathered = ctx.gathered, None  # released step by step as the backward goes
+        small, ctx.small = ctx.small, None
+        try:
+            if torch.is_grad_enabled():  # a graph of the backward is wanted: differentiate a recorded forward
+                with torch.enable_grad():
+                    out = ctx.trees._recorded(table)
+                    (g,) = torch.autograd.grad(out, table, grad, create_graph=True)
+                return None, g
+            if keep is None:  # a second backward through the same graph: run the forward again
+                _, small, keep = ctx.trees._forward(table)
+            return None, ctx.trees._backward(small, keep, grad.to(small.dtype))
+        finally:
+            if keep is not None:
+                keep["lease"] = None  # the arena (where it ran on one) is free for the next step
 
 
 __all__ = ["ManyTrees", "NotTogether", "BIG_STEP_ELEMENTS"]
