@@ -40,9 +40,12 @@ def _grad(trees, table, w):
     return g
 
 
+@pytest.mark.parametrize("tiny", [0, 40, 10**9])
 @pytest.mark.parametrize("split", [10**9, 6])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_arena_steps_match_fresh_buffers(seed, split, monkeypatch):
+def test_arena_steps_match_fresh_buffers(seed, split, tiny, monkeypatch):
+    """Every wave group a ``bmm``, some as elementwise products, or all of them; steps batched or split."""
+    monkeypatch.setattr(many_tiny, "TINY_PRODUCTS", tiny)
     trees, table, want, w = _setup(seed, monkeypatch, split)
     assert many_arena.arena_fits(trees)
     fresh = ManyTrees.__new__(ManyTrees)

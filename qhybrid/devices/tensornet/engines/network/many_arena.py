@@ -68,8 +68,34 @@ class Arena:
             adds += [(ib[b0:b1], gb[b0:b1])] if b1 > b0 else []
             self.forward.append((ia, ib, a, b, fwd))
             self.backward.append((bwd, adds))
+        self._tiny(trees, indices, dtype, device)
         self.busy = 0  # the generation of the lease that holds it (0: free)
         self._generation = 0
+
+    def _tiny(self, trees, indices: list, dtype, device) -> None:
+        """Per wave, its tiny parts' runs over two scratch buffers shared by every part (``many_tiny``):
+        forward ``(ta, tb, a, b, results, a as [-1, k] or None where k is 1)``, backward per side ``(index, other factors' positions, gathered, the results' cotangents [-1, 1],
+        products [-1, k])``."""
+        size = max((len(t.index_a) for w in trees.waves for t in w.tiny), default=0)
+        one = torch.empty(size, dtype=dtype, device=device)
+        two = torch.empty(size, dtype=dtype, device=device)
+        self.tiny_forward, self.tiny_backward = [], []
+        for wave, (_, _, tiny) in zip(trees.waves, indices):
+            fwd, bwd = [], []
+            for part, (ta, tb) in zip(wave.tiny, tiny):
+                n, k = len(ta), part.k
+                out = self.small[part.out[0] : part.out[1]]
+                a, b = one[:n], two[:n]
+                fwd.append((ta, tb, a, b, out, a.view(-1, k) if k > 1 else None))
+                sides = []
+                for (p0, p1), mine, other in ((part.a_need, ta, tb), (part.b_need, tb, ta)):
+                    if p1 > p0:
+                        hc = self.cot[part.out[0] + p0 // k : part.out[0] + p1 // k].view(-1, 1)
+                        gathered, products = one[: p1 - p0], two[: p1 - p0]
+                        sides.append((mine[p0:p1], other[p0:p1], gathered, hc, gathered.view(-1, k), products, products.view(-1, k)))
+                bwd.append(sides)
+            self.tiny_forward.append(fwd)
+            self.tiny_backward.append(bwd)
 
     def take(self) -> _Lease | None:
         """A lease on the arena, or None while a step holds it."""
@@ -93,9 +119,15 @@ class Arena:
 
     def waves_forward(self, waves: list, indices: list) -> None:
         small = self.small
-        for wave, (_, _, tiny), run in zip(waves, indices, self.forward):
-            for part, (ta, tb) in zip(wave.tiny, tiny):
-                many_tiny.tiny_forward(part, ta, tb, small)
+        for run, tiny in zip(self.forward, self.tiny_forward):
+            for ta, tb, a, b, out, rows in tiny:  # C[o] = sum_l A[pa(o, l)] B[pb(o, l)]
+                torch.index_select(small, 0, ta, out=a)
+                torch.index_select(small, 0, tb, out=b)
+                if rows is None:  # one product a result
+                    torch.mul(a, b, out=out)
+                else:
+                    a.mul_(b)
+                    torch.sum(rows, 1, out=out)
             if run is None:
                 continue
             ia, ib, a, b, groups = run
@@ -108,8 +140,11 @@ class Arena:
         """``many_waves.waves_backward`` over the arena's buffers (the forward's gathers are still there)."""
         small, cot = self.small, self.cot
         for w in range(len(waves) - 1, -1, -1):
-            for part, (ta, tb) in zip(waves[w].tiny, indices[w][2]):
-                many_tiny.tiny_backward(part, ta, tb, small, cot)
+            for sides in self.tiny_backward[w]:  # h_A[pa] += h_C[o] B[pb], and the same for B
+                for mine, other, gathered, hc, gathered2, products, products2 in sides:
+                    torch.index_select(small, 0, other, out=gathered)
+                    torch.mul(hc, gathered2, out=products2)
+                    cot.index_add_(0, mine, products)
             run = self.backward[w]
             if run is None:
                 continue
@@ -125,7 +160,9 @@ class Arena:
 
 def arena_fits(trees) -> bool:
     """Whether ``trees`` keeps an arena: its waves' buffers kept anyway (``keep_waves``) and within the cap."""
-    return bool(getattr(trees, "keep_waves", False)) and 2 * (trees.small_size + trees.small_read) <= ARENA_MAX_ELEMENTS
+    products = max((len(t.index_a) for w in trees.waves for t in w.tiny), default=0)
+    size = 2 * (trees.small_size + trees.small_read + products)
+    return bool(getattr(trees, "keep_waves", False)) and size <= ARENA_MAX_ELEMENTS
 
 
 __all__ = ["Arena", "ARENA_MAX_ELEMENTS", "arena_fits"]
