@@ -34,7 +34,6 @@ tensor([3.+0.j, 7.+0.j], dtype=torch.complex128)
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Sequence as Seq
 
@@ -44,6 +43,7 @@ import torch
 from ..statevector.allocator import tune_allocator
 from .fuse import fuse_chains
 from .many_arena import Arena, arena_fits
+from .many_roots import RootLayout
 from .many_sequence import Sequence, fetch_of
 from .many_waves import NotTogether, build_waves, prod, split_step, waves_backward, waves_forward, waves_recorded
 
@@ -193,6 +193,7 @@ class ManyTrees:
                 for w in self.waves
             ]
             roots = [r if r[0] == "held" else ("small", torch.from_numpy(np.array(r[1], order="C")).to(device)) for r in self._roots]
+            roots = RootLayout(roots, device)
             got = self._on[key] = (waves, self.sequence.to(device), roots)
         return got
 
@@ -236,7 +237,7 @@ class ManyTrees:
             keep["waves"] = [] if getattr(self, "keep_waves", False) else None
             waves_forward(self.waves, waves, small, keep["waves"])
         held = sequence.forward(small, keep)
-        return _outputs(roots, small, held), small, keep
+        return roots.outputs(small, held), small, keep
 
     def _backward(self, small: torch.Tensor, keep: dict, grad: torch.Tensor) -> torch.Tensor:
         """The table's cotangent (``keep``: what the forward kept, released as the passes go)."""
@@ -248,18 +249,7 @@ class ManyTrees:
         # conjugate of any operand, where g_A = g_C B^H would resolve one copy of each (a pass over the large
         # operand of every large step); conjugated here on the way in and on the table's way out
         grad = grad.conj_physical()
-        at = 0
-        for r in roots:
-            if r[0] == "small":
-                cot.index_add_(0, r[1], grad[at : at + len(r[1])])
-                at += len(r[1])
-            else:
-                _, slot, shape, perm = r
-                count = math.prod(shape)
-                inverse = tuple(int(p) for p in np.argsort(perm))
-                g = grad[at : at + count].reshape([shape[p] for p in perm]).permute(inverse).reshape(-1)
-                cot_held[slot] = g if cot_held[slot] is None else cot_held[slot] + g
-                at += count
+        roots.backward(grad, cot, cot_held)
         sequence.backward(gathered, cot_held, cot)
         if arena is not None:
             arena.waves_backward(self.waves, waves)
@@ -284,7 +274,7 @@ class ManyTrees:
         """The forward with autograd recording (for a backward that builds its own graph)."""
         waves, sequence, roots = self._at(table.device)
         small = waves_recorded(self.waves, waves, torch.cat([table, table.conj()]))
-        return _outputs(roots, small, sequence.recorded(small))
+        return roots.outputs(small, sequence.recorded(small))
 
 
 def _mirrored(leaves, table_size: int, constants: int) -> bool:
@@ -320,17 +310,6 @@ def _depth_first(nodes: dict, root: int) -> list[int]:
         left, right = nodes[node]
         stack.extend(((node, True), (right, False), (left, False)))
     return order
-
-
-def _outputs(roots: list, small: torch.Tensor, held: list) -> torch.Tensor:
-    parts = []
-    for r in roots:
-        if r[0] == "small":
-            parts.append(small[r[1]])
-        else:
-            _, slot, shape, perm = r
-            parts.append(held[slot].view(shape).permute(perm).reshape(-1))
-    return torch.cat(parts)
 
 
 class _Contract(torch.autograd.Function):
