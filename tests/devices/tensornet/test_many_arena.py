@@ -26,6 +26,7 @@ class _Count(TorchDispatchMode):
 
 def _setup(seed, monkeypatch, split=10**9):
     monkeypatch.setattr(many, "BIG_STEP_ELEMENTS", split)
+    monkeypatch.setattr(many_arena, "SEQUENCE_DEVICES", ("cpu", "cuda"))  # the large steps' arena too
     plans, leaves, table = _random_networks(6, seed)
     trees = ManyTrees(plans, leaves, len(table))
     doubled = torch.cat([table, table.conj()])

@@ -236,7 +236,11 @@ class ManyTrees:
             small = self._small(table)
             keep["waves"] = [] if getattr(self, "keep_waves", False) else None
             waves_forward(self.waves, waves, small, keep["waves"])
-        held = sequence.forward(small, keep)
+        if arena is not None and arena.sequence is not None:
+            keep["gathered"] = None
+            held = arena.sequence.run_forward(small)
+        else:
+            held = sequence.forward(small, keep)
         return roots.outputs(small, held), small, keep
 
     def _backward(self, small: torch.Tensor, keep: dict, grad: torch.Tensor) -> torch.Tensor:
@@ -250,7 +254,10 @@ class ManyTrees:
         # operand of every large step); conjugated here on the way in and on the table's way out
         grad = grad.conj_physical()
         roots.backward(grad, cot, cot_held)
-        sequence.backward(gathered, cot_held, cot)
+        if arena is not None and arena.sequence is not None:
+            arena.sequence.run_backward(cot_held, cot)
+        else:
+            sequence.backward(gathered, cot_held, cot)
         if arena is not None:
             arena.waves_backward(self.waves, waves)
             head, conj = arena.cot_table, arena.cot_conj
