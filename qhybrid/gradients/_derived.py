@@ -97,15 +97,24 @@ def _chain(s: torch.Tensor, seen: set | None = None):
             root = node.variable
             return (root, flat, scale) if tuple(root.shape) == shape else None
         nexts = node.next_functions
-        live = [(k, n) for k, (n, _) in enumerate(nexts) if n is not None]
-        if len(live) != 1:
+        if len(nexts) == 1:
+            k, child = 0, nexts[0][0]
+        elif len(nexts) == 2 and (nexts[0][0] is None) != (nexts[1][0] is None):
+            k = 0 if nexts[0][0] is not None else 1
+            child = nexts[k][0]
+        else:
             return None
-        k, child = live[0]
+        if child is None:
+            return None
         if name == "SelectBackward0":
             sizes = tuple(node._saved_self_sym_sizes)
             dim, index = node._saved_dim, node._saved_index
             if index >= 2**63:  # a negative index, read back unsigned
                 index -= 2**64
+            if len(sizes) == 1 and not shape and type(sizes[0]) is int:  # a vector's entry (the usual case)
+                flat, shape = index % sizes[0], sizes
+                node = child
+                continue
             if not all(isinstance(n, int) for n in sizes):
                 return None
             dim %= len(sizes)
@@ -169,7 +178,7 @@ def _host_scalar(t: torch.Tensor) -> float | None:
     read from its memory: no torch op (a Python dispatch mode sees a wrapped number as a plain number and
     cannot hand it to one, and ``float(t)`` would be a host read in the step's op list). None elsewhere."""
     kind = _C_TYPES.get(t.dtype)
-    if kind is None or t.device.type != "cpu":
+    if kind is None or not t.is_cpu:
         return None
     return float(kind.from_address(t.data_ptr()).value)
 
