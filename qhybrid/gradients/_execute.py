@@ -18,6 +18,7 @@ from ..devices._tracking import track_run
 from .._variant import Variant
 from .jpc import JacobianProductCalculator
 from .launcher import Launcher
+from ._derived import fold
 from ..devices._protocol import one_node_results
 
 
@@ -32,6 +33,9 @@ class _Call:
         self.counts: list[int] = []
         self.sources: list[torch.Tensor] | None = None
         """The inputs the parameters were gathered from, when the JPC differentiates those directly."""
+        self.fold = None
+        """Where the sources are scalars derived from a few leaves (``_derived.fold``): those leaves are the
+        node's inputs, and the sources' gradients are folded into theirs."""
 
 
 class ExecuteTapes(torch.autograd.Function):
@@ -66,7 +70,8 @@ class ExecuteTapes(torch.autograd.Function):
             nested.append(list(dy[k : k + n]))
             k += n
         if call.sources is not None:
-            return (None, *call.jpc.compute_vjp(call.variants, call.trainable, nested, call.saved, sources=call.sources))
+            grads = call.jpc.compute_vjp(call.variants, call.trainable, nested, call.saved, sources=call.sources)
+            return (None, *(grads if call.fold is None else call.fold.grads(grads)))
         vjps = call.jpc.compute_vjp(call.variants, call.trainable, nested, call.saved)
         return (None, *(g for per in vjps for g in per))
 
@@ -120,7 +125,8 @@ def execute_variants(
     call = _Call(variants, trainable, jpc)
     call.sources = _sources(variants, trainable) if getattr(jpc, "differentiates_sources", False) else None
     if call.sources is not None:
-        flat = call.sources
+        call.fold = fold(call.sources)
+        flat = call.sources if call.fold is None else call.fold.roots
     else:  # gathered now, under the caller's grad mode (the JPC's backward reuses them)
         flat = [v.params[j] for v, tr in zip(variants, trainable) for j in tr]
         for v in variants:

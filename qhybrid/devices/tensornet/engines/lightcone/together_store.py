@@ -141,6 +141,7 @@ class TogetherStore:
             trees = many_store.from_plain(entry["trees"], flat)
             if trees.need > max_elements:  # (``ManyTrees``' memory guard, under the reader's target)
                 return None
+            trees.keep_waves = trees.keep_waves and trees.need + trees.small_read <= max_elements
             constants = _complex(entry["constants"], dtype, device)
             fast, at = {}, constants.numel()
             for name, dim, keys in entry["fast"]:

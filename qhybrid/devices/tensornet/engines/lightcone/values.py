@@ -40,9 +40,12 @@ class ConeValues(_Values):
         self._slots: dict[int, torch.Tensor] = {}
         self._matrices: dict[int, torch.Tensor] = {}
         self._stacks: dict[int, tuple[torch.Tensor, int]] = {}  # slot -> (its kind's matrices, position)
+        self._unbound: tuple | None = None  # the columns, unbound at the first read
 
     def _column(self, j: int, batched: bool) -> torch.Tensor:
-        c = self.columns[:, j] if self.stacked_rows else self.columns[j]
+        if self._unbound is None:  # every column in one op (one autograd node), not a select per parameter
+            self._unbound = self.columns.unbind(1 if self.stacked_rows else 0)
+        c = self._unbound[j]
         if self.columns.ndim == (3 if self.stacked_rows else 2):  # a batch axis: unbatched gates take one entry
             c = c if batched else c[..., 0]
         return c

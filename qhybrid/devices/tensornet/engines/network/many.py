@@ -34,7 +34,6 @@ tensor([3.+0.j, 7.+0.j], dtype=torch.complex128)
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from typing import Sequence as Seq
 
@@ -43,6 +42,8 @@ import torch
 
 from ..statevector.allocator import tune_allocator
 from .fuse import fuse_chains
+from .many_arena import Arena, arena_fits
+from .many_roots import RootLayout
 from .many_sequence import Sequence, fetch_of
 from .many_waves import NotTogether, build_waves, prod, split_step, waves_backward, waves_forward, waves_recorded
 
@@ -101,7 +102,7 @@ class ManyTrees:
         needs: list[dict] = []  # per network: tensor id -> whether a cotangent must reach it
         steps_by_wave: dict[int, list] = {}
         large: list[list[int]] = []  # per network: its large steps (and those above them), depth first
-        small_made = kept = largest = 0  # elements: small results, large steps' operands, the largest tensor
+        small_made = small_read = kept = largest = 0  # elements: small results and operands, large steps' operands, the largest tensor
         # id of a position array (kept in ``stored`` meanwhile) -> whether it needs a cotangent: networks over
         # overlapping cones share their gates' arrays, and testing each leaf took a sixth of the build
         leaf_needs: dict[int, bool] = {}
@@ -131,10 +132,16 @@ class ManyTrees:
                 else:
                     steps_by_wave.setdefault(height[node], []).append((i, node, left, right, indices[node], plan._sizes))
                     small_made += sizes[2]
+                    small_read += sizes[0] + sizes[1]
             large.append(order)
         need = self.need = WAVE_BUFFERS * (2 * table_size + small_made) + kept + SEQUENCE_LIVE * largest
         if max_elements is not None and need > max_elements:  # before any position table is made
             raise NotTogether(f"the networks' intermediates together ({need:.3g} elements) exceed the memory target")
+        self.small_read = small_read
+        self.keep_waves = max_elements is None or need + small_read <= max_elements
+        """Whether the forward keeps every wave's gathered operands (``small_read`` elements) for the backward,
+        where they fit beside the rest: two gathers by random positions a wave fewer in the backward (Q100
+        p=3: 48 of ~770 a step)."""
         self.waves, self.small_size = build_waves(steps_by_wave, stored, 2 * table_size, needs)
         self.sequence = Sequence()
         held: list[dict] = [{} for _ in plans]  # per network: tensor id -> (slot, index order)
@@ -186,6 +193,7 @@ class ManyTrees:
                 for w in self.waves
             ]
             roots = [r if r[0] == "held" else ("small", torch.from_numpy(np.array(r[1], order="C")).to(device)) for r in self._roots]
+            roots = RootLayout(roots, device)
             got = self._on[key] = (waves, self.sequence.to(device), roots)
         return got
 
@@ -203,41 +211,62 @@ class ManyTrees:
         small[t : 2 * t] = table.conj()
         return small
 
+    def _arena(self, table: torch.Tensor) -> tuple:
+        """``(arena, lease)`` where this schedule keeps its wave buffers between steps and no step holds
+        them (``many_arena``), else ``(None, None)``."""
+        if not arena_fits(self):
+            return None, None
+        arenas = self.__dict__.setdefault("_arenas", {})
+        key = (str(table.device), table.dtype)
+        arena = arenas.get(key)
+        if arena is None:
+            arena = arenas[key] = Arena(self, self._at(table.device)[0], table.dtype, table.device)
+        lease = arena.take()
+        return (arena, lease) if lease is not None else (None, None)
+
     def _forward(self, table: torch.Tensor) -> tuple:
         waves, sequence, roots = self._at(table.device)
         tune_allocator(self.size * table.element_size())  # every step's tensors again: reuse the heap's pages
-        small = self._small(table)
-        waves_forward(self.waves, waves, small)
-        keep: dict = {}
-        held = sequence.forward(small, keep)
-        return _outputs(roots, small, held), small, keep["gathered"]
+        arena, lease = self._arena(table)
+        keep: dict = {"arena": arena, "lease": lease, "waves": None}
+        if arena is not None:
+            small = arena.load(table)
+            arena.waves_forward(self.waves, waves)
+        else:
+            small = self._small(table)
+            keep["waves"] = [] if getattr(self, "keep_waves", False) else None
+            waves_forward(self.waves, waves, small, keep["waves"])
+        if arena is not None and arena.sequence is not None:
+            keep["gathered"] = None
+            held = arena.sequence.run_forward(small)
+        else:
+            held = sequence.forward(small, keep)
+        return roots.outputs(small, held), small, keep
 
-    def _backward(self, small: torch.Tensor, gathered: list, grad: torch.Tensor) -> torch.Tensor:
+    def _backward(self, small: torch.Tensor, keep: dict, grad: torch.Tensor) -> torch.Tensor:
+        """The table's cotangent (``keep``: what the forward kept, released as the passes go)."""
+        gathered, kept_waves, arena = keep["gathered"], keep["waves"], keep["arena"]
         waves, sequence, roots = self._at(small.device)
-        cot = self._scratch(small)
+        cot = arena.cot.zero_() if arena is not None else self._scratch(small)
         cot_held: list = [None] * len(sequence.steps)
         # the passes carry conjugated cotangents (h = conj(g)): h_A = h_C B^T and h_B = A^T h_C need no
         # conjugate of any operand, where g_A = g_C B^H would resolve one copy of each (a pass over the large
         # operand of every large step); conjugated here on the way in and on the table's way out
         grad = grad.conj_physical()
-        at = 0
-        for r in roots:
-            if r[0] == "small":
-                cot.index_add_(0, r[1], grad[at : at + len(r[1])])
-                at += len(r[1])
-            else:
-                _, slot, shape, perm = r
-                count = math.prod(shape)
-                inverse = tuple(int(p) for p in np.argsort(perm))
-                g = grad[at : at + count].reshape([shape[p] for p in perm]).permute(inverse).reshape(-1)
-                cot_held[slot] = g if cot_held[slot] is None else cot_held[slot] + g
-                at += count
-        sequence.backward(gathered, cot_held, cot)
-        waves_backward(self.waves, waves, small, cot)
-        t = self.table_size
-        out = 2 * cot[:t].conj() if self.mirrored else cot[:t].conj() + cot[t : 2 * t]
-        self._spare.append(cot)
-        return out
+        roots.backward(grad, cot, cot_held)
+        if arena is not None and arena.sequence is not None:
+            arena.sequence.run_backward(cot_held, cot)
+        else:
+            sequence.backward(gathered, cot_held, cot)
+        if arena is not None:
+            arena.waves_backward(self.waves, waves)
+            head, conj = arena.cot_table, arena.cot_conj
+        else:
+            waves_backward(self.waves, waves, small, cot, kept_waves)
+            t = self.table_size
+            head, conj = cot[:t], cot[t : 2 * t]
+            self._spare.append(cot)
+        return 2 * head.conj() if self.mirrored else head.conj() + conj
 
     def _scratch(self, like: torch.Tensor) -> torch.Tensor:
         """A zeroed buffer like ``like``: the last backward's, when it matches (a fresh one of some megabytes
@@ -252,7 +281,7 @@ class ManyTrees:
         """The forward with autograd recording (for a backward that builds its own graph)."""
         waves, sequence, roots = self._at(table.device)
         small = waves_recorded(self.waves, waves, torch.cat([table, table.conj()]))
-        return _outputs(roots, small, sequence.recorded(small))
+        return roots.outputs(small, sequence.recorded(small))
 
 
 def _mirrored(leaves, table_size: int, constants: int) -> bool:
@@ -290,17 +319,6 @@ def _depth_first(nodes: dict, root: int) -> list[int]:
     return order
 
 
-def _outputs(roots: list, small: torch.Tensor, held: list) -> torch.Tensor:
-    parts = []
-    for r in roots:
-        if r[0] == "small":
-            parts.append(small[r[1]])
-        else:
-            _, slot, shape, perm = r
-            parts.append(held[slot].view(shape).permute(perm).reshape(-1))
-    return torch.cat(parts)
-
-
 class _Contract(torch.autograd.Function):
     @staticmethod
     def forward(trees: ManyTrees, table: torch.Tensor) -> torch.Tensor:
@@ -311,21 +329,29 @@ class _Contract(torch.autograd.Function):
     def setup_context(ctx, inputs, output):
         ctx.trees = inputs[0]
         ctx.mark_non_differentiable(output[1])
-        ctx.save_for_backward(inputs[1], output[1])
+        ctx.save_for_backward(inputs[1])
+        # the buffer as an attribute, not a saved tensor: an arena's buffer is written again by a later step
+        # once this backward has run, and a second backward through a retained graph runs its forward anew
+        ctx.small = output[1]
         ctx.gathered = output[2]
 
     @staticmethod
     def backward(ctx, grad, _small, _gathered):
-        table, small = ctx.saved_tensors
-        if torch.is_grad_enabled():  # a graph of the backward is wanted: differentiate a recorded forward
-            with torch.enable_grad():
-                out = ctx.trees._recorded(table)
-                (g,) = torch.autograd.grad(out, table, grad, create_graph=True)
-            return None, g
-        gathered, ctx.gathered = ctx.gathered, None  # released step by step as the backward goes
-        if gathered is None:  # a second backward through the same graph: run the forward again
-            _, small, gathered = ctx.trees._forward(table)
-        return None, ctx.trees._backward(small, gathered, grad.to(small.dtype))
+        (table,) = ctx.saved_tensors
+        keep, ctx.gathered = ctx.gathered, None  # released step by step as the backward goes
+        small, ctx.small = ctx.small, None
+        try:
+            if torch.is_grad_enabled():  # a graph of the backward is wanted: differentiate a recorded forward
+                with torch.enable_grad():
+                    out = ctx.trees._recorded(table)
+                    (g,) = torch.autograd.grad(out, table, grad, create_graph=True)
+                return None, g
+            if keep is None:  # a second backward through the same graph: run the forward again
+                _, small, keep = ctx.trees._forward(table)
+            return None, ctx.trees._backward(small, keep, grad.to(small.dtype))
+        finally:
+            if keep is not None:
+                keep["lease"] = None  # the arena (where it ran on one) is free for the next step
 
 
 __all__ = ["ManyTrees", "NotTogether", "BIG_STEP_ELEMENTS"]

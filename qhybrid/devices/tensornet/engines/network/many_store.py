@@ -60,7 +60,7 @@ def to_plain(trees: ManyTrees) -> tuple[dict, np.ndarray]:
     roots = [[r[0], r[1], list(r[2]), list(r[3])] if r[0] == "held" else r for r in roots]
     meta = {
         "table_size": trees.table_size, "mirrored": trees.mirrored, "small_size": trees.small_size, "need": trees.need,
-        "waves": waves, "steps": steps, "roots": roots,
+        "small_read": trees.small_read, "waves": waves, "steps": steps, "roots": roots,
     }  # fmt: skip
     flat = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     return meta, flat
@@ -129,6 +129,8 @@ def from_plain(meta: dict, flat: np.ndarray) -> ManyTrees:
     trees = object.__new__(ManyTrees)
     trees.table_size, trees.mirrored, trees.small_size = table_size, bool(meta["mirrored"]), small_size
     trees.need = _int(meta["need"])
+    trees.small_read = _int(meta.get("small_read", 0))
+    trees.keep_waves = "small_read" in meta  # (the reader decides under its memory target: together_store)
     trees.waves, trees.sequence, trees._roots = waves, sequence, roots
     trees._on, trees._spare = {}, []
     return trees

@@ -177,30 +177,43 @@ def _span(parts: list) -> tuple[int, int]:
     return (parts[0][0], parts[-1][1]) if parts else (0, 0)
 
 
-def waves_forward(waves: list, indices: list, buffer: torch.Tensor) -> None:
-    """Run the waves, writing every result into ``buffer``."""
+def waves_forward(waves: list, indices: list, buffer: torch.Tensor, keep: list | None = None) -> None:
+    """Run the waves, writing every result into ``buffer``; ``keep``: a list that gets each wave's gathered
+    operands ``(a, b)`` for the backward (None: not kept, the backward gathers them again)."""
     for wave, (ia, ib, tiny) in zip(waves, indices):
         for part, (ta, tb) in zip(wave.tiny, tiny):
             many_tiny.tiny_forward(part, ta, tb, buffer)
         if not wave.groups:
+            if keep is not None:
+                keep.append(None)
             continue
-        a = torch.split_with_sizes(buffer.index_select(0, ia), wave.a_sizes)
-        b = torch.split_with_sizes(buffer.index_select(0, ib), wave.b_sizes)
+        whole_a, whole_b = buffer.index_select(0, ia), buffer.index_select(0, ib)
+        if keep is not None:
+            keep.append((whole_a, whole_b))
+        a = torch.split_with_sizes(whole_a, wave.a_sizes)
+        b = torch.split_with_sizes(whole_b, wave.b_sizes)
         c = torch.split_with_sizes(buffer[wave.out[0] : wave.out[1]], wave.out_sizes)
         for g, ag, bg, cg in zip(wave.groups, a, b, c):
             torch.bmm(ag.view(g.rows, g.m, g.k), bg.view(g.rows, g.k, g.n), out=cg.view(g.rows, g.m, g.n))
 
 
-def waves_backward(waves: list, indices: list, buffer: torch.Tensor, cot: torch.Tensor) -> None:
+def waves_backward(waves: list, indices: list, buffer: torch.Tensor, cot: torch.Tensor, kept: list | None = None) -> None:
     """The waves in reverse: every result's conjugated cotangent in ``cot`` (same layout as ``buffer``) added
-    back to its operands' positions (``h = conj(g)``: ``h_A = h_C B^T``, ``h_B = A^T h_C``, no conjugate)."""
-    for wave, (ia, ib, tiny) in zip(reversed(waves), reversed(indices)):
+    back to its operands' positions (``h = conj(g)``: ``h_A = h_C B^T``, ``h_B = A^T h_C``, no conjugate).
+    ``kept``: the forward's gathered operands (``waves_forward``'s ``keep``; released wave by wave), else
+    gathered again: two gathers a wave over the whole buffer, by random positions."""
+    for w in range(len(waves) - 1, -1, -1):
+        wave, (ia, ib, tiny) = waves[w], indices[w]
         for part, (ta, tb) in zip(wave.tiny, tiny):
             many_tiny.tiny_backward(part, ta, tb, buffer, cot)
         if not wave.groups:
             continue
-        a = torch.split_with_sizes(buffer.index_select(0, ia), wave.a_sizes)
-        b = torch.split_with_sizes(buffer.index_select(0, ib), wave.b_sizes)
+        if kept is not None:
+            (whole_a, whole_b), kept[w] = kept[w], None
+        else:
+            whole_a, whole_b = buffer.index_select(0, ia), buffer.index_select(0, ib)
+        a = torch.split_with_sizes(whole_a, wave.a_sizes)
+        b = torch.split_with_sizes(whole_b, wave.b_sizes)
         ga = torch.empty(len(ia), dtype=buffer.dtype, device=buffer.device)
         gb = torch.empty(len(ib), dtype=buffer.dtype, device=buffer.device)
         c = torch.split_with_sizes(cot[wave.out[0] : wave.out[1]], wave.out_sizes)

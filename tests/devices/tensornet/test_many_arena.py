@@ -1,0 +1,115 @@
+"""A ManyTrees' wave buffers kept between steps (engines/network/many_arena.py): the same values and gradients
+as fresh buffers, one step at a time owning them (two forwards before their backwards, a retained graph with
+another step in between, a forward under no_grad), and far fewer ops a step than fresh buffers."""
+
+import collections
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from qhybrid.devices.tensornet.engines.network import many, many_arena, many_tiny
+from qhybrid.devices.tensornet.engines.network.many import ManyTrees
+
+from tests.devices.tensornet.test_network_many import _one_by_one, _random_networks
+
+
+class _Count(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[func.__name__.split(".")[0]] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _setup(seed, monkeypatch, split=10**9):
+    monkeypatch.setattr(many, "BIG_STEP_ELEMENTS", split)
+    monkeypatch.setattr(many_arena, "SEQUENCE_DEVICES", ("cpu", "cuda"))  # the large steps' arena too
+    plans, leaves, table = _random_networks(6, seed)
+    trees = ManyTrees(plans, leaves, len(table))
+    doubled = torch.cat([table, table.conj()])
+    want = _one_by_one(plans, leaves, doubled)
+    w = torch.randn(want.shape, dtype=want.dtype, generator=torch.Generator().manual_seed(seed))
+    return trees, table, want, w
+
+
+def _grad(trees, table, w):
+    t = table.clone().requires_grad_()
+    (g,) = torch.autograd.grad((trees.contract(t) * w).real.sum(), t)
+    return g
+
+
+@pytest.mark.parametrize("tiny", [0, 40, 10**9])
+@pytest.mark.parametrize("split", [10**9, 6])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_arena_steps_match_fresh_buffers(seed, split, tiny, monkeypatch):
+    """Every wave group a ``bmm``, some as elementwise products, or all of them; steps batched or split."""
+    monkeypatch.setattr(many_tiny, "TINY_PRODUCTS", tiny)
+    trees, table, want, w = _setup(seed, monkeypatch, split)
+    assert many_arena.arena_fits(trees)
+    fresh = ManyTrees.__new__(ManyTrees)
+    fresh.__dict__.update({k: v for k, v in trees.__dict__.items() if k != "_arenas"})
+    fresh.keep_waves = False  # no arena: the per-step buffers
+    want_grad = _grad(fresh, table, w)
+    for _ in range(3):  # the arena reused from step to step
+        t = table.clone().requires_grad_()
+        got = trees.contract(t)
+        assert torch.allclose(got, want, atol=1e-12, rtol=1e-12)
+        (g,) = torch.autograd.grad((got * w).real.sum(), t)
+        assert torch.allclose(g, want_grad, atol=1e-11)
+    assert trees._arenas and not any(a.busy for a in trees._arenas.values())
+
+
+def test_two_forwards_before_their_backwards(monkeypatch):
+    """The second forward finds the arena held by the first's graph: fresh buffers, both gradients right."""
+    trees, table, want, w = _setup(0, monkeypatch)
+    want_grad = _grad(trees, table, w)
+    t1, t2 = table.clone().requires_grad_(), (2 * table).clone().requires_grad_()
+    v1, v2 = trees.contract(t1), trees.contract(t2)
+    assert torch.allclose(v1, want, atol=1e-12)
+    (g2,) = torch.autograd.grad((v2 * w).real.sum(), t2)
+    (g1,) = torch.autograd.grad((v1 * w).real.sum(), t1)
+    assert torch.allclose(g1, want_grad, atol=1e-11)
+    assert torch.allclose(g2, _grad(trees, 2 * table, w), atol=1e-10)
+
+
+def test_retained_graph_with_a_step_in_between(monkeypatch):
+    """A second backward through a retained graph after another step reused the arena: runs its forward anew."""
+    trees, table, want, w = _setup(1, monkeypatch)
+    want_grad = _grad(trees, table, w)
+    t = table.clone().requires_grad_()
+    loss = (trees.contract(t) * w).real.sum()
+    (g1,) = torch.autograd.grad(loss, t, retain_graph=True)
+    _grad(trees, 3 * table, w)  # another step on the arena
+    (g2,) = torch.autograd.grad(loss, t)
+    assert torch.allclose(g1, want_grad, atol=1e-11) and torch.allclose(g2, want_grad, atol=1e-11)
+
+
+def test_unused_graph_and_no_grad_forward_give_the_arena_back(monkeypatch):
+    trees, table, want, w = _setup(0, monkeypatch)
+    with torch.no_grad():
+        assert torch.allclose(trees.contract(table), want, atol=1e-12)
+    (arena,) = trees._arenas.values()
+    assert not arena.busy
+    v = trees.contract(table.clone().requires_grad_())
+    assert arena.busy
+    del v  # the graph dropped without a backward
+    assert not arena.busy
+
+
+def test_arena_step_dispatches_fewer_ops(monkeypatch):
+    """Every wave group a ``bmm``: views, transposes and the buffers' allocations are gone from the step."""
+    monkeypatch.setattr(many_tiny, "TINY_PRODUCTS", 0)
+    trees, table, want, w = _setup(0, monkeypatch)
+
+    def ops(keep):
+        trees.keep_waves = keep
+        _grad(trees, table, w)
+        with _Count() as m:
+            _grad(trees, table, w)
+        return sum(m.ops.values())
+
+    without, with_arena = ops(False), ops(True)
+    assert with_arena < 0.8 * without, (with_arena, without)
