@@ -96,11 +96,6 @@ def test_fold_is_differentiable():
     assert torch.allclose(hessian(True), hessian(False), atol=1e-12)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="on c1f1c43 (this branch's base) a light-cone Hessian was 1.5x default.qubit's (run_distinct's value-found "
-    "shared rows under create_graph); main's hostops merge (b3772b5, member_groups) fixes it: drop this marker at merge",
-)
 def test_light_cone_hessian_matches_default_qubit(folds):
     circuit = _circuit(CHAINS["2 * gamma[l]"])
     node = qhybrid.qnode(qhybrid.device("tensornet", wires=6))(circuit)
