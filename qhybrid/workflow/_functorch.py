@@ -1,0 +1,182 @@
+"""A qnode call inside ``torch.func`` transforms (``grad``, ``vjp``, ``jacrev``, ``vmap``, ``functional_call``).
+
+The simulator's device code cannot see through functorch's wrapper tensors, so a call made while a transform is
+active runs as one custom autograd Function over the call's tensor arguments (``setup_context`` style, which
+``torch.func`` needs): its forward is the ordinary qhybrid call on the plain values, its backward a second
+Function, ``_Vjp``, that re-runs the call on fresh leaves and asks the qnode's own gradient method (adjoint,
+parameter-shift, ...) for the vector-Jacobian product. Both have a ``vmap`` rule that runs one call per batch
+element: a vmapped argument cannot be handed to qhybrid's broadcasting, since the quantum function may index
+its arguments (``x[0]`` would pick a sample, not a feature), so per-element calls are the only correct reading.
+
+Refused by name (a :class:`~qhybrid.errors.GradientError` with the fix): forward mode (``jvp``, ``jacfwd``,
+``hessian``) and derivatives of the ``torch.func`` gradient (second order); ``torch.autograd.grad`` with
+``create_graph=True`` gives those.
+
+>>> import torch, pennylane as qml, qhybrid
+>>> f = qhybrid.qnode(qhybrid.device("tensornet", wires=1))(lambda x: (qml.RX(x, 0), qml.expval(qml.Z(0)))[1])
+>>> torch.func.grad(f)(torch.tensor(0.3, dtype=torch.float64))
+tensor(-0.2955, dtype=torch.float64)
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch.utils import _pytree as pytree
+
+from ..errors import GradientError
+
+
+def transforms_active() -> bool:
+    """Whether a ``torch.func`` transform wraps the current call."""
+    active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    return bool(active is not None and active())
+
+
+def call_under_transforms(call: Callable, args: tuple, kwargs: dict):
+    """``call(*args, **kwargs)`` (a qnode's call, which comes back here while a lower transform is active) as one functorch-aware autograd Function over the
+    tensors among ``args`` and ``kwargs``; the result has the structure ``call`` returns."""
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    out_spec: list = []
+
+    def run(tensors) -> tuple:
+        filled = list(leaves)
+        for i, t in zip(where, tensors):
+            filled[i] = t
+        a, k = pytree.tree_unflatten(filled, spec)
+        flat, tree = pytree.tree_flatten(call(*a, **k))
+        if not out_spec:
+            out_spec.append(tree)
+        bad = [type(o).__name__ for o in flat if not isinstance(o, torch.Tensor)]
+        if bad:
+            raise GradientError(
+                f"Inside torch.func transforms a qnode must return tensors, got {bad}: return expectation values, "
+                "probabilities or variances (samples and counts have no derivative), or call it outside the transform."
+            )
+        return tuple(flat)
+
+    outs = _QnodeCall.apply(run, *(leaves[i] for i in where))
+    return pytree.tree_unflatten(list(outs), out_spec[0])
+
+
+def _differentiable(t: torch.Tensor) -> bool:
+    return t.is_floating_point() or t.is_complex()
+
+
+def _loop(fn: Callable, size: int, in_dims, args) -> tuple:
+    """``fn`` applied to each batch element of ``args`` (sliced along ``in_dims``), outputs stacked on axis 0."""
+    per = []
+    for b in range(size):
+        sliced = [a if d is None else a.select(d, b) for a, d in zip(args, in_dims)]
+        per.append(fn(*sliced))
+    return tuple(torch.stack(col) for col in zip(*per))
+
+
+class _QnodeCall(torch.autograd.Function):
+    """The qnode call: forward on plain values, backward through ``_Vjp``, vmap one call per element."""
+
+    @staticmethod
+    def forward(run, *tensors):
+        return run(tensors)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        run, *tensors = inputs
+        ctx.run = run
+        ctx.save_for_backward(*tensors)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        tensors = ctx.saved_tensors
+        which = tuple(i for i, t in enumerate(tensors) if _differentiable(t))
+        vjps = _Vjp.apply(ctx.run, which, len(tensors), *tensors, *grads)
+        out = [None] * len(tensors)
+        for i, v in zip(which, vjps):
+            out[i] = v
+        return (None, *out)
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        raise _refuse_forward_mode()
+
+    @staticmethod
+    def vmap(info, in_dims, run, *tensors):
+        outs = _loop(lambda *t: _QnodeCall.apply(run, *t), info.batch_size, in_dims[1:], tensors)
+        return outs, (0,) * len(outs)
+
+
+class _Vjp(torch.autograd.Function):
+    """The vector-Jacobian product of the call at ``tensors`` with the cotangents ``grads``: the call re-run on
+    fresh leaves and differentiated by the qnode's own method. A batch of cotangents (``jacrev``) reuses that one
+    forward for every row; a batch of inputs (per-sample gradients) runs one forward each."""
+
+    @staticmethod
+    def forward(run, which, n, *xs):
+        tensors, grads = xs[:n], xs[n:]
+        leaves = [t.detach().requires_grad_(i in which) for i, t in enumerate(tensors)]
+        with torch.enable_grad():
+            outs = run(leaves)
+        return _products(outs, [leaves[i] for i in which], [grads])[0]
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise GradientError(
+            "Second derivatives through torch.func (grad of grad, hessian, jacrev of jacrev) are not supported for "
+            "qhybrid qnodes: the torch.func gradient is itself not differentiable. Use torch.autograd.grad with "
+            "create_graph=True (or torch.autograd.functional.hessian), which serve every order."
+        )
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        raise _refuse_forward_mode()
+
+    @staticmethod
+    def vmap(info, in_dims, run, which, n, *xs):
+        tensor_dims, grad_dims = in_dims[3 : 3 + n], in_dims[3 + n :]
+        if all(d is None for d in tensor_dims):  # only cotangents batched (jacrev): one forward, B products
+            tensors, grads = xs[:n], xs[n:]
+            leaves = [t.detach().requires_grad_(i in which) for i, t in enumerate(tensors)]
+            with torch.enable_grad():
+                outs = run(leaves)
+            rows = [[g if d is None else g.select(d, b) for g, d in zip(grads, grad_dims)] for b in range(info.batch_size)]
+            per = _products(outs, [leaves[i] for i in which], rows)
+            stacked = tuple(torch.stack(col) for col in zip(*per))
+            return stacked, (0,) * len(stacked)
+        outs = _loop(lambda *x: _Vjp.apply(run, which, n, *x), info.batch_size, in_dims[3:], xs)
+        return outs, (0,) * len(outs)
+
+
+def _products(outs, leaves, rows) -> list:
+    """``sum_k <rows[b][k], d outs[k] / d leaves>`` for each cotangent row ``b`` (zeros where nothing depends)."""
+    pairs = [k for k, o in enumerate(outs) if o.requires_grad]
+    result = []
+    for b, grads in enumerate(rows):
+        got = (
+            torch.autograd.grad(
+                [outs[k] for k in pairs],
+                leaves,
+                [grads[k] for k in pairs],
+                allow_unused=True,
+                retain_graph=b < len(rows) - 1,
+            )
+            if pairs and leaves
+            else [None] * len(leaves)
+        )
+        result.append(tuple(torch.zeros_like(x) if g is None else g.detach() for x, g in zip(leaves, got)))
+    return result
+
+
+def _refuse_forward_mode() -> GradientError:
+    return GradientError(
+        "Forward-mode derivatives (torch.func.jvp, jacfwd, hessian) are not supported for qhybrid qnodes: their "
+        "gradient methods are reverse mode. Use torch.func.jacrev (or torch.func.vjp / grad) instead."
+    )
+
+
+__all__ = ["call_under_transforms", "transforms_active"]
