@@ -34,6 +34,18 @@ def transforms_active() -> bool:
     return bool(active is not None and active())
 
 
+def plain(t: torch.Tensor) -> torch.Tensor:
+    """The values under any functorch wrappers of ``t`` (a vmapped tensor: all its elements, the batch axis
+    where vmap keeps it), for checks that read values, which a wrapper refuses; ``t`` itself outside transforms.
+
+    >>> plain(torch.ones(2)).shape
+    torch.Size([2])
+    """
+    while torch._C._functorch.is_functorch_wrapped_tensor(t):
+        t = torch._C._functorch.get_unwrapped(t)
+    return t
+
+
 def call_under_transforms(call: Callable, args: tuple, kwargs: dict):
     """``call(*args, **kwargs)`` (a qnode's call, which comes back here while a lower transform is active) as one functorch-aware autograd Function over the
     tensors among ``args`` and ``kwargs``; the result has the structure ``call`` returns."""
@@ -139,7 +151,9 @@ class _Vjp(torch.autograd.Function):
     @staticmethod
     def vmap(info, in_dims, run, which, n, *xs):
         tensor_dims, grad_dims = in_dims[3 : 3 + n], in_dims[3 + n :]
-        if all(d is None for d in tensor_dims):  # only cotangents batched (jacrev): one forward, B products
+        if all(d is None for d in tensor_dims) and not transforms_active():
+            # only cotangents batched (jacrev): one forward, B products. With a transform still active below
+            # (jacrev of jacrev, nested vmap) the per-element loop lets each level dispatch its own way.
             tensors, grads = xs[:n], xs[n:]
             leaves = [t.detach().requires_grad_(i in which) for i, t in enumerate(tensors)]
             with torch.enable_grad():
@@ -179,4 +193,4 @@ def _refuse_forward_mode() -> GradientError:
     )
 
 
-__all__ = ["call_under_transforms", "transforms_active"]
+__all__ = ["call_under_transforms", "plain", "transforms_active"]
