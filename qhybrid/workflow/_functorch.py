@@ -47,8 +47,9 @@ def plain(t: torch.Tensor) -> torch.Tensor:
 
 
 def call_under_transforms(call: Callable, args: tuple, kwargs: dict):
-    """``call(*args, **kwargs)`` (a qnode's call, which comes back here while a lower transform is active) as one functorch-aware autograd Function over the
-    tensors among ``args`` and ``kwargs``; the result has the structure ``call`` returns."""
+    """``call(*args, **kwargs)`` as one functorch-aware autograd Function over the tensors among ``args`` and
+    ``kwargs``; the result has the structure ``call`` returns. ``call`` is the qnode itself: run at a level where
+    a lower transform is still active (``vmap`` of ``grad``), it comes back here for that level."""
     leaves, spec = pytree.tree_flatten((args, kwargs))
     where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     out_spec: list = []
