@@ -8,9 +8,10 @@ parameter-shift, ...) for the vector-Jacobian product. Both have a ``vmap`` rule
 element: a vmapped argument cannot be handed to qhybrid's broadcasting, since the quantum function may index
 its arguments (``x[0]`` would pick a sample, not a feature), so per-element calls are the only correct reading.
 
-Refused by name (a :class:`~qhybrid.errors.GradientError` with the fix): forward mode (``jvp``, ``jacfwd``,
-``hessian``) and derivatives of the ``torch.func`` gradient (second order); ``torch.autograd.grad`` with
-``create_graph=True`` gives those.
+Second derivatives (``grad`` of ``grad``, ``jacrev`` of ``jacrev``) come from ``_Vjp``'s own backward, ``_Vjp2``:
+the gradient re-run with ``create_graph=True`` and differentiated once more. Refused by name (a
+:class:`~qhybrid.errors.GradientError` with the fix): forward mode (``jvp``, ``jacfwd``, ``hessian``) and third
+order; ``torch.autograd.grad`` with ``create_graph=True`` serves every order.
 
 >>> import torch, pennylane as qml, qhybrid
 >>> f = qhybrid.qnode(qhybrid.device("tensornet", wires=1))(lambda x: (qml.RX(x, 0), qml.expval(qml.Z(0)))[1])
@@ -135,15 +136,19 @@ class _Vjp(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        pass
+        ctx.run, ctx.which, ctx.n, *xs = inputs
+        ctx.save_for_backward(*xs)
 
     @staticmethod
-    def backward(ctx, *grads):
-        raise GradientError(
-            "Second derivatives through torch.func (grad of grad, hessian, jacrev of jacrev) are not supported for "
-            "qhybrid qnodes: the torch.func gradient is itself not differentiable. Use torch.autograd.grad with "
-            "create_graph=True (or torch.autograd.functional.hessian), which serve every order."
-        )
+    def backward(ctx, *ggs):
+        # second order (grad of grad, jacrev of jacrev): the call's gradient re-run with create_graph=True and
+        # differentiated once more, by the qnode's own method, in _Vjp2
+        xs = ctx.saved_tensors
+        got = _Vjp2.apply(ctx.run, ctx.which, ctx.n, len(xs) - ctx.n, *xs, *ggs)
+        out = [None] * len(xs)
+        for i, g in zip((*ctx.which, *range(ctx.n, len(xs))), got):
+            out[i] = g
+        return (None, None, None, *out)
 
     @staticmethod
     def jvp(ctx, *tangents):
@@ -164,6 +169,50 @@ class _Vjp(torch.autograd.Function):
             stacked = tuple(torch.stack(col) for col in zip(*per))
             return stacked, (0,) * len(stacked)
         outs = _loop(lambda *x: _Vjp.apply(run, which, n, *x), info.batch_size, in_dims[3:], xs)
+        return outs, (0,) * len(outs)
+
+
+class _Vjp2(torch.autograd.Function):
+    """The derivative of ``_Vjp`` (``x, g -> g . J(x)``) along ``ggs``: with respect to the call's inputs (a
+    Hessian-vector product) and to its cotangents (a Jacobian-vector product), from one forward whose gradient is
+    taken with ``create_graph=True``. Third order is refused by name."""
+
+    @staticmethod
+    def forward(run, which, n, m, *xs):
+        tensors, grads, ggs = xs[:n], xs[n : n + m], xs[n + m :]
+        leaves = [t.detach().requires_grad_(i in which) for i, t in enumerate(tensors)]
+        cots = [g.detach().requires_grad_() for g in grads]
+        diff = [leaves[i] for i in which]
+        with torch.enable_grad():
+            outs = run(leaves)
+            pairs = [k for k, o in enumerate(outs) if o.requires_grad]
+            first = torch.autograd.grad(
+                [outs[k] for k in pairs], diff, [cots[k] for k in pairs], create_graph=True, allow_unused=True
+            ) if pairs and diff else [None] * len(diff)
+            terms = [(v, gg) for v, gg in zip(first, ggs) if v is not None and v.requires_grad]
+            got = torch.autograd.grad(
+                [v for v, _ in terms], diff + cots, [gg for _, gg in terms], allow_unused=True
+            ) if terms else [None] * (len(diff) + len(cots))
+        return tuple(torch.zeros_like(x) if g is None else g.detach() for x, g in zip(diff + cots, got))
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise GradientError(
+            "Third and higher derivatives through torch.func are not supported for qhybrid qnodes (first and "
+            "second are). Use torch.autograd.grad with create_graph=True for every order."
+        )
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        raise _refuse_forward_mode()
+
+    @staticmethod
+    def vmap(info, in_dims, run, which, n, m, *xs):
+        outs = _loop(lambda *x: _Vjp2.apply(run, which, n, m, *x), info.batch_size, in_dims[4:], xs)
         return outs, (0,) * len(outs)
 
 

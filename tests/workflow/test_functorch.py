@@ -156,16 +156,29 @@ def test_exp_qlayer_per_sample_gradients(data):
         vmap(grad(lambda p, x: functional_call(layer, p, (x,)).sum()), in_dims=(None, 0))(params, bad)
 
 
-def test_forward_mode_and_second_order_refused_by_name(data):
+@pytest.mark.parametrize("diff_method", METHODS)
+def test_second_order(diff_method, data):
+    """jacrev of jacrev (a Hessian), grad of a gradient penalty, and per-sample Hessians under vmap."""
+    x, w, xs = data
+    ours, ref = pair(diff_method)
+    hess = lambda q: jacrev(jacrev(scalar(q), argnums=1), argnums=1)  # noqa: E731
+    close(hess(ours)(x, w), hess(ref)(x, w))
+    penalty = lambda q: grad(lambda x, w: grad(scalar(q), argnums=1)(x, w).pow(2).sum(), argnums=(0, 1))  # noqa: E731
+    close(penalty(ours)(x, w), penalty(ref)(x, w))
+    if diff_method == "adjoint":
+        close(vmap(hess(ours), in_dims=(0, None))(xs[:3], w), vmap(hess(ref), in_dims=(0, None))(xs[:3], w))
+
+
+def test_forward_mode_and_third_order_refused_by_name(data):
     x, w, _ = data
     ours, _ = pair("adjoint")
     f = lambda w: scalar(ours)(x, w)  # noqa: E731
     for transform in (jacfwd, torch.func.hessian):
         with pytest.raises(GradientError, match="Forward-mode .* Use torch.func.jacrev"):
             transform(f)(w)
-    for transform in (lambda f: grad(lambda w: grad(f)(w).sum()), lambda f: jacrev(jacrev(f))):
-        with pytest.raises(GradientError, match="Second derivatives through torch.func .* create_graph=True"):
-            transform(f)(w)
+    third = grad(lambda w: grad(lambda w: grad(f)(w).sum())(w).sum())
+    with pytest.raises(GradientError, match="Third and higher derivatives .* create_graph=True"):
+        third(w)
 
 
 def test_plain_qnode_on_a_qhybrid_device_names_qhybrid_qnode(data):
