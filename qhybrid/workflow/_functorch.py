@@ -9,9 +9,11 @@ element: a vmapped argument cannot be handed to qhybrid's broadcasting, since th
 its arguments (``x[0]`` would pick a sample, not a feature), so per-element calls are the only correct reading.
 
 Second derivatives (``grad`` of ``grad``, ``jacrev`` of ``jacrev``) come from ``_Vjp``'s own backward, ``_Vjp2``:
-the gradient re-run with ``create_graph=True`` and differentiated once more. Refused by name (a
-:class:`~qhybrid.errors.GradientError` with the fix): forward mode (``jvp``, ``jacfwd``, ``hessian``) and third
-order; ``torch.autograd.grad`` with ``create_graph=True`` serves every order.
+the gradient re-run with ``create_graph=True`` and differentiated once more. Forward mode (``jvp``, ``jacfwd``,
+and ``hessian`` = ``jacfwd`` of ``jacrev``) is reverse mode twice: ``J t`` is the derivative of ``<J^T c, t>``
+in the cotangents ``c``, again ``_Vjp2``. Refused by name (a :class:`~qhybrid.errors.GradientError` with the
+fix): third order and forward over forward (``jacfwd`` of ``jacfwd``); ``torch.autograd.grad`` with
+``create_graph=True`` serves every order.
 
 >>> import torch, pennylane as qml, qhybrid
 >>> f = qhybrid.qnode(qhybrid.device("tensornet", wires=1))(lambda x: (qml.RX(x, 0), qml.expval(qml.Z(0)))[1])
@@ -98,22 +100,29 @@ class _QnodeCall(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         run, *tensors = inputs
-        ctx.run = run
+        ctx.run, ctx.n = run, len(tensors)
+        ctx.which = tuple(i for i, t in enumerate(tensors) if _differentiable(t))
         ctx.save_for_backward(*tensors)
+        ctx.save_for_forward(*tensors, *output)  # jvp: the outputs give the (zero) cotangents' shapes
 
     @staticmethod
     def backward(ctx, *grads):
         tensors = ctx.saved_tensors
-        which = tuple(i for i, t in enumerate(tensors) if _differentiable(t))
-        vjps = _Vjp.apply(ctx.run, which, len(tensors), *tensors, *grads)
+        vjps = _Vjp.apply(ctx.run, ctx.which, len(tensors), *tensors, *grads)
         out = [None] * len(tensors)
-        for i, v in zip(which, vjps):
+        for i, v in zip(ctx.which, vjps):
             out[i] = v
         return (None, *out)
 
     @staticmethod
-    def jvp(ctx, *tangents):
-        raise _refuse_forward_mode()
+    def jvp(ctx, _run, *tangents):
+        # J t as the derivative of <J^T c, t> in the cotangents c (linear in c, so c = 0 will do): reverse
+        # mode twice, by the qnode's own method (jvp, jacfwd)
+        saved = ctx.saved_tensors
+        tensors, outs = saved[: ctx.n], saved[ctx.n :]
+        tx = [_tangent(tangents[i], tensors[i]) for i in ctx.which]
+        got = _Vjp2.apply(ctx.run, ctx.which, ctx.n, len(outs), *tensors, *map(torch.zeros_like, outs), *tx)
+        return tuple(got[len(ctx.which) :])
 
     @staticmethod
     def vmap(info, in_dims, run, *tensors):
@@ -138,6 +147,7 @@ class _Vjp(torch.autograd.Function):
     def setup_context(ctx, inputs, output):
         ctx.run, ctx.which, ctx.n, *xs = inputs
         ctx.save_for_backward(*xs)
+        ctx.save_for_forward(*xs)
 
     @staticmethod
     def backward(ctx, *ggs):
@@ -151,8 +161,16 @@ class _Vjp(torch.autograd.Function):
         return (None, None, None, *out)
 
     @staticmethod
-    def jvp(ctx, *tangents):
-        raise _refuse_forward_mode()
+    def jvp(ctx, _run, _which, _n, *tangents):
+        # along (tx, tg): H[g] tx + J^T tg (torch.func.hessian = jacfwd of jacrev); H is symmetric, so H tx is
+        # _Vjp2's derivative in the inputs along tx
+        xs = ctx.saved_tensors
+        tensors, grads = xs[: ctx.n], xs[ctx.n :]
+        tx = [_tangent(tangents[i], tensors[i]) for i in ctx.which]
+        tg = [_tangent(t, g) for t, g in zip(tangents[ctx.n :], grads)]
+        hx = _Vjp2.apply(ctx.run, ctx.which, ctx.n, len(grads), *tensors, *grads, *tx)[: len(ctx.which)]
+        jg = _Vjp.apply(ctx.run, ctx.which, ctx.n, *tensors, *tg)
+        return tuple(a + b for a, b in zip(hx, jg))
 
     @staticmethod
     def vmap(info, in_dims, run, which, n, *xs):
@@ -201,14 +219,11 @@ class _Vjp2(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        raise GradientError(
-            "Third and higher derivatives through torch.func are not supported for qhybrid qnodes (first and "
-            "second are). Use torch.autograd.grad with create_graph=True for every order."
-        )
+        raise _refuse_third_order()
 
     @staticmethod
     def jvp(ctx, *tangents):
-        raise _refuse_forward_mode()
+        raise _refuse_third_order()
 
     @staticmethod
     def vmap(info, in_dims, run, which, n, m, *xs):
@@ -236,10 +251,15 @@ def _products(outs, leaves, rows) -> list:
     return result
 
 
-def _refuse_forward_mode() -> GradientError:
+def _tangent(t, like: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(like) if t is None else t
+
+
+def _refuse_third_order() -> GradientError:
     return GradientError(
-        "Forward-mode derivatives (torch.func.jvp, jacfwd, hessian) are not supported for qhybrid qnodes: their "
-        "gradient methods are reverse mode. Use torch.func.jacrev (or torch.func.vjp / grad) instead."
+        "Third and higher derivatives through torch.func, and forward mode over forward mode (jacfwd of jacfwd), "
+        "are not supported for qhybrid qnodes; first and second derivatives are (grad, jacrev, jacfwd, hessian, "
+        "jacrev of jacrev). Use torch.autograd.grad with create_graph=True for every order."
     )
 
 

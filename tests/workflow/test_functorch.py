@@ -1,10 +1,11 @@
-"""torch.func through qhybrid.qnode and the layers (grad, vjp, jacrev, vmap, functional_call) against PennyLane
-default.qubit (torch, backprop) under the same transforms, and the refusals (forward mode, second order)."""
+"""torch.func through qhybrid.qnode and the layers (grad, vjp, jacrev, vmap, functional_call, second order, forward
+mode) against PennyLane default.qubit (torch, backprop) under the same transforms, and the refusals (third order,
+jacfwd of jacfwd)."""
 
 import pennylane as qml
 import pytest
 import torch
-from torch.func import functional_call, grad, jacfwd, jacrev, vjp, vmap
+from torch.func import functional_call, grad, jacfwd, jacrev, jvp, vjp, vmap
 
 import qhybrid
 from qhybrid.errors import GradientError
@@ -169,16 +170,25 @@ def test_second_order(diff_method, data):
         close(vmap(hess(ours), in_dims=(0, None))(xs[:3], w), vmap(hess(ref), in_dims=(0, None))(xs[:3], w))
 
 
-def test_forward_mode_and_third_order_refused_by_name(data):
+@pytest.mark.parametrize("diff_method", ["adjoint", "parameter-shift"])
+def test_forward_mode(diff_method, data):
+    """jvp, jacfwd and hessian (jacfwd of jacrev), each reverse mode twice underneath."""
+    x, w, _ = data
+    ours, ref = pair(diff_method)
+    t = torch.linspace(-1, 1, 8, dtype=torch.float64)
+    close(jvp(lambda w: vector(ours)(x, w), (w,), (t,)), jvp(lambda w: vector(ref)(x, w), (w,), (t,)))
+    close(jacfwd(vector(ours), argnums=(0, 1))(x, w), jacfwd(vector(ref), argnums=(0, 1))(x, w))
+    close(torch.func.hessian(scalar(ours), argnums=1)(x, w), torch.func.hessian(scalar(ref), argnums=1)(x, w))
+
+
+def test_third_order_and_forward_over_forward_refused_by_name(data):
     x, w, _ = data
     ours, _ = pair("adjoint")
     f = lambda w: scalar(ours)(x, w)  # noqa: E731
-    for transform in (jacfwd, torch.func.hessian):
-        with pytest.raises(GradientError, match="Forward-mode .* Use torch.func.jacrev"):
-            transform(f)(w)
     third = grad(lambda w: grad(lambda w: grad(f)(w).sum())(w).sum())
-    with pytest.raises(GradientError, match="Third and higher derivatives .* create_graph=True"):
-        third(w)
+    for transform in (third, jacfwd(jacfwd(f))):
+        with pytest.raises(GradientError, match="Third and higher derivatives .* create_graph=True"):
+            transform(w)
 
 
 def test_plain_qnode_on_a_qhybrid_device_names_qhybrid_qnode(data):
