@@ -46,7 +46,8 @@ def refuse_function_transforms() -> None:
     """torch.func transforms reaching the device or ``execute`` directly (a plain ``qml.qnode`` on a qhybrid
     device, ``qhybrid.execute`` on tapes) would hand it functorch's wrapper tensors, which its device code cannot
     see through: say so, and what does the same job. ``qhybrid.qnode`` and the layers run under ``torch.func``
-    (``grad``, ``vjp``, ``jacrev``, ``vmap``; ``qhybrid.workflow._functorch``) and never reach this.
+    (``grad``, ``vjp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap``; ``qhybrid.workflow._functorch``) and never
+    reach this.
 
     >>> refuse_function_transforms()  # outside any transform: nothing to refuse
     """
@@ -57,7 +58,7 @@ def refuse_function_transforms() -> None:
         raise GradientError(
             "A plain qml.qnode on a qhybrid device (or qhybrid's execute on tapes) does not run inside torch.func "
             "transforms (vmap, grad, jacrev, jacfwd). Decorate the function with qhybrid.qnode(dev, ...) instead: "
-            "it supports torch.func.grad, vjp, jacrev and vmap. Or, without torch.func: give the inputs a leading "
+            "it supports torch.func.grad, vjp, jacrev, jacfwd, hessian and vmap. Or, without torch.func: give the inputs a leading "
             "batch axis (one broadcast execution) and use torch.autograd.functional.jacobian for Jacobians."
         )
 

@@ -208,3 +208,26 @@ def test_samples_refused_inside_transforms():
 
     with pytest.raises(GradientError, match="must return tensors"):
         vmap(f)(torch.tensor([0.1, 0.2]))
+
+
+@pytest.mark.parametrize("kind, output", [("qaoa", "cost"), ("qgnn", "nodes")])
+def test_graph_layer_per_sample_gradients(kind, output):
+    """GraphQLayer runs its whole forward as one Function (its parameters passed in): per-sample gradients equal
+    its ordinary autograd ones sample by sample (which tests/layers/test_graph_layer.py holds to default.qubit)."""
+    torch.manual_seed(3)
+    layer = qhybrid.GraphQLayer([(0, 1), (1, 2), (2, 0), (2, 3)], n_layers=2, kind=kind, output=output).double()
+    params = {k: v.detach() for k, v in layer.named_parameters()}
+    ws = torch.rand(3, 4, dtype=torch.float64)
+    x = torch.rand(4, dtype=torch.float64) if kind == "qgnn" else None
+    got = vmap(grad(lambda p, w: functional_call(layer, p, (w, x)).sin().sum()), in_dims=(None, 0))(params, ws)
+    want = {k: [] for k in params}
+    for w in ws:
+        layer.zero_grad()
+        layer(w, x).sin().sum().backward()
+        for k, v in layer.named_parameters():
+            want[k].append(v.grad.clone())
+    close(got, {k: torch.stack(v) for k, v in want.items()})
+    edge = vmap(grad(lambda w: layer(w, x).sin().sum()))(ws)
+    wl = ws.clone().requires_grad_()
+    layer(wl, None if x is None else x.reshape(4, 1).expand(3, 4, 1)).sin().sum().backward()
+    close(edge, wl.grad)
