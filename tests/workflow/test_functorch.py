@@ -231,3 +231,14 @@ def test_graph_layer_per_sample_gradients(kind, output):
     wl = ws.clone().requires_grad_()
     layer(wl, None if x is None else x.reshape(4, 1).expand(3, 4, 1)).sin().sum().backward()
     close(edge, wl.grad)
+
+
+def test_vmap_forward_then_ordinary_backward_to_the_weights(data):
+    """vmap over a layer's forward, then loss.backward() to its nn.Parameters (torch.func mixed with autograd)."""
+    _, _, xs = data
+    layer = qhybrid.ExpQLayer(N, 2, diff_method="adjoint").double()
+    vmap(layer)(xs).sin().sum().backward()
+    got = layer.weight.grad.clone()
+    layer.zero_grad()
+    layer(xs).sin().sum().backward()  # one broadcast execution, held to default.qubit in tests/layers
+    close(got, layer.weight.grad)
