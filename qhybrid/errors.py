@@ -43,8 +43,11 @@ class QhybridWarning(UserWarning):
 
 
 def refuse_function_transforms() -> None:
-    """torch.func transforms (vmap, grad, jacrev, jacfwd) would wrap the parameters in tensors qhybrid's device
-    code cannot see through: say so, and what does the same job, instead of torch's own message.
+    """torch.func transforms reaching the device or ``execute`` directly (a plain ``qml.qnode`` on a qhybrid
+    device, ``qhybrid.execute`` on tapes) would hand it functorch's wrapper tensors, which its device code cannot
+    see through: say so, and what does the same job. ``qhybrid.qnode`` and the layers run under ``torch.func``
+    (``grad``, ``vjp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap``; ``qhybrid.workflow._functorch``) and never
+    reach this.
 
     >>> refuse_function_transforms()  # outside any transform: nothing to refuse
     """
@@ -53,9 +56,10 @@ def refuse_function_transforms() -> None:
     active = getattr(torch._C, "_are_functorch_transforms_active", None)
     if active is not None and active():
         raise GradientError(
-            "qhybrid circuits do not run inside torch.func transforms (vmap, grad, jacrev, jacfwd). For a "
-            "batch, give the inputs a leading batch axis: the whole batch runs as one broadcast execution. "
-            "For Jacobians, use torch.autograd.functional.jacobian (or backward with grad_tensors)."
+            "A plain qml.qnode on a qhybrid device (or qhybrid's execute on tapes) does not run inside torch.func "
+            "transforms (vmap, grad, jacrev, jacfwd). Decorate the function with qhybrid.qnode(dev, ...) instead: "
+            "it supports torch.func.grad, vjp, jacrev, jacfwd, hessian and vmap. Or, without torch.func: give the inputs a leading "
+            "batch axis (one broadcast execution) and use torch.autograd.functional.jacobian for Jacobians."
         )
 
 

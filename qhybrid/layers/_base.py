@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from ..workflow._capture import capture_graphs, module_call, replaying
+from ..workflow._functorch import plain
 from ..interfaces._compile import quantum_boundary
 from ..workflow.qnode import QNode
 from ..typing import DiffMethod
@@ -169,7 +170,7 @@ class VariationalLayer(nn.Module):
     def _quantum(self, flat: torch.Tensor) -> torch.Tensor:
         # the finiteness check reads tensor values, so it sits inside the one untraced step too
         if self.check_finite:
-            _check_finite(type(self).__name__, flat, self.weight)
+            _check_finite(type(self).__name__, plain(flat), plain(self.weight))  # torch.func: the values beneath
         return self._collect(self._qnode_for(self.quantum_device(flat.dtype))(flat, self.weight))
 
     def _qnode_for(self, device) -> QNode:

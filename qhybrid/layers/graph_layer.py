@@ -14,6 +14,7 @@ from ._graph_circuits import qaoa_template, qgnn_template
 from ._graph_input import Graph, as_graph
 from ._graph_ordered import ordered_sum, share_columns, share_rows
 from ._graph_plan import GraphPlan, run_groups
+from ..workflow._functorch import call_under_transforms, transforms_active
 
 PLAN_CACHE_SIZE = 64
 """Graph structures whose plans a layer keeps (least recently used dropped)."""
@@ -172,6 +173,9 @@ class GraphQLayer(nn.Module):
             ``(batch, E)`` / ``(batch, N)`` expectation values, or ``(batch,)`` costs; without a batch axis
             for one sample; in the inputs' dtype.
         """
+        if transforms_active():  # torch.func: the whole forward as one autograd Function (workflow._functorch)
+            params = dict(self.named_parameters())
+            return call_under_transforms(_module_call, (self, params, edge_weight, x), {"graphs": graphs})
         if graphs is None:
             item, batched = self._inputs(self.graph, edge_weight, x, "")
             (out,) = self._run([item])
@@ -322,6 +326,11 @@ class GraphQLayer(nn.Module):
 def _weights(item, dtype, device) -> torch.Tensor:
     g, w, _, size = item
     return torch.ones(size, g.n_edges, dtype=dtype, device=device) if w is None else w.to(dtype)
+
+
+def _module_call(module, params, *args, **kwargs):
+    """``module(*args, **kwargs)`` with ``params`` in place of its parameters (the torch.func entry's body)."""
+    return torch.func.functional_call(module, params, args, kwargs)
 
 
 def _real_tensor(t, name: str) -> torch.Tensor:

@@ -3,6 +3,8 @@
 ::
 
     circuit(x, w)                                   QNode.__call__                        (qnode.py)
+      │  inside torch.func (grad, jacrev, jacfwd, vmap)? ──► one autograd Function over the call (_functorch.py):
+      │        this same path on the plain values, VJPs by re-running it, vmap one call per element
       │  capture="cuda-graph" and a graph for this call's key?  ──► replay it            (_capture.py)
       │  static_structure and a trace for this signature?       ──► gather x, w into it  (_static.py)
       │        (the arguments are flattened once: _call_args.CallArgs gives the key, tensors, device)

@@ -12,6 +12,7 @@ from pennylane.transforms.core import CompilePipeline
 
 from ._call_args import shaped_like
 from ._capture import capture_graphs, qnode_call, replaying
+from ._functorch import call_under_transforms, transforms_active
 from ..interfaces._compile import quantum_boundary
 from ._transforms import PennyLaneQNodeFace, run_pipeline
 from ..interfaces._placement import call_device
@@ -123,6 +124,8 @@ class QNode(PennyLaneQNodeFace):
 
     @quantum_boundary
     def __call__(self, *args, **kwargs):
+        if transforms_active():  # torch.func: one autograd Function over the call, see _functorch
+            return call_under_transforms(self, args, kwargs)
         if replaying(self._graphs):  # capture="cuda-graph": replay
             return qnode_call(self, self._graphs, args, kwargs)
         if self._static is not None:  # the trace of this signature, where one is kept

@@ -228,7 +228,10 @@ def test_shot_vectors_give_a_result_per_setting_and_parameter_shift_gradients(na
     assert abs(x.grad + len(settings) * torch.sin(x.detach())) < 5 * se_grad
 
 
-def test_torch_func_transforms_are_refused_naming_the_alternatives():
+def test_torch_func_transforms_run_through_a_qhybrid_qnode():
+    """vmap, jacrev and grad through ``qhybrid.qnode`` agree with default.qubit under the same transforms
+    (tests/workflow/test_functorch.py covers them in depth); a broadcast batch and
+    torch.autograd.functional.jacobian stay the ordinary ways."""
     dev = qhybrid.device("tensornet", wires=2)
 
     @qhybrid.qnode(dev, diff_method="adjoint")
@@ -239,12 +242,11 @@ def test_torch_func_transforms_are_refused_naming_the_alternatives():
         return qml.expval(qml.Z(1))
 
     w = torch.tensor([0.3, -0.4], dtype=torch.float64)
+    ref = qml.QNode(f.func, qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")
     for transform in (torch.func.vmap, torch.func.jacrev, torch.func.grad):
-        arg = w.expand(3, 2) if transform is torch.func.vmap else w
-        with pytest.raises(GradientError, match="leading batch axis.*torch.autograd.functional.jacobian"):
-            transform(f)(arg)
+        arg = w * torch.tensor([[1.0], [2.0], [-1.0]], dtype=torch.float64) if transform is torch.func.vmap else w
+        torch.testing.assert_close(transform(f)(arg), transform(ref)(arg), atol=1e-10, rtol=0)
     # the alternatives work: a broadcast batch, and torch.autograd.functional.jacobian
     assert f(w.expand(3, 2).T).shape == (3,)
-    ref = qml.QNode(f.func, qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")
     jac = torch.autograd.functional.jacobian(f, w)
     assert torch.allclose(jac, torch.autograd.functional.jacobian(ref, w), atol=1e-10, rtol=0)

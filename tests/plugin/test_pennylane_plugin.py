@@ -545,9 +545,10 @@ def test_integer_trainable_parameters_get_zero_derivatives():
 
 
 @pytest.mark.parametrize("diff_method", ["best", "adjoint", "parameter-shift"])
-def test_torch_func_through_qml_qnode_is_refused_as_qhybrid_qnode_refuses_it(diff_method):
-    """``torch.func`` transforms through ``qml.qnode`` on qhybrid.tensornet raise qhybrid's message naming
-    the alternatives (not torch's opaque ``setup_context`` error), for every gradient method."""
+def test_torch_func_through_qml_qnode_is_refused_naming_qhybrid_qnode(diff_method):
+    """``torch.func`` transforms through a plain ``qml.qnode`` on qhybrid.tensornet raise qhybrid's message naming
+    ``qhybrid.qnode`` (which runs them) and the alternatives (not torch's opaque ``setup_context`` error), for
+    every gradient method."""
     from qhybrid.errors import GradientError
 
     dev = qml.device("qhybrid.tensornet", wires=2)
@@ -562,7 +563,7 @@ def test_torch_func_through_qml_qnode_is_refused_as_qhybrid_qnode_refuses_it(dif
     w = torch.tensor([0.3, -0.4], dtype=torch.float64)
     for transform in (torch.func.vmap, torch.func.jacrev):
         arg = w.expand(3, 2) if transform is torch.func.vmap else w
-        with pytest.raises(GradientError, match="leading batch axis.*torch.autograd.functional.jacobian"):
+        with pytest.raises(GradientError, match="qhybrid.qnode.*leading batch axis.*torch.autograd.functional.jacobian"):
             transform(f)(arg)
     ref = qml.QNode(f.func, qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")
     jac = torch.autograd.functional.jacobian(f, w)  # the alternative named works
