@@ -74,5 +74,6 @@ def test_readme_gradient_table_says_so():
     from pathlib import Path
 
     readme = (Path(__file__).parents[2] / "README.md").read_text()
-    table = readme[readme.index("## Choosing `diff_method`") : readme.index("## From plain PennyLane")]
+    start = readme.index("## Choosing `diff_method`")
+    table = readme[start : readme.index("\n## ", start + 1)]
     assert "grad_on_execution=True" in table and "device_vjp=False" in table
