@@ -43,3 +43,19 @@ def run_both(circuit, n: int, *args, mps_options=None, dtype=torch.complex128):
     ref = qml.QNode(circuit, qml.device("default.qubit", wires=n), interface="torch", diff_method="backprop")(*args)
     as_list = lambda r: list(r) if isinstance(r, (list, tuple)) else [r]
     return as_list(ours), as_list(ref), dev
+
+
+def brickwork(n: int, depth: int, seed: int = 0, measure=None):
+    """RY layers and CNOT brickwork: ``depth // 2`` CNOTs on each cut, so every Schmidt rank is at most
+    2**(depth // 2) (a CNOT doubles it at most). ``measure(n)`` gives the return value (default ``<Z_{n//2}>``)."""
+    angles = np.random.default_rng(seed).uniform(0, 3, size=(depth, n))
+
+    def body():
+        for d in range(depth):
+            for w in range(n):
+                qml.RY(float(angles[d, w]), w)
+            for w in range(d % 2, n - 1, 2):
+                qml.CNOT([w, w + 1])
+        return measure(n) if measure else qml.expval(qml.Z(n // 2))
+
+    return body

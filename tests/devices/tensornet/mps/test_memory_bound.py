@@ -9,22 +9,13 @@ import pytest
 import torch
 
 import qhybrid
+from _reference import brickwork
 from qhybrid.devices.tensornet.engines.mps.memory import fitting_cap, worst_case
 from qhybrid.errors import ContractionTooLargeError
 
 
 def _brickwork(n: int, depth: int, seed: int = 0):
-    angles = np.random.default_rng(seed).uniform(0, 3, size=(depth, n))
-
-    def body():
-        for d in range(depth):
-            for w in range(n):
-                qml.RY(float(angles[d, w]), w)
-            for w in range(d % 2, n - 1, 2):
-                qml.CNOT([w, w + 1])
-        return qml.expval(qml.Z(n // 2))
-
-    return body
+    return brickwork(n, depth, seed)
 
 
 def test_worst_case_bounds_each_cut_by_both_sides():

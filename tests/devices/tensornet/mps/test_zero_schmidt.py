@@ -10,23 +10,15 @@ import qhybrid
 from qhybrid.devices.tensornet.engines.mps.settings import DEFAULT_CUTOFF
 from qhybrid.devices.tensornet.engines.mps.svd import split
 
-from _reference import random_ops, run_both
+from _reference import brickwork, random_ops, run_both
 
 
 def _brickwork(n: int, depth: int, seed: int = 0):
-    """RY layers and CNOT brickwork: ``depth // 2`` CNOTs on each cut, so every Schmidt rank is at most
-    2**(depth // 2) (a CNOT doubles it at most)."""
-    angles = np.random.default_rng(seed).uniform(0, 3, size=(depth, n))
-
-    def body():
-        for d in range(depth):
-            for w in range(n):
-                qml.RY(float(angles[d, w]), w)
-            for w in range(d % 2, n - 1, 2):
-                qml.CNOT([w, w + 1])
+    """The brickwork with <Z_0>, <Z_{n/2}> and <X_1 X_{n-2}> read out."""
+    def measure(n):
         return [qml.expval(qml.Z(0)), qml.expval(qml.Z(n // 2)), qml.expval(qml.X(1) @ qml.X(n - 2))]
 
-    return body
+    return brickwork(n, depth, seed, measure)
 
 
 def test_a_shallow_wide_circuit_keeps_its_schmidt_ranks():
