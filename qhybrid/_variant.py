@@ -69,6 +69,51 @@ class Gather:
         return Gather(tuple(inputs), self.maps, self.groups(), self.memo)
 
 
+_ROW_OF = "_qhybrid_row_of"
+
+
+def mark_rows(whole: torch.Tensor, rows) -> None:
+    """Mark ``rows`` (``whole.unbind(0)``, ``whole`` contiguous) as rows of ``whole``: a gather over them reads
+    ``whole`` instead (``through_rows``). What a lazily recorded qnode hands its gates (``workflow._lazy``)."""
+    for m, r in enumerate(rows):
+        setattr(r, _ROW_OF, (whole, m))
+
+
+def through_rows(g: Gather) -> Gather:
+    """``g`` with inputs that are marked rows (``mark_rows``) read from their whole tensors: one input, one
+    indexing op and one gradient for a whole group of gate parameters, not one each. ``g`` itself where none is.
+
+    >>> w = torch.arange(6.0).reshape(3, 2)
+    >>> rows = w.unbind(0); mark_rows(w, rows)
+    >>> h = through_rows(Gather(rows[::-1], ((0, torch.tensor(1)), (2, torch.tensor(0)))))
+    >>> len(h.inputs), [float(p) for p in h.params(h.inputs)]
+    (1, [5.0, 0.0])
+    """
+    owners = [getattr(x, _ROW_OF, None) for x in g.inputs]
+    if all(o is None for o in owners):
+        return g
+    inputs, slot, layout = [], {}, []
+    for x, o in zip(g.inputs, owners):
+        whole, m = (x, None) if o is None else o
+        k = slot.get(id(whole))
+        if k is None:
+            k = slot[id(whole)] = len(inputs)
+            inputs.append(whole)
+        layout.append((k, m, x.numel() if o is not None else 0))
+    key = ("rows", tuple(layout))
+    template = g.memo.get(key)
+    if template is None:  # once per layout (the memo is shared by rebound copies)
+        maps = []
+        for m in g.maps:
+            if m[0] == "const":
+                maps.append(m)
+            else:
+                k, row, size = layout[m[0]]
+                maps.append((k, m[1]) if row is None else (k, m[1] + row * size))
+        template = g.memo[key] = Gather((), tuple(maps))
+    return template.rebound(inputs)
+
+
 class Variant:
     """``tape`` run with ``params`` in place of its data (``tape_parameters`` order).
 

@@ -20,7 +20,7 @@ import numpy as np
 import pennylane as qml
 import torch
 
-from .._variant import Gather, Variant, tape_parameters
+from .._variant import Gather, Variant, tape_parameters, through_rows
 from ..devices._observable_key import constants_key, observable_data, observable_key, tape_parameters_fast
 
 PREPROCESS_CACHE_SIZE = 256
@@ -278,5 +278,5 @@ def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
 
 def _gathered(entry, params):
     template, post, gather = entry
-    g = gather.rebound([p for p in params if isinstance(p, torch.Tensor)])
+    g = through_rows(gather.rebound([p for p in params if isinstance(p, torch.Tensor)]))
     return Variant(template, None, g), post

@@ -13,6 +13,8 @@ from pennylane.transforms.core import CompilePipeline
 from ._call_args import shaped_like
 from ._capture import capture_graphs, qnode_call, replaying
 from ._functorch import call_under_transforms, transforms_active
+from . import _lazy
+from ._lazy_resolve import resolve
 from ..interfaces._compile import quantum_boundary
 from ._transforms import PennyLaneQNodeFace, run_pipeline
 from ..interfaces._placement import call_device
@@ -102,9 +104,13 @@ class QNode(PennyLaneQNodeFace):
         state["_graphs"] = None if self._graphs is None else self._graphs.fresh()
         return state
 
-    def construct(self, args, kwargs, record: bool = True) -> tuple[qml.tape.QuantumScript, object]:
+    def construct(self, args, kwargs, record: bool = True, lazy: bool = False) -> tuple[qml.tape.QuantumScript, object]:
         """Record the quantum function into a tape; also returns what the function returned
-        (``record=False``: without keeping it as ``self.tape``)."""
+        (``record=False``: without keeping it as ``self.tape``). ``lazy``: the tensor arguments recorded as
+        index tables and their gate parameters made with one op per group (``_lazy``), not one per gate."""
+        lazy = lazy and _lazy.ENABLED
+        if lazy:
+            args, kwargs, _ = _lazy.proxied(args, kwargs)
         with qml.queuing.AnnotatedQueue() as q:
             out = self.func(*args, **kwargs)
         tape = qml.tape.QuantumScript.from_queue(q)
@@ -118,6 +124,8 @@ class QNode(PennyLaneQNodeFace):
             )
         if measurements != list(tape.measurements):
             tape = tape.copy(measurements=measurements)
+        if lazy:
+            tape = resolve(tape)
         if record:
             self.tape = tape
         return tape, out
@@ -134,7 +142,8 @@ class QNode(PennyLaneQNodeFace):
 
     def _call_recorded(self, args, kwargs):
         """The function recorded and executed: its result, shaped like what the function returned."""
-        tape, out = self.construct(args, kwargs)
+        # lazily recorded where the tape goes straight to the device (transforms read the tape's parameters)
+        tape, out = self.construct(args, kwargs, lazy=not self.compile_pipeline)
         if self.compile_pipeline:  # PennyLane transforms applied to this qnode
             run = lambda tapes: self._execute(tapes, args, kwargs)  # noqa: E731
             return run_pipeline(self, tape, out, args, kwargs, run)

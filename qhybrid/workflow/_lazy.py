@@ -1,0 +1,324 @@
+"""Lazy gate parameters: a qnode's tensor arguments recorded as index tables, not as one select per gate.
+
+``qml.IsingZZ(2 * gamma[l], wires=[u, v])`` per edge used to dispatch a ``select`` and a ``mul`` per gate
+before the device saw the tape (1,000 aten ops at Q100 p=2, more in their backward). While a plain qnode
+records its function, each floating tensor argument is handed to it as a ``LazyParam``: a tensor with the
+argument's shape, dtype, device and ``requires_grad`` and no data of its own. Indexing it (integers, slices,
+``select``, ``unbind``, iteration, ``transpose`` / ``T`` / ``permute`` / ``reshape`` / ``flatten``) and
+multiplying, dividing, adding or subtracting a Python number, or negating, make further ``LazyParam``s:
+(root tensor, NumPy table of flat positions in it, the arithmetic steps in the order written) and no aten op.
+**Anything else** replays the proxy's real value from the root with the very ops the user wrote (cached on
+the proxy) and runs on plain tensors: values, autograd and Python control flow on values
+(``if x[0] > 0``, ``float(x[0])``, ``print``, ``torch.sin``, ``qml.math``) are what they were. After the
+recording ``_lazy_resolve.resolve`` gives the tape's proxies their values with one ``take`` per root and
+steps, and the device gathers from those few tensors (``_variant.through_rows``).
+
+>>> import torch
+>>> w = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64, requires_grad=True)
+>>> (p,), _, session = proxied((w,), {})
+>>> q = -p[1:][1] / 3
+>>> type(q).__name__, tuple(q._index.shape), int(q._index), q._steps
+('LazyParam', (), 2, (('neg', None), ('div', 3)))
+>>> torch.equal(torch.sin(q), torch.sin(-w[2] / 3))  # any other use: the real value
+True
+"""
+
+from __future__ import annotations
+
+import operator
+
+import autoray
+import numpy as np
+import torch
+from torch.utils._pytree import tree_map
+
+ENABLED = True
+"""Whether plain qnode calls record their tensor arguments lazily (False: as the tensors themselves)."""
+
+_LAZY_DTYPES = (torch.float64, torch.float32)
+
+
+def _is_number(c) -> bool:
+    return isinstance(c, (int, float)) and not isinstance(c, bool)
+
+
+class LazyParam(torch.Tensor):
+    """A tensor argument, or an index / constant-arithmetic image of one, not computed yet (module notes)."""
+
+    @staticmethod
+    def __new__(cls, session, root, index, steps, parent, replay):
+        mode = torch.is_grad_enabled()  # the mode it was made in: its value is replayed in that mode
+        grad = root.requires_grad if parent is None else parent._needs and mode  # whether its value needs one
+        t = torch.Tensor._make_wrapper_subclass(cls, index.shape, dtype=root.dtype, device=root.device, requires_grad=grad)
+        t._session, t._root, t._index, t._steps = session, root, index, steps
+        t._parent, t._replay, t._real, t._eager, t._mode, t._needs = parent, replay, None, False, mode, grad
+        session.made.append(t)
+        return t
+
+    def _derive(self, index, steps, replay):
+        if self._session.eager:  # the arguments were written in place: every use is real from here on
+            return replay(self._value())
+        return LazyParam(self._session, self._root, index, steps, self, replay)
+
+    def _value(self) -> torch.Tensor:
+        """The plain tensor this proxy stands for: replayed from its parent with the user's own op, once."""
+        if self._real is None:
+            if self._parent is None:
+                self._real = self._root
+            else:
+                parent = self._parent._value()
+                with torch.set_grad_enabled(self._mode):
+                    real = self._replay(parent)
+                if real.requires_grad != self._needs:
+                    return real  # made where autograd is off below the Python level (torch.tensor([p, q])): not kept
+                self._real = real
+        return self._real
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _METADATA:  # shape, dtype, ...: the wrapper's own, nothing computed
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*args, **kwargs)
+        handler = _HANDLERS.get(func)
+        if handler is not None and not kwargs.get("out"):
+            try:
+                out = handler(*args, **kwargs)
+            except (IndexError, TypeError, ValueError):  # torch says what is wrong: run it for real
+                out = NotImplemented
+            if out is not NotImplemented:
+                return out
+        name = getattr(func, "__name__", "")
+        if _in_place(name, kwargs):
+            _freeze((args, kwargs))
+        args, kwargs = tree_map(_real, (args, kwargs))
+        return func(*args, **kwargs)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        raise RuntimeError(f"qhybrid: a lazy gate parameter reached aten op {func} unresolved (a qhybrid bug).")
+
+    def __repr__(self, *, tensor_contents=None):
+        return repr(self._value())
+
+
+autoray.register_backend(LazyParam, "torch")
+
+
+def _real(x):
+    return x._value() if isinstance(x, LazyParam) else x
+
+
+def _in_place(name: str, kwargs) -> bool:
+    if name.startswith("__i") and name.endswith("__") or name == "__setitem__":
+        return True
+    return bool(kwargs.get("out") is not None) or (name.endswith("_") and not name.endswith("__"))
+
+
+def _freeze(tree) -> None:
+    """Before an in-place op on a proxy (or with one): every proxy made so far gets its value now (views see
+    the write, as they did), and later uses are real."""
+    sessions = {id(x._session): x._session for x in torch.utils._pytree.tree_leaves(tree) if isinstance(x, LazyParam)}
+    for s in sessions.values():
+        s.eager = True
+        for p in s.made:
+            p._value()
+            p._eager = True
+
+
+class Session:
+    """One recording: the proxies made (an in-place write freezes them all) and whether that happened."""
+
+    def __init__(self):
+        self.made: list = []
+        self.eager = False
+
+
+_ARANGES: dict = {}
+
+
+def _arange(shape) -> np.ndarray:
+    found = _ARANGES.get(shape)
+    if found is None:
+        found = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+        found.flags.writeable = False
+        if len(_ARANGES) < 64:
+            _ARANGES[shape] = found
+    return found
+
+
+def _lazy_argument(x, session):
+    if type(x) not in (torch.Tensor, torch.nn.Parameter) or x.dtype not in _LAZY_DTYPES or x.layout != torch.strided:
+        return x
+    return LazyParam(session, x, _arange(tuple(x.shape)), (), None, None)
+
+
+def proxied(args, kwargs):
+    """``(args, kwargs, session)`` with every floating tensor argument (top level) a ``LazyParam``."""
+    session = Session()
+    a = tuple(_lazy_argument(x, session) for x in args)
+    k = {n: _lazy_argument(v, session) for n, v in kwargs.items()}
+    return a, k, session
+
+
+# --- what stays lazy ---------------------------------------------------------------------------------
+
+
+def _basic_index(idx) -> bool:
+    parts = idx if isinstance(idx, tuple) else (idx,)
+    for i in parts:
+        if i is None or i is Ellipsis:
+            continue
+        if isinstance(i, slice):
+            if not all(v is None or type(v) is int for v in (i.start, i.stop, i.step)) or i.step not in (None, 1):
+                return False
+            continue
+        if type(i) is not int:
+            return False
+    return True
+
+
+def _getitem(self, idx):
+    if not isinstance(self, LazyParam) or not _basic_index(idx):
+        return NotImplemented
+    return self._derive(np.asarray(self._index[idx]), self._steps, lambda t: t[idx])
+
+
+def _select(self, dim, index):
+    if not isinstance(self, LazyParam) or type(dim) is not int or type(index) is not int or self._index.ndim == 0:
+        return NotImplemented
+    dim = dim % self._index.ndim
+    return self._derive(np.asarray(np.take(self._index, index, axis=dim)), self._steps, lambda t: t.select(dim, index))
+
+
+def _unbind(self, dim=0):
+    if not isinstance(self, LazyParam) or type(dim) is not int or self._index.ndim == 0:
+        return NotImplemented
+    return tuple(_select(self, dim, k) for k in range(self._index.shape[dim]))
+
+
+def _iter(self):
+    if not isinstance(self, LazyParam) or self._index.ndim == 0:
+        return NotImplemented
+    return iter(_unbind(self, 0))
+
+
+def _transpose(self, d0, d1):
+    if not isinstance(self, LazyParam) or type(d0) is not int or type(d1) is not int:
+        return NotImplemented
+    return self._derive(np.swapaxes(self._index, d0, d1), self._steps, lambda t: t.transpose(d0, d1))
+
+
+def _t(self):
+    if not isinstance(self, LazyParam) or self._index.ndim > 2:
+        return NotImplemented
+    return self._derive(self._index.T, self._steps, lambda t: t.t())
+
+
+def _T(self):
+    if not isinstance(self, LazyParam) or self._index.ndim != 2:
+        return NotImplemented
+    return self._derive(self._index.T, self._steps, lambda t: t.T)
+
+
+def _permute(self, *dims):
+    dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+    if not isinstance(self, LazyParam) or not all(type(d) is int for d in dims):
+        return NotImplemented
+    return self._derive(np.transpose(self._index, dims), self._steps, lambda t: t.permute(dims))
+
+
+def _reshape(self, *shape):
+    shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)) else shape
+    if not isinstance(self, LazyParam) or not all(type(n) is int for n in shape):
+        return NotImplemented
+    return self._derive(self._index.reshape(shape), self._steps, lambda t: t.reshape(shape))
+
+
+def _flatten(self, start_dim=0, end_dim=-1):
+    if not isinstance(self, LazyParam) or (start_dim, end_dim) != (0, -1):
+        return NotImplemented
+    return self._derive(self._index.reshape(-1), self._steps, lambda t: t.flatten())
+
+
+def _step(kind, op):
+    """``self (op) c`` for a Python number ``c``: one more arithmetic step, replayed as written."""
+
+    def handler(self, other=None, *, alpha=None, rounding_mode=None):
+        if kind == "neg":
+            other = None
+        elif alpha is not None or rounding_mode is not None or not _is_number(other):
+            return NotImplemented
+        if not isinstance(self, LazyParam):
+            return NotImplemented
+        return self._derive(self._index, self._steps + ((kind, other),), lambda t: op(t, other))
+
+    return handler
+
+
+def _commuted(kind, op):
+    """``c (op) self`` reached as ``torch.mul(c, self)`` and the like (only where the order is immaterial)."""
+    direct = _step(kind, op)
+
+    def handler(a, b=None, **kw):
+        if isinstance(b, LazyParam) and _is_number(a):
+            return direct(b, a, **kw)
+        return direct(a, b, **kw)
+
+    return handler
+
+
+_mul = _commuted("mul", operator.mul)
+_add = _commuted("add", operator.add)
+_HANDLERS = {
+    torch.Tensor.__getitem__: _getitem,
+    torch.Tensor.select: _select,
+    torch.select: _select,
+    torch.Tensor.unbind: _unbind,
+    torch.unbind: _unbind,
+    torch.Tensor.__iter__: _iter,
+    torch.Tensor.transpose: _transpose,
+    torch.transpose: _transpose,
+    torch.Tensor.t: _t,
+    torch.t: _t,
+    torch.Tensor.T.__get__: _T,
+    torch.Tensor.permute: _permute,
+    torch.permute: _permute,
+    torch.Tensor.reshape: _reshape,
+    torch.reshape: _reshape,
+    torch.Tensor.flatten: _flatten,
+    torch.flatten: _flatten,
+    torch.Tensor.__mul__: _mul,
+    torch.Tensor.__rmul__: _mul,
+    torch.Tensor.mul: _mul,
+    torch.mul: _mul,
+    torch.Tensor.__add__: _add,
+    torch.Tensor.__radd__: _add,
+    torch.Tensor.add: _add,
+    torch.add: _add,
+    torch.Tensor.__truediv__: _step("div", operator.truediv),
+    torch.Tensor.div: _step("div", operator.truediv),
+    torch.div: _step("div", operator.truediv),
+    torch.Tensor.__sub__: _step("sub", operator.sub),
+    torch.Tensor.sub: _step("sub", operator.sub),
+    torch.sub: _step("sub", operator.sub),
+    torch.Tensor.__rsub__: _step("rsub", lambda t, c: c - t),
+    torch.Tensor.__neg__: _step("neg", lambda t, c: -t),
+    torch.Tensor.neg: _step("neg", lambda t, c: -t),
+    torch.neg: _step("neg", lambda t, c: -t),
+}
+
+_METADATA = frozenset(
+    {
+        torch.Tensor.shape.__get__, torch.Tensor.dtype.__get__, torch.Tensor.device.__get__,
+        torch.Tensor.requires_grad.__get__, torch.Tensor.ndim.__get__, torch.Tensor.layout.__get__,
+        torch.Tensor.is_cuda.__get__, torch.Tensor.is_cpu.__get__, torch.Tensor.is_sparse.__get__,
+        torch.Tensor.is_quantized.__get__, torch.Tensor.is_meta.__get__, torch.Tensor.is_nested.__get__,
+        torch.Tensor.size, torch.Tensor.dim, torch.Tensor.ndimension, torch.Tensor.numel, torch.Tensor.nelement,
+        torch.Tensor.is_floating_point, torch.Tensor.is_complex, torch.Tensor.__len__, torch.Tensor.element_size,
+        torch.Tensor.get_device, torch.is_floating_point, torch.is_complex, torch.numel,
+    }
+)
+
+
+__all__ = ["LazyParam", "proxied", "ENABLED"]

@@ -1,0 +1,135 @@
+"""The lazy parameters of a recorded tape given their values: one ``take`` per group, not an op per gate.
+
+The tape's ``LazyParam`` s (``_lazy``) are grouped by root, arithmetic steps and shape. A group's values are
+``torch.take(root, table)`` (``table``: every member's flat positions, made once per layout and device)
+followed by the group's steps with the same Python numbers in the order the user wrote them, so each value
+is bit for bit what ``2 * gamma[l]`` gave; one ``unbind`` hands each gate its own tensor. The rows are
+marked as rows of the group's values (``_variant.mark_rows``), so the device gathers its columns from those
+few tensors and the backward is a few ops a group (``take``'s backward adds into the root). A proxy that is
+its argument unchanged is the argument; one whose real value was made (used by something else: ``retain_grad``,
+a hook, ``autograd.grad`` with respect to it, a frozen one after an in-place write) is that value.
+
+>>> import torch, pennylane as qml
+>>> from qhybrid.workflow._lazy import proxied
+>>> g = torch.tensor([0.1, 0.2], dtype=torch.float64, requires_grad=True)
+>>> (p,), _, session = proxied((g,), {})
+>>> tape = qml.tape.QuantumScript([qml.RX(2 * p[k % 2], 0) for k in range(4)], [qml.expval(qml.Z(0))])
+>>> tape = resolve(tape)
+>>> [type(x).__name__ for x in tape.get_parameters()], float(tape.get_parameters()[1].detach())
+(['Tensor', 'Tensor', 'Tensor', 'Tensor'], 0.4)
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import pennylane as qml
+import torch
+
+from .._variant import mark_rows
+from ._lazy import LazyParam
+
+TABLES_SIZE = 64
+"""Index tables kept (least recently used dropped): a table per group layout and device."""
+
+_TABLES: OrderedDict = OrderedDict()
+_APPLY = {
+    "mul": lambda t, c: t * c,
+    "div": lambda t, c: t / c,
+    "add": lambda t, c: t + c,
+    "sub": lambda t, c: t - c,
+    "rsub": lambda t, c: c - t,
+    "neg": lambda t, c: -t,
+}
+
+
+class _Group:
+    __slots__ = ("root", "steps", "shape", "grad", "where", "indexes", "rows")
+
+    def __init__(self, root, steps, shape, grad):
+        self.root, self.steps, self.shape, self.grad = root, steps, shape, grad
+        self.where: dict = {}
+        self.indexes: list = []
+        self.rows = None
+
+    def member(self, index: np.ndarray) -> int:
+        key = int(index) if index.ndim == 0 else index.tobytes()
+        m = self.where.get(key)
+        if m is None:
+            m = self.where[key] = len(self.indexes)
+            self.indexes.append(index)
+        return m
+
+    def values(self):
+        if self.rows is None:
+            flat = np.stack(self.indexes)
+            device = self.root.device
+            key = (flat.tobytes(), flat.shape, device)
+            table = _TABLES.get(key)
+            if table is None:
+                table = _TABLES[key] = torch.as_tensor(flat, dtype=torch.long, device=device)
+                if len(_TABLES) > TABLES_SIZE:
+                    _TABLES.popitem(last=False)
+            else:
+                _TABLES.move_to_end(key)
+            with torch.set_grad_enabled(self.grad):  # the grad mode the proxies were made in
+                whole = torch.take(self.root, table)
+                for kind, c in self.steps:
+                    whole = _APPLY[kind](whole, c)
+                self.rows = whole.unbind(0)
+            mark_rows(whole, self.rows)
+        return self.rows
+
+
+def resolve(tape: qml.tape.QuantumScript) -> qml.tape.QuantumScript:
+    """``tape`` with every ``LazyParam`` among its operators' and observables' data given its value (plain
+    operators are updated in place, others copied)."""
+    groups: dict = {}
+    found = []  # (data list, position, group, member) to fill once the groups have their values
+
+    def visit(data) -> list | None:
+        new = None
+        for j, d in enumerate(data):
+            if not isinstance(d, LazyParam):
+                continue
+            if new is None:
+                new = list(data)
+            if d._eager or d._real is not None or d._parent is None:  # frozen, used by itself, or an argument
+                new[j] = d._value()
+                continue
+            key = (id(d._root), d._steps, d._index.shape, d._mode)
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = _Group(d._root, d._steps, d._index.shape, d._mode)
+            found.append((new, j, g, g.member(d._index)))
+        return new
+
+    ops, changed = [], False
+    pending = []
+    for op in tape.operations:
+        new = visit(op.data)
+        pending.append(new)
+        ops.append(op)
+    mps = list(tape.measurements)
+    obs_pending = [None if mp.obs is None else visit(mp.obs.data) for mp in mps]
+    if not found and all(p is None for p in pending) and all(p is None for p in obs_pending):
+        return tape
+    for new, j, g, m in found:
+        new[j] = g.values()[m]
+    for i, (op, new) in enumerate(zip(ops, pending)):
+        if new is None:
+            continue
+        if isinstance(getattr(type(op), "data", None), property) or getattr(op, "_pauli_rep", None) is not None:
+            ops[i] = qml.ops.functions.bind_new_parameters(op, new)  # data derived from parts: a new operator
+            changed = True
+        else:
+            op.data = tuple(new)
+    for i, (mp, new) in enumerate(zip(mps, obs_pending)):
+        if new is not None:
+            mps[i] = type(mp)(obs=qml.ops.functions.bind_new_parameters(mp.obs, new))
+            changed = True
+    return tape.copy(operations=ops, measurements=mps) if changed else tape
+
+
+__all__ = ["resolve", "TABLES_SIZE"]

@@ -1,0 +1,355 @@
+"""Lazy gate parameters (``workflow/_lazy.py``): a plain qnode records ``2 * gamma[l]`` per gate without an aten
+op per gate, with the values, gradients and Hessians it had, and every other use of an argument unchanged."""
+
+from __future__ import annotations
+
+import collections
+import random
+
+import pennylane as qml
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import qhybrid
+from qhybrid.workflow._lazy import LazyParam
+
+TOL = 1e-10
+
+
+class _Count(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[func.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _random_circuit(seed: int, n: int = 3, gates: int = 14):
+    """A circuit of several gate kinds whose angles are written the ways users write them: ``2*w[i]``,
+    ``-w[i]/3``, ``w[i, j]``, ``x[:, i]`` (batched data), ``w[i] + 0.5``, ``torch.sin(w[i])`` (real)."""
+    rng = random.Random(seed)
+    plan = []
+    for _ in range(gates):
+        kind = rng.choice(["RX", "RY", "RZ", "IsingZZ", "CRX", "Rot", "PhaseShift", "IsingXX"])
+        form = rng.choice(["2w", "-w/3", "wij", "x", "w+", "sin", "w", "0.5-w", "w.T"])
+        wires = rng.sample(range(n), 2)
+        plan.append((kind, form, wires, rng.randrange(4), rng.randrange(3)))
+
+    def angle(form, w, m, x, i, j):
+        if form == "2w":
+            return 2 * w[i]
+        if form == "-w/3":
+            return -w[i] / 3
+        if form == "wij":
+            return m[i, j]
+        if form == "x":
+            return x[:, j]
+        if form == "w+":
+            return w[i] + 0.5
+        if form == "sin":
+            return torch.sin(w[i])
+        if form == "0.5-w":
+            return 0.5 - 1.5 * w[i]
+        if form == "w.T":
+            return m.T[j, i] * 0.25
+        return w[i]
+
+    def circuit(x, w, m):
+        for kind, form, wires, i, j in plan:
+            a = angle(form, w, m, x, i, j)
+            if kind == "Rot":
+                qml.Rot(a, w[(i + 1) % 4], m[i, (j + 1) % 3], wires=wires[0])
+            elif kind in ("IsingZZ", "CRX", "IsingXX"):
+                getattr(qml, kind)(a, wires=wires)
+            else:
+                getattr(qml, kind)(a, wires=wires[0])
+            qml.CNOT(wires=wires)
+        return qml.expval(qml.Z(0) @ qml.X(1)), qml.expval(qml.Y(2) + 0.5 * qml.Z(2))
+
+    return circuit
+
+
+def _args(dtype=torch.float64, batch=3):
+    x = torch.rand(batch, 3, dtype=dtype, requires_grad=True)
+    w = torch.rand(4, dtype=dtype, requires_grad=True)
+    m = torch.rand(4, 3, dtype=dtype, requires_grad=True)
+    return x, w, m
+
+
+def _loss(f):
+    return lambda *a: sum(r.sum() for r in f(*a))
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("diff_method", ["best", "adjoint", "parameter-shift"])
+def test_random_circuits_match_default_qubit(seed, diff_method):
+    circuit = _random_circuit(seed)
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=3), diff_method=diff_method)(circuit)
+    ref = qml.qnode(qml.device("default.qubit", wires=3), interface="torch", diff_method="backprop")(circuit)
+    args = _args()
+    for _ in range(2):  # the second call: every cache warm
+        got, want = ours(*args), ref(*args)
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, atol=TOL, rtol=0)
+        g = torch.autograd.grad(_loss(ours)(*args), args, allow_unused=True)
+        g_ref = torch.autograd.grad(_loss(ref)(*args), args, allow_unused=True)
+        for a, b, arg in zip(g, g_ref, args):
+            zero = torch.zeros_like(arg)
+            torch.testing.assert_close(zero if a is None else a, zero if b is None else b, atol=TOL, rtol=0)
+    assert not any(isinstance(p, LazyParam) for p in ours.tape.get_parameters())
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_random_circuit_hessian_matches_default_qubit(seed):
+    circuit = _random_circuit(seed, gates=8)
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=3), diff_method="adjoint")(circuit)
+    ref = qml.qnode(qml.device("default.qubit", wires=3), interface="torch", diff_method="backprop")(circuit)
+    x, w, m = (a.detach() for a in _args(batch=2))
+    h = torch.autograd.functional.hessian(lambda w, m: _loss(ours)(x, w, m), (w, m))
+    h_ref = torch.autograd.functional.hessian(lambda w, m: _loss(ref)(x, w, m), (w, m))
+    for row, row_ref in zip(h, h_ref):
+        for a, b in zip(row, row_ref):
+            torch.testing.assert_close(a, b, atol=TOL, rtol=0)
+    assert sum(b.abs().sum() for row in h for b in row) > 1e-3
+
+
+def test_float32_matches_default_qubit():
+    circuit = _random_circuit(2)
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=3), diff_method="adjoint")(circuit)
+    ref = qml.qnode(qml.device("default.qubit", wires=3), interface="torch", diff_method="backprop")(circuit)
+    args = _args(torch.float32)
+    ref_args = [a.detach().double().requires_grad_() for a in args]
+    for a, b in zip(ours(*args), ref(*ref_args)):
+        torch.testing.assert_close(a.double(), b, atol=1e-5, rtol=0)
+    g = torch.autograd.grad(_loss(ours)(*args), args)
+    g_ref = torch.autograd.grad(_loss(ref)(*ref_args), ref_args)
+    for a, b in zip(g, g_ref):
+        torch.testing.assert_close(a.double(), b, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_parameters_are_bit_for_bit_the_users_arithmetic(dtype):
+    w = torch.rand(5, dtype=dtype, requires_grad=True) * 3 - 1.5
+    consts = [2, 0.1, 1 / 3, 7.25, -2.5]
+
+    def forms(w):
+        return [
+            *(c * w[k] for k, c in enumerate(consts)),
+            *(w[k] / c for k, c in enumerate(consts)),
+            *(-w[k] / 3 for k in range(5)),
+            *((w[k] + c) * 2 for k, c in enumerate(consts)),
+            *(c - w[k] * 1.1 for k, c in enumerate(consts)),
+            *(w[k] - c for k, c in enumerate(consts)),
+        ]
+
+    node = qhybrid.qnode(qhybrid.device("tensornet", wires=1), diff_method="adjoint")(
+        lambda w: ([qml.RX(a, 0) for a in forms(w)], qml.expval(qml.Z(0)))[1]
+    )
+    node(w)
+    for got, want in zip(node.tape.get_parameters(), forms(w)):
+        assert type(got) is torch.Tensor and got.dtype == dtype
+        assert torch.equal(got, want), (got, want)
+
+
+def _qaoa(edges, n, p):
+    def circuit(gamma, beta):
+        for i in range(n):
+            qml.Hadamard(i)
+        for layer in range(p):
+            for u, v in edges:
+                qml.IsingZZ(2 * gamma[layer], wires=[u, v])
+            for i in range(n):
+                qml.RX(2 * beta[layer], wires=i)
+        return qml.expval(qml.sum(*(qml.Z(u) @ qml.Z(v) for u, v in edges)))
+
+    return circuit
+
+
+def test_recording_dispatches_no_op_per_gate():
+    """The user's function dispatches no aten op while it records (it did two a gate: a select and a mul),
+    and a whole value + gradient step dispatches a few ops more than the device's, not two or three a gate."""
+    n, p = 8, 2
+    edges = [(i, (i + 1) % n) for i in range(n)] + [(i, (i + 3) % n) for i in range(0, n, 2)]
+    circuit = _qaoa(edges, n, p)
+    inside = _Count()
+
+    def counted(gamma, beta):
+        with inside:
+            return circuit(gamma, beta)
+
+    node = qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method="adjoint")(counted)
+    gamma = torch.tensor([0.3, 0.5], dtype=torch.float64, requires_grad=True)
+    beta = torch.tensor([-0.2, 0.4], dtype=torch.float64, requires_grad=True)
+    node(gamma, beta).backward()  # plans, tables
+    inside.ops.clear()
+    node(gamma, beta).backward()
+    gates = p * (len(edges) + n)
+    assert gates >= 20
+    assert sum(inside.ops.values()) == 0, inside.ops
+    ref = qml.qnode(qml.device("default.qubit", wires=n), interface="torch")(circuit)
+    g = torch.autograd.grad(node(gamma, beta), (gamma, beta))
+    g_ref = torch.autograd.grad(ref(gamma, beta), (gamma, beta))
+    for a, b in zip(g, g_ref):
+        torch.testing.assert_close(a, b, atol=TOL, rtol=0)
+
+
+def test_values_control_flow_printing_and_math(capsys):
+    def circuit(w, scale):
+        if w[0] > 0:  # a branch on a value: real
+            qml.RX(2 * w[0], 0)
+        else:
+            qml.RY(2 * w[0], 0)
+        print("angle", w[1])
+        qml.RZ(qml.math.cos(w[1]) * float(scale), 1)
+        qml.RY(qml.math.stack([w[0], w[1]]).sum(), 1)
+        qml.CNOT([0, 1])
+        assert qml.math.get_interface(w) == "torch" and qml.math.requires_grad(w[0])
+        return qml.expval(qml.Z(1))
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2))(circuit)
+    ref = qml.qnode(qml.device("default.qubit", wires=2), interface="torch")(circuit)
+    for sign in (1.0, -1.0):
+        w = torch.tensor([0.4 * sign, 0.7], dtype=torch.float64, requires_grad=True)
+        scale = torch.tensor(1.3)
+        (g,) = torch.autograd.grad(ours(w, scale=scale), w)
+        (g_ref,) = torch.autograd.grad(ref(w, scale=scale), w)
+        torch.testing.assert_close(g, g_ref, atol=TOL, rtol=0)
+        assert isinstance(ours.tape.operations[0], qml.RX if sign > 0 else qml.RY)
+    assert "angle tensor(0.7000, dtype=torch.float64, grad_fn=<SelectBackward0>)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        lambda x, w: (qml.AngleEmbedding(x, wires=range(3)), qml.StronglyEntanglingLayers(w, wires=range(3))),
+        lambda x, w: (qml.AngleEmbedding(x[:, 1:] * 2, wires=range(2)), qml.BasicEntanglerLayers(w[:, :, 0], wires=range(3))),
+        lambda x, w: qml.QAOAEmbedding(x, w[:, :, :2].reshape(2, 6), wires=range(3)),
+        lambda x, w: [qml.Rot(*row, wires=k % 3) for k, row in enumerate(w.reshape(-1, 3))],
+    ],
+)
+def test_templates_match_default_qubit(template):
+    def circuit(x, w):
+        template(x, w)
+        return [qml.expval(qml.Z(i)) for i in range(3)]
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=3))(circuit)
+    ref = qml.qnode(qml.device("default.qubit", wires=3), interface="torch")(circuit)
+    x = torch.rand(4, 3, dtype=torch.float64, requires_grad=True)
+    w = torch.rand(2, 3, 3, dtype=torch.float64, requires_grad=True)
+    for _ in range(2):
+        got, want = torch.stack(ours(x, w)), torch.stack(ref(x, w))
+        torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+        g = torch.autograd.grad(got.sum(), (x, w), allow_unused=True, materialize_grads=True)
+        g_ref = torch.autograd.grad(want.sum(), (x, w), allow_unused=True, materialize_grads=True)
+        for a, b in zip(g, g_ref):
+            torch.testing.assert_close(a, b, atol=TOL, rtol=0)
+
+
+def test_hamiltonian_coefficients_from_an_argument():
+    def circuit(w, c):
+        qml.RX(w[0], 0)
+        qml.RY(-w[1] / 2, 1)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.Hamiltonian([2 * c[0], c[1], c[2] + 0.5], [qml.Z(0), qml.X(1), qml.Z(0) @ qml.Z(1)]))
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2))(circuit)
+    ref = qml.qnode(qml.device("default.qubit", wires=2), interface="torch")(circuit)
+    w = torch.tensor([0.3, 0.8], dtype=torch.float64, requires_grad=True)
+    c = torch.tensor([0.5, -1.2, 0.7], dtype=torch.float64, requires_grad=True)
+    for _ in range(2):
+        got, want = ours(w, c), ref(w, c)
+        torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+        for a, b in zip(torch.autograd.grad(got, (w, c)), torch.autograd.grad(want, (w, c))):
+            torch.testing.assert_close(a, b, atol=TOL, rtol=0)
+
+
+def test_keywords_integers_complex_and_no_grad_arguments():
+    def circuit(w, *, wires, k, u, scale=None):
+        qml.RX(w[int(k[0])] * 2, wires[0])
+        qml.QubitUnitary(u, wires=wires[1])
+        qml.RY(scale[1] / 4, wires[1])
+        qml.CNOT(wires)
+        return qml.expval(qml.Z(wires[1]))
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2))(circuit)
+    ref = qml.qnode(qml.device("default.qubit", wires=2), interface="torch")(circuit)
+    w = torch.tensor([0.3, 0.8], dtype=torch.float64, requires_grad=True)
+    u = torch.tensor([[0, 1], [1, 0]], dtype=torch.complex128) * 1j
+    kw = dict(wires=[0, 1], k=torch.tensor([1]), u=u, scale=torch.tensor([0.2, 0.9], dtype=torch.float64))
+    got, want = ours(w, **kw), ref(w, **kw)
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    torch.testing.assert_close(torch.autograd.grad(got, w)[0], torch.autograd.grad(want, w)[0], atol=TOL, rtol=0)
+    with torch.no_grad():
+        torch.testing.assert_close(ours(w, **kw), want.detach(), atol=TOL, rtol=0)
+
+
+def test_in_place_writes_keep_their_meaning():
+    """A write into an argument inside the function: proxies made before it keep the values they had (views
+    see the write, as views do), and everything after it is real."""
+
+    def circuit(x):
+        a = 2 * x[0]  # made before the write: the old value
+        v = x[1]  # a view: sees the write
+        x[1] = 0.25
+        qml.RX(a, 0)
+        qml.RY(v, 0)
+        qml.RZ(x[1] * 3, 0)
+        return qml.expval(qml.X(0))
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=1))(circuit)
+    ref = qml.qnode(qml.device("default.qubit", wires=1), interface="torch")(circuit)
+    base = torch.tensor([0.3, 0.8], dtype=torch.float64)
+    x1, x2 = base.clone(), base.clone()
+    torch.testing.assert_close(ours(x1), ref(x2), atol=TOL, rtol=0)
+    assert torch.equal(x1, x2)
+
+
+def test_transforms_and_static_structure_record_real_tensors():
+    seen = []
+
+    @qml.transform
+    def spy(tape):
+        seen.extend(tape.get_parameters())
+        return [tape], lambda r: r[0]
+
+    def circuit(w):
+        qml.RX(2 * w[0], 0)
+        qml.RY(w[1], 0)
+        return qml.expval(qml.Z(0))
+
+    w = torch.tensor([0.3, 0.8], dtype=torch.float64, requires_grad=True)
+    plain = qhybrid.qnode(qhybrid.device("tensornet", wires=1))(circuit)
+    want = plain(w)
+    transformed = spy(qhybrid.qnode(qhybrid.device("tensornet", wires=1))(circuit))
+    torch.testing.assert_close(transformed(w), want, atol=TOL, rtol=0)
+    assert seen and not any(isinstance(p, LazyParam) for p in seen)
+    static = qhybrid.qnode(qhybrid.device("tensornet", wires=1), static_structure=True)(circuit)
+    for _ in range(2):
+        torch.testing.assert_close(static(w), want, atol=TOL, rtol=0)
+    ps = qhybrid.qnode(qhybrid.device("tensornet", wires=1), diff_method="parameter-shift")(circuit)
+    torch.testing.assert_close(torch.autograd.grad(ps(w), w)[0], torch.autograd.grad(want, w)[0], atol=TOL, rtol=0)
+
+
+def test_an_intermediate_the_user_keeps_is_on_the_graph():
+    """``a = 2 * g[0]`` kept and differentiated by itself (``retain_grad``, ``autograd.grad``): its gates read it."""
+    kept = []
+
+    def circuit(g):
+        a = 2 * g[0]
+        a.retain_grad()
+        kept.append(a)
+        for k in range(10):
+            qml.RX(a, k % 2)
+            qml.RY(-g[1] / 3, k % 2)
+        return qml.expval(qml.Z(0) @ qml.Z(1))
+
+    node = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method="adjoint")(circuit)
+    g = torch.tensor([0.3, 0.8], dtype=torch.float64, requires_grad=True)
+    out = node(g)
+    (da,) = torch.autograd.grad(out, kept[0], retain_graph=True)
+    out.backward()
+    assert kept[0].grad is not None and da.abs() > 0.1
+    torch.testing.assert_close(g.grad[0], 2 * da, atol=TOL, rtol=0)
