@@ -353,3 +353,13 @@ def test_an_intermediate_the_user_keeps_is_on_the_graph():
     out.backward()
     assert kept[0].grad is not None and da.abs() > 0.1
     torch.testing.assert_close(g.grad[0], 2 * da, atol=TOL, rtol=0)
+
+
+@pytest.mark.parametrize("chain", ["2 * gamma[l]", "mixed", "views"])
+def test_the_folds_chains_recorded_lazily_match_default_qubit(monkeypatch, chain):
+    """The chains ``gradients/_derived.py`` folds, now recorded lazily through light cones of closed networks."""
+    from qhybrid.devices.tensornet import _simulate
+    from tests.gradients.test_derived_sources import CHAINS, _circuit, _run
+
+    monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 0)
+    _run(_circuit(CHAINS[chain]))
