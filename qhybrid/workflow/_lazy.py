@@ -52,13 +52,25 @@ class LazyParam(torch.Tensor):
         t = torch.Tensor._make_wrapper_subclass(cls, index.shape, dtype=root.dtype, device=root.device, requires_grad=grad)
         t._session, t._root, t._index, t._steps = session, root, index, steps
         t._parent, t._replay, t._real, t._eager, t._mode, t._needs = parent, replay, None, False, mode, grad
+        t._children = {}
         session.made.append(t)
         return t
 
-    def _derive(self, index, steps, replay):
+    def _derive(self, index, steps, replay, key=None):
+        """A child proxy; with ``key`` (an integer index, a step with its number) the one made before for it,
+        so ``2 * gamma[l]`` written per gate is two proxies a layer, not two a gate."""
         if self._session.eager:  # the arguments were written in place: every use is real from here on
             return replay(self._value())
-        return LazyParam(self._session, self._root, index, steps, self, replay)
+        child = LazyParam(self._session, self._root, index, steps, self, replay)
+        if key is not None and child._mode == self._mode:
+            self._children[key] = child
+        return child
+
+    def _child(self, key):
+        found = self._children.get(key)
+        if found is not None and found._mode == torch.is_grad_enabled() and not self._session.eager:
+            return found
+        return None
 
     def _value(self) -> torch.Tensor:
         """The plain tensor this proxy stands for: replayed from its parent with the user's own op, once."""
@@ -109,10 +121,16 @@ def _real(x):
     return x._value() if isinstance(x, LazyParam) else x
 
 
+_IN_PLACE_DUNDERS = frozenset(
+    "__setitem__ __iadd__ __isub__ __imul__ __itruediv__ __ifloordiv__ __imod__ __ipow__ __imatmul__ __iand__ "
+    "__ior__ __ixor__ __ilshift__ __irshift__".split()
+)
+
+
 def _in_place(name: str, kwargs) -> bool:
-    if name.startswith("__i") and name.endswith("__") or name == "__setitem__":
+    if name in _IN_PLACE_DUNDERS or kwargs.get("out") is not None:
         return True
-    return bool(kwargs.get("out") is not None) or (name.endswith("_") and not name.endswith("__"))
+    return name.endswith("_") and not name.endswith("__")
 
 
 def _freeze(tree) -> None:
@@ -181,14 +199,20 @@ def _basic_index(idx) -> bool:
 def _getitem(self, idx):
     if not isinstance(self, LazyParam) or not _basic_index(idx):
         return NotImplemented
-    return self._derive(np.asarray(self._index[idx]), self._steps, lambda t: t[idx])
+    key = ("[]", idx) if type(idx) is int or type(idx) is tuple and all(type(i) is int for i in idx) else None
+    found = None if key is None else self._child(key)
+    return found if found is not None else self._derive(np.asarray(self._index[idx]), self._steps, lambda t: t[idx], key)
 
 
 def _select(self, dim, index):
     if not isinstance(self, LazyParam) or type(dim) is not int or type(index) is not int or self._index.ndim == 0:
         return NotImplemented
     dim = dim % self._index.ndim
-    return self._derive(np.asarray(np.take(self._index, index, axis=dim)), self._steps, lambda t: t.select(dim, index))
+    key = ("select", dim, index)
+    found = self._child(key)
+    return found if found is not None else self._derive(
+        np.asarray(np.take(self._index, index, axis=dim)), self._steps, lambda t: t.select(dim, index), key
+    )
 
 
 def _unbind(self, dim=0):
@@ -251,7 +275,9 @@ def _step(kind, op):
             return NotImplemented
         if not isinstance(self, LazyParam):
             return NotImplemented
-        return self._derive(self._index, self._steps + ((kind, other),), lambda t: op(t, other))
+        key = (kind, type(other), other if type(other) is int else float(other).hex() if other is not None else None)
+        found = self._child(key)
+        return found if found is not None else self._derive(self._index, self._steps + ((kind, other),), lambda t: op(t, other), key)
 
     return handler
 
@@ -316,7 +342,7 @@ _METADATA = frozenset(
         torch.Tensor.is_quantized.__get__, torch.Tensor.is_meta.__get__, torch.Tensor.is_nested.__get__,
         torch.Tensor.size, torch.Tensor.dim, torch.Tensor.ndimension, torch.Tensor.numel, torch.Tensor.nelement,
         torch.Tensor.is_floating_point, torch.Tensor.is_complex, torch.Tensor.__len__, torch.Tensor.element_size,
-        torch.Tensor.get_device, torch.is_floating_point, torch.is_complex, torch.numel,
+        torch.Tensor.get_device, torch.is_floating_point, torch.is_complex, torch.numel, torch.Tensor.__hash__,
     }
 )
 

@@ -132,7 +132,8 @@ def cone_classes_shared_rows(monkeypatch):
 
 
 def cone_classes_plain_qnode(monkeypatch):
-    """A plain qnode's cone classes (``2 * gamma[l]``: a tensor per gate), whose shared rows only values show."""
+    """A plain qnode's cone classes (``2 * gamma[l]`` per gate): recorded lazily (workflow/_lazy.py), the gates of a
+    layer read one element, so their rows are shared by structure (a tensor per gate was found equal by values)."""
     step, dev = _qaoa(_regular(30), 30)
     return step, lambda: "light cones" in _engines(dev)
 
@@ -227,7 +228,6 @@ CASES = {f.__name__: f for f in (
 NOT_YET = {  # engines whose steady steps still touch the host (issue 39): strict, so a fix shows here
     "mps": "bond sizes chosen from singular values and QR rank checks (mps/qr.py), the truncation report read per "
            "call (mps/run.py): data-dependent by design; a fixed-bond mode would be needed",
-    "cone_classes_plain_qnode": "equal rows found by values (lightcone/shared.py unique); a capture runs every row",
     "trajectories": "each trajectory's tape built from Python data (mixed/trajectories.py), its unitarity checked on "
                     "values (statevector/adjoint.py is_unitary)",
     "parameter_shift": "shifted parameters built from Python numbers (_values.py): not capturable, by design",
