@@ -152,6 +152,9 @@ class Session:
         self.eager = False
 
 
+LAZY_MAX_ELEMENTS = 1 << 20
+"""Arguments with more elements are handed over as they are (their position table would cost more than it saves)."""
+
 _ARANGES: dict = {}
 
 
@@ -160,13 +163,15 @@ def _arange(shape) -> np.ndarray:
     if found is None:
         found = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
         found.flags.writeable = False
-        if len(_ARANGES) < 64:
+        if len(_ARANGES) < 64 and found.size <= 1 << 16:
             _ARANGES[shape] = found
     return found
 
 
 def _lazy_argument(x, session):
     if type(x) not in (torch.Tensor, torch.nn.Parameter) or x.dtype not in _LAZY_DTYPES or x.layout != torch.strided:
+        return x
+    if x.numel() > LAZY_MAX_ELEMENTS:
         return x
     return LazyParam(session, x, _arange(tuple(x.shape)), (), None, None)
 

@@ -363,3 +363,26 @@ def test_the_folds_chains_recorded_lazily_match_default_qubit(monkeypatch, chain
 
     monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 0)
     _run(_circuit(CHAINS[chain]))
+
+
+def test_views_parameters_and_no_grad_inside_the_function():
+    """A transposed (non-contiguous) argument, an ``nn.Parameter``, and a parameter made under ``no_grad``."""
+
+    def circuit(m, p):
+        with torch.no_grad():
+            frozen = 2 * m[0, 1]
+        qml.RX(frozen, 0)
+        qml.RY(m[1, 0] * 3, 0)
+        qml.RZ(-p[1] / 2, 1)
+        qml.IsingXX(m[0, 0] + p[0], [0, 1])
+        return qml.expval(qml.Y(0) @ qml.X(1))
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2))(circuit)
+    ref = qml.qnode(qml.device("default.qubit", wires=2), interface="torch")(circuit)
+    base = torch.rand(2, 2, dtype=torch.float64, requires_grad=True)
+    p = torch.nn.Parameter(torch.rand(2, dtype=torch.float64))
+    for _ in range(2):
+        got, want = ours(base.T, p), ref(base.T, p)
+        torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+        for a, b in zip(torch.autograd.grad(got, (base, p)), torch.autograd.grad(want, (base, p))):
+            torch.testing.assert_close(a, b, atol=TOL, rtol=0)
