@@ -62,7 +62,7 @@ class LazyParam(torch.Tensor):
         if self._session.eager:  # the arguments were written in place: every use is real from here on
             return replay(self._value())
         child = LazyParam(self._session, self._root, index, steps, self, replay)
-        if key is not None and child._mode == self._mode:
+        if key is not None:
             self._children[key] = child
         return child
 
@@ -93,7 +93,7 @@ class LazyParam(torch.Tensor):
             with torch._C.DisableTorchFunctionSubclass():
                 return func(*args, **kwargs)
         handler = _HANDLERS.get(func)
-        if handler is not None and not kwargs.get("out"):
+        if handler is not None and kwargs.get("out") is None:
             try:
                 out = handler(*args, **kwargs)
             except (IndexError, TypeError, ValueError):  # torch says what is wrong: run it for real
@@ -193,8 +193,8 @@ def _basic_index(idx) -> bool:
         if i is None or i is Ellipsis:
             continue
         if isinstance(i, slice):
-            if not all(v is None or type(v) is int for v in (i.start, i.stop, i.step)) or i.step not in (None, 1):
-                return False
+            if not all(v is None or type(v) is int for v in (i.start, i.stop, i.step)) or (i.step or 1) < 1:
+                return False  # torch takes no negative step: it says so itself
             continue
         if type(i) is not int:
             return False

@@ -386,3 +386,36 @@ def test_views_parameters_and_no_grad_inside_the_function():
         torch.testing.assert_close(got, want, atol=TOL, rtol=0)
         for a, b in zip(torch.autograd.grad(got, (base, p)), torch.autograd.grad(want, (base, p))):
             torch.testing.assert_close(a, b, atol=TOL, rtol=0)
+
+
+VIEWS = {
+    "slices": lambda t: t[::2, 1::2],
+    "None and int": lambda t: t[..., None, 2],
+    ".T": lambda t: t.T[1],
+    "permute": lambda t: t.permute(1, 0)[2, 1:],
+    "reshape": lambda t: t.reshape(4, 3)[3],
+    "flatten": lambda t: t.flatten()[5:7],
+    "iteration": lambda t: list(t)[2][1],
+    "unbind": lambda t: t.unbind(1)[3],
+    "select": lambda t: torch.select(t, 1, -1),
+    "transpose": lambda t: t.transpose(0, 1)[0],
+    "steps": lambda t: -(t[1] - 3) / 2,
+    "rsub": lambda t: 0.5 - t[0] * 2 + 1,
+}
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_views_stay_lazy_and_read_what_torch_reads(view):
+    from qhybrid.workflow._lazy import proxied
+
+    w = torch.arange(12.0, dtype=torch.float64).reshape(3, 4).requires_grad_()
+    (p,), _, _ = proxied((w,), {})
+    inside = _Count()
+    with inside:
+        lazy = VIEWS[view](p)
+    assert isinstance(lazy, LazyParam) and not inside.ops
+    want = VIEWS[view](w)
+    assert lazy.shape == want.shape
+    if not lazy._steps:  # the index table reads the very elements torch's view does
+        assert torch.equal(torch.take(w, torch.as_tensor(lazy._index.copy())), want)
+    assert torch.equal(lazy._value(), want) and lazy._value().grad_fn is not None
