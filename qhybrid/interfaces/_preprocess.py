@@ -278,5 +278,6 @@ def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
 
 def _gathered(entry, params):
     template, post, gather = entry
+    # a lazily recorded qnode's gate parameters are rows of a few tensors: the gather reads those (_variant)
     g = through_rows(gather.rebound([p for p in params if isinstance(p, torch.Tensor)]))
     return Variant(template, None, g), post

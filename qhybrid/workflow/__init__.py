@@ -10,6 +10,8 @@
       │        (the arguments are flattened once: _call_args.CallArgs gives the key, tensors, device)
       ▼
     record the function into a tape                  QNode.construct
+      │  floating tensor arguments handed over as LazyParams: indexing and constant arithmetic stay
+      │  index tables (_lazy.py), each group of gate parameters then made by one take (_lazy_resolve.py)
       │  user transforms (qml.transform, metric_tensor, ...)?   ──► their tapes          (_transforms.py)
       ▼
     qhybrid.interfaces.torch.execute(tapes)          one opaque step to torch.compile    (interfaces/_compile.py)

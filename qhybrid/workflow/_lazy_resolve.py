@@ -30,8 +30,9 @@ import torch
 from .._variant import mark_rows
 from ._lazy import LazyParam
 
-TABLES_SIZE = 64
-"""Index tables kept (least recently used dropped): a table per group layout and device."""
+TABLES_SIZE = 256
+"""Index tables kept (least recently used dropped): a table per group layout and device, made on the first call
+of a layout (a captured CUDA graph reads the one its warm-up calls made), as many as structures are kept."""
 
 _TABLES: OrderedDict = OrderedDict()
 _APPLY = {

@@ -27,7 +27,8 @@ class QNode(PennyLaneQNodeFace):
     """A quantum function bound to a device and a gradient method.
 
     Calling it records the function into a PennyLane tape (torch tensors stay its parameters; a leading
-    batch axis on data arguments broadcasts the whole circuit in one execution), executes it and returns
+    batch axis on data arguments broadcasts the whole circuit in one execution; ``2 * gamma[l]`` per gate
+    costs no op per gate: ``workflow/_lazy.py``), executes it and returns
     what a PennyLane torch QNode returns for the same function. It is a ``qml.QNode`` to PennyLane's tools:
     transforms (``@qml.transform``, ``qml.metric_tensor``, ``qml.gradients.param_shift``)
     apply to it, and ``qml.draw`` / ``qml.specs`` read it.
