@@ -26,6 +26,7 @@ import torch
 from . import bound_vjp, diagonal, gate_grads
 from ..._gates import constant_matrix
 from .blocks import kron as _kron
+from .bound_inputs import Layout
 from .kernels import Action
 from .permutation import monomial_on
 from .product import zero_ket as _zero_ket
@@ -51,12 +52,14 @@ class BoundProgram:
 
     def __init__(self, program, structure, tape, groups, slot_group, chains, krons, steps, runs=()):
         self.program, self.structure, self.tape = program, structure, tape
-        self.groups = groups  # [(name, batched, [(input, index [n, *shape]) per parameter])]
+        self.groups = groups  # [(name, batched, per parameter [(input, index [*shape]) per gate])]
+        self.group_sources = [{src for col in spec for src, _ in col} for _, _, spec in groups]
         self.slot_group = slot_group  # slot -> (group, position)
         self.chains = chains
         self.krons = krons  # size -> (chain, entry indices [blocks * size]) of every block of that size
         self.steps = steps
-        self.runs = list(runs)  # per diagonal run: [(input, rows in the run, index [rows, B|1])] per input
+        self.runs = list(runs)  # per diagonal run: per gate [[(input, index [B|1])]] (a [gates, 1, B|1] table)
+        self.run_sources = [{row[0][0] for row in run} for run in self.runs]
         self.n = program.n
         self.signs = program.measure_signs
         self._consts: dict = {}
@@ -78,16 +81,16 @@ class BoundProgram:
             entries = [maps[j] for j in range(*slot.params)]
             if any(e[0] == "const" for e in entries) or len({tuple(e[1].shape) for e in entries}) != 1:
                 return None
-            key = (slot.name, slot.batched, tuple(e[0] for e in entries), tuple(entries[0][1].shape))
+            # one group per gate kind and index shape, whichever inputs its angles come from (bound_inputs)
+            key = (slot.name, slot.batched, len(entries), tuple(entries[0][1].shape))
             gid = by_key.get(key)
             if gid is None:
                 gid = by_key[key] = len(groups)
-                groups.append([slot.name, slot.batched, [(e[0], []) for e in entries]])
+                groups.append((slot.name, slot.batched, [[] for _ in entries]))
             spec = groups[gid][2]
-            slot_group[si] = (gid, len(spec[0][1]))
+            slot_group[si] = (gid, len(spec[0]))
             for k, e in enumerate(entries):
-                spec[k][1].append(e[1])
-        groups = [(name, batched, [(src, torch.stack(ix)) for src, ix in spec]) for name, batched, spec in groups]
+                spec[k].append((e[0], e[1]))
         steps = program.steps
         if program.measure is not None and steps and steps[-1].kind == "monomial":
             steps = steps[:-1]  # folded into the sign matrix
@@ -151,24 +154,22 @@ class BoundProgram:
 
     @staticmethod
     def _run_gathers(run, structure, maps) -> list | None:
-        """A diagonal run's angle columns as gathers: [(input, rows of the run, index [rows, B|1])] per input,
-        or None where a member is not one gathered angle (a ``DiagonalQubitUnitary``, a literal angle)."""
+        """A diagonal run's angle columns as gathers: per gate ``[(input, index [B|1])]``, or None where a
+        member is not one gathered angle (a ``DiagonalQubitUnitary``, a literal angle)."""
         if run.vectors:
             return None
         B = structure.batch_size or 1
         width = B if any(structure.slots[si].batched for si in run.angles) else 1
-        by_src: dict = {}
-        for row, si in enumerate(run.angles):
+        rows = []
+        for si in run.angles:
             slot = structure.slots[si]
             if slot.params[1] - slot.params[0] != 1:
                 return None
             src, index = maps[slot.params[0]][:2]
             if src == "const" or index.ndim > 1 or (index.ndim == 1 and index.shape[0] != width):
                 return None
-            rows, idx = by_src.setdefault(src, ([], []))
-            rows.append(row)
-            idx.append(index.reshape(-1).expand(width))
-        return [(src, torch.tensor(rows), torch.stack(idx)) for src, (rows, idx) in by_src.items()]
+            rows.append([(src, index.reshape(-1).expand(width))])
+        return rows
     @staticmethod
     def _blocks(refs, chains) -> list:
         """Kronecker blocks of adjacent unbatched wires: [(first wire, [(chain, entry), ...])]."""
@@ -187,13 +188,12 @@ class BoundProgram:
         """(actions, tensors, record) for these inputs; ``record`` is what ``input_cotangents`` needs
         (``derivatives=False``: a run no backward will follow)."""
         real = torch.empty((), dtype=dtype).real.dtype
+        lay = self._layout(inputs)
+        flat = lay.flat(inputs, real)
         derivs, mats = [], []
-        for name, _, spec in self.groups:
-            c = [inputs[src].detach().reshape(-1)[self._on(index, device)].to(real) for src, index in spec]
-            if derivatives:
-                m, dm = gate_grads.build(name, c, dtype, device, with_derivatives=True)
-            else:
-                m, dm = gate_grads.build(name, c, dtype, device), None
+        for gid, (name, _, spec) in enumerate(self.groups):
+            cols = flat[lay.table(("g", gid), spec, device)]  # [k, gates, *shape], one gather
+            m, dm = gate_grads.build_stacked(name, cols, dtype, device, with_derivatives=derivatives)
             mats.append(m)
             derivs.append(dm)
         fused = [self._fuse(chain, mats, dtype, device) for chain in self.chains]
@@ -237,21 +237,19 @@ class BoundProgram:
                 add("permute", data.data, [], [])
             elif kind == "diagonal":
                 run, ri = data
-                add("diagonal", diagonal.RunCall(run), [self._run_angles(ri, inputs, real, device)], [("run", ri)])
+                theta = flat[lay.table(("r", ri), self.runs[ri], device)]  # [gates, 1, B|1], one gather
+                add("diagonal", diagonal.RunCall(run), [theta], [("run", ri)])
             else:
                 self._gate(data.data, mats, dtype, device, add)
-        return actions, tensors, (derivs, mats, fused, origins, members)
+        return actions, tensors, (derivs, mats, fused, origins, members, lay)
 
-    def _run_angles(self, ri, inputs, real, device) -> torch.Tensor:
-        """A diagonal run's angle columns ``[gates, 1, B|1]``, one gather per input."""
-        parts = [(rows, inputs[src].detach().reshape(-1)[self._on(index, device)]) for src, rows, index in self.runs[ri]]
-        if len(parts) == 1:
-            theta = parts[0][1]
-        else:
-            theta = torch.empty(sum(len(r) for r, _ in parts), parts[0][1].shape[1], dtype=parts[0][1].dtype, device=device)
-            for rows, t in parts:
-                theta[self._on(rows, device)] = t
-        return theta.to(real).unsqueeze(1)
+    def _layout(self, inputs) -> Layout:
+        """The inputs' flat layout, made once per input shapes."""
+        key = ("layout", Layout.key(inputs))
+        hit = self._consts.get(key)
+        if hit is None:
+            hit = self._consts[key] = Layout(inputs)
+        return hit
 
     def _members(self, refs, F) -> torch.Tensor:
         """The unbatched fused matrices ``[len(refs), 2, 2]`` of (chain, entry) ``refs``."""
