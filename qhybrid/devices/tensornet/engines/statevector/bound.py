@@ -25,11 +25,11 @@ import torch
 
 from . import bound_vjp, diagonal, gate_grads
 from ..._gates import constant_matrix
-from .blocks import kron as _kron
+from .kron_tables import kron_gather as _kron
 from .bound_inputs import Layout
 from .kernels import Action
 from .permutation import monomial_on
-from .product import zero_ket as _zero_ket
+from .product import product_state, zero_ket as _zero_ket
 from .program import KRON_MAX_WIRES
 
 
@@ -37,12 +37,13 @@ class _Chain:
     """Every wire, in every fusion step, whose waiting gates have the same kinds in the same order: their
     fused matrices are built together, ``[entries, Bx, 2, 2]`` (Bx: the batch where a gate is batched)."""
 
-    __slots__ = ("elems", "batched", "entries", "slots", "real")
+    __slots__ = ("elems", "batched", "entries", "slots", "real", "const")
 
     def __init__(self):
         self.elems: list = []  # per chain position: ("g", group, positions tensor) or ("c", ops)
         self.batched = False
         self.real = True  # every gate of every entry is real-valued by kind (RY, Hadamard): see ``real_gate``
+        self.const = False  # no parameter anywhere on the chain: its fused matrices are made once
         self.entries: list = []  # (step, wire)
         self.slots: list = []  # the waiting slots of each entry
 
@@ -127,7 +128,7 @@ class BoundProgram:
                 chain.batched = chain.batched or any(structure.slots[si].batched for si in slots)
                 chain.real = chain.real and program.real_slots.issuperset(slots)
             if step.kind == "product":
-                compiled.append(("product", refs))
+                compiled.append(("product", refs))  # marked constant below, once the chains are complete
                 continue
             plan = []
             for q, members in cls._blocks(refs, chains):
@@ -146,6 +147,11 @@ class BoundProgram:
                     chain.elems.append(("g", slot_group[column[0]][0], torch.tensor([slot_group[si][1] for si in column])))
                 else:
                     chain.elems.append(("c", [tape.operations[structure.slots[si].op_index] for si in column]))
+        for chain in chains:
+            chain.const = all(e[0] == "c" for e in chain.elems)
+        # a product state of parameter-free chains (Hadamards) is one constant state, made once per dtype/device
+        compiled = [("product0", refs) if kind == "product" and all(chains[ci].const for ci, _ in refs.values())
+                    else (kind, refs) for kind, refs in compiled]
         krons = {}
         for size, blocks in blocks_by_size.items():
             flat = [ref for block in blocks for ref in block]
@@ -209,13 +215,15 @@ class BoundProgram:
             origins.extend(origin)
 
         for kind, data in self.steps:
-            if kind == "product":
+            if kind == "product0":
+                add("product", None, [self._product0(data, F, dtype, device)], [None])
+            elif kind == "product":
                 vectors, origin = [_zero_ket(dtype, device)] * self.n, [None] * self.n
                 for w, (ci, e) in data.items():
                     if ci not in columns:
                         columns[ci] = F[ci][..., :, 0].transpose(1, 2).unsqueeze(2)  # [entries, 2, 1, Bx]
                     vectors[w] = columns[ci][e]
-                    origin[w] = ("vec", ci, e)
+                    origin[w] = None if self.chains[ci].const else ("vec", ci, e)
                 add("product", None, vectors, origin)
             elif kind == "local":
                 for item in data:
@@ -285,11 +293,27 @@ class BoundProgram:
 
     def _fuse(self, chain, mats, dtype, device) -> tuple[list, list]:
         """(chain positions, running products): the last product is the entries' fused matrices."""
+        key = ("fused", id(chain), dtype, device)
+        if chain.const and key in self._consts:
+            return self._consts[key]
         elems = [self._elem(e, mats, dtype, device) for e in chain.elems]
         partial = [elems[0]]
         for m in elems[1:]:
             partial.append(torch.matmul(m, partial[-1]))
+        if chain.const:
+            self._consts[key] = (elems, partial)
         return elems, partial
+
+    def _product0(self, refs, F, dtype, device) -> torch.Tensor:
+        """The constant product state ``[2**n, 1, 1]`` of parameter-free chains (never written: not fresh)."""
+        key = ("product0", dtype, device)
+        hit = self._consts.get(key)
+        if hit is None:
+            vectors = [_zero_ket(dtype, device)] * self.n
+            for w, (ci, e) in refs.items():
+                vectors[w] = F[ci][e, 0, :, 0][:, None, None]
+            hit = self._consts[key] = product_state(vectors, 1, 1, dtype, device)
+        return hit
 
     def _gate(self, si, mats, dtype, device, add) -> None:
         slot = self.structure.slots[si]

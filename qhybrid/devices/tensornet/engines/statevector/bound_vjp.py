@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from . import gate_grads, kernels
-from .blocks import kron_vjp as _kron_vjp
+from .kron_tables import kron_gather_vjp as _kron_vjp
 from .product import sum_to
 
 
