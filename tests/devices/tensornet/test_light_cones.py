@@ -9,7 +9,6 @@ import torch
 
 import qhybrid
 from qhybrid.devices.tensornet.engines.lightcone.program import ConeProgram
-from qhybrid.devices.tensornet.engines.statevector.program import StateVectorProgram
 
 from _lightcone_reference import expval, qaoa_blocks, var
 

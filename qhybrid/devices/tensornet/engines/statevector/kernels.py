@@ -100,11 +100,15 @@ def apply_plain(psi, m, q, k, real: bool = False, out=None):
     if view.shape[2] == 1:  # the last wires, no lead: one GEMM, not 2**q matrix-vector products
         flat = psi.reshape(1 << q, 1 << k)
         if out is not None:
-            return torch.matmul(flat, m.T, out=out.view(flat.shape)).view(psi.shape)
-        return torch.matmul(flat, m.T).reshape(psi.shape)
-    if out is not None:
-        return torch.matmul(m, view, out=out.view(view.shape)).view(psi.shape)
-    return torch.matmul(m, view).reshape(psi.shape)
+            return torch.mm(flat, m.T, out=out.view(flat.shape)).view(psi.shape)
+        return torch.mm(flat, m.T).view(psi.shape)
+    # bmm / mm straight: torch.matmul's broadcasting adds 4-5 views and expands a call (each an op)
+    if q == 0:
+        flat = view.view(view.shape[1:])
+        res = torch.mm(m, flat, out=None if out is None else out.view(flat.shape))
+    else:
+        res = torch.bmm(m.expand(view.shape[0], *m.shape), view, out=None if out is None else out.view(view.shape))
+    return res.view(psi.shape)
 
 
 def apply_lead(psi, m, q, k, out=None):
