@@ -193,7 +193,7 @@ class BoundProgram:
     def tensors(self, inputs, dtype, device, derivatives: bool = True):
         """(actions, tensors, record) for these inputs; ``record`` is what ``input_cotangents`` needs
         (``derivatives=False``: a run no backward will follow)."""
-        real = torch.empty((), dtype=dtype).real.dtype
+        real = dtype.to_real()
         lay = self._layout(inputs)
         flat = lay.flat(inputs, real)
         derivs, mats = [], []

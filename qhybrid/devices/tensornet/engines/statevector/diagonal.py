@@ -157,7 +157,7 @@ class DiagonalRun:
 
     def constants(self, dtype, device) -> tuple:
         """(table, L0, gather indexes) in the state's real dtype on its device, converted once per pair."""
-        real = torch.empty((), dtype=dtype).real.dtype
+        real = dtype.to_real()
         key = (real, str(device))
         hit = self._cache.get(key)
         if hit is None:
