@@ -30,6 +30,7 @@ from .bound_inputs import Layout
 from .kernels import Action
 from .permutation import monomial_on
 from .product import product_state, zero_ket as _zero_ket
+from .product_stacked import STACKED_MAX_BYTES
 from .program import KRON_MAX_WIRES
 
 
@@ -217,6 +218,12 @@ class BoundProgram:
         for kind, data in self.steps:
             if kind == "product0":
                 add("product", None, [self._product0(data, F, dtype, device)], [None])
+            elif kind == "product" and self._stacked_product(data):
+                (ci, e0) = data[0]
+                if ci not in columns:
+                    columns[ci] = F[ci][..., :, 0].transpose(1, 2).unsqueeze(2)  # [entries, 2, 1, Bx]
+                V = columns[ci] if columns[ci].shape[0] == self.n else columns[ci][e0 : e0 + self.n]
+                add("product", None, [V], [("vecs", ci, e0)])
             elif kind == "product":
                 vectors, origin = [_zero_ket(dtype, device)] * self.n, [None] * self.n
                 for w, (ci, e) in data.items():
@@ -303,6 +310,21 @@ class BoundProgram:
         if chain.const:
             self._consts[key] = (elems, partial)
         return elems, partial
+
+    def _stacked_product(self, refs) -> bool:
+        """Whether a product step's vectors are one chain's consecutive entries on every wire, in wire order
+        (then one ``[n, 2, 1, Bx]`` tensor: ``product_stacked``), on a state small enough for it."""
+        key = ("stacked", id(refs))
+        hit = self._consts.get(key)
+        if hit is None:
+            first = refs.get(0)
+            hit = (
+                self.n >= 2 and first is not None and not self.chains[first[0]].const
+                and all(refs.get(w) == (first[0], first[1] + w) for w in range(self.n))
+                and self.amplitudes * 16 <= STACKED_MAX_BYTES
+            )
+            self._consts[key] = hit
+        return hit
 
     def _product0(self, refs, F, dtype, device) -> torch.Tensor:
         """The constant product state ``[2**n, 1, 1]`` of parameter-free chains (never written: not fresh)."""

@@ -18,12 +18,15 @@ def input_cotangents(bp, record, grads, inputs, needs) -> list:
     g_krons: dict = {}
     g_mats: list = [None] * len(mats)
     g_runs: list = []
+    stacked_vecs: list = []
     for origin, g in zip(origins, grads):
         if origin is None or g is None:
             continue
         kind = origin[0]
         if kind == "run":
             g_runs.append((origin[1], g))
+        elif kind == "vecs":  # the stacked product's vectors [n, 2, 1, Bx]: entries e0 .. e0 + n - 1
+            stacked_vecs.append((origin[1], tuple(range(origin[2], origin[2] + g.shape[0])), g))
         elif kind in ("vec", "mat", "lead"):
             entries, values = parts.setdefault((origin[1], kind), ([], []))
             entries.append(origin[2])
@@ -53,8 +56,8 @@ def input_cotangents(bp, record, grads, inputs, needs) -> list:
         for ci, entries, pick in _kron_scatter(bp, size):
             device = factors.device
             into(ci, bp._on(entries, device), factors if pick is None else factors[bp._on(pick, device)])
-    for (ci, kind), (entries, values) in parts.items():
-        g = torch.stack(values)
+    chunks = [(ci, kind, entries, torch.stack(values)) for (ci, kind), (entries, values) in parts.items()]
+    for ci, kind, entries, g in chunks + [(ci, "vec", entries, g) for ci, entries, g in stacked_vecs]:
         if kind == "vec":  # [m, 2, 1, Bx] -> column 0 of [m, Bx, 2, 2]
             col = g[:, :, 0, :].transpose(1, 2)
             g = torch.zeros(*col.shape, 2, dtype=col.dtype, device=col.device)

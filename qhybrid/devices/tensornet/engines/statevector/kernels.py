@@ -31,6 +31,7 @@ import torch
 from . import diagonal, excitations
 from .buffers import StatePool, fresh, into
 from .product import product_state, product_vjp, sum_to
+from .product_stacked import stacked_state, stacked_vjp
 from .permutation import apply_local_permutation
 from .block_cotangent import block_cotangent
 
@@ -220,7 +221,10 @@ def run(actions: Sequence[Action], tensors: Sequence[torch.Tensor], n: int, S: i
     Without a recorded graph each action writes into a state the run made and no longer needs (``buffers``)."""
     first = actions[0]
     vectors = tensors[first.start : first.stop]
-    psi = product_state(vectors, S, B, dtype, device)
+    if len(vectors) == 1 and vectors[0].ndim == 4:  # one stacked tensor of wire vectors (product_stacked)
+        psi = stacked_state(vectors[0], S, B)
+    else:
+        psi = product_state(vectors, S, B, dtype, device)
     pool = None if differentiable else StatePool()
     owned = pool is not None and fresh(psi, vectors)
     if keep is not None:
@@ -375,5 +379,9 @@ def adjoint(actions: Sequence[Action], tensors: Sequence[torch.Tensor], psi: tor
     if first_needed == 0:
         a = actions[0]
         pool = psi = None  # the product-state VJP needs neither: their memory is free for its temporaries
-        grads[a.start : a.stop] = product_vjp(tensors[a.start : a.stop], h, needs[a.start : a.stop])
+        vectors = tensors[a.start : a.stop]
+        if len(vectors) == 1 and vectors[0].ndim == 4:
+            grads[a.start : a.stop] = [stacked_vjp(vectors[0], h) if needs[a.start] else None]
+        else:
+            grads[a.start : a.stop] = product_vjp(vectors, h, needs[a.start : a.stop])
     return grads
