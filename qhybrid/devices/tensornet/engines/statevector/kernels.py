@@ -90,25 +90,27 @@ def _real_part(psi, m, real: bool):
 def apply_plain(psi, m, q, k, real: bool = False, out=None):
     """``m`` on wires q..q+k-1 (``real``: ``m`` is real-valued by construction; ``out``: a free state-sized
     buffer to write into)."""
-    view = psi.reshape(1 << q, 1 << k, -1)
-    real = _real_part(psi, m, real) if view.shape[2] > 1 and psi.is_contiguous() else None
+    A, D = 1 << q, 1 << k
+    rest = psi.numel() // (A * D)  # shapes from numbers: each reshape is an op of its own
+    real = _real_part(psi, m, real) if rest > 1 and psi.is_contiguous() else None
     if real is not None:  # [.., D, rest] complex = [.., D, 2 rest] real: one real GEMM per slice
-        rview = torch.view_as_real(psi).view(1 << q, 1 << k, -1)
+        rview = torch.view_as_real(psi).view(A, D, -1)
         if out is not None:
             torch.matmul(real, rview, out=torch.view_as_real(out).view(rview.shape))
             return out
         return torch.view_as_complex(torch.matmul(real, rview).view(*psi.shape, 2))
-    if view.shape[2] == 1:  # the last wires, no lead: one GEMM, not 2**q matrix-vector products
-        flat = psi.reshape(1 << q, 1 << k)
+    if rest == 1:  # the last wires, no lead: one GEMM, not 2**q matrix-vector products
+        flat = psi.reshape(A, D)
         if out is not None:
             return torch.mm(flat, m.T, out=out.view(flat.shape)).view(psi.shape)
         return torch.mm(flat, m.T).view(psi.shape)
     # bmm / mm straight: torch.matmul's broadcasting adds 4-5 views and expands a call (each an op)
     if q == 0:
-        flat = view.view(view.shape[1:])
+        flat = psi.reshape(D, rest)
         res = torch.mm(m, flat, out=None if out is None else out.view(flat.shape))
     else:
-        res = torch.bmm(m.expand(view.shape[0], *m.shape), view, out=None if out is None else out.view(view.shape))
+        view = psi.reshape(A, D, rest)
+        res = torch.bmm(m.expand(A, D, D), view, out=None if out is None else out.view(view.shape))
     return res.view(psi.shape)
 
 
