@@ -50,8 +50,9 @@ def input_cotangents(bp, record, grads, inputs, needs) -> list:
 
     for size, got in g_krons.items():
         refs = bp.krons[size]
-        zero = torch.zeros_like(next(iter(got.values())))
-        G = torch.stack([got.get(b, zero) for b in range(len(refs) // size)])
+        count = len(refs) // size
+        zero = torch.zeros_like(next(iter(got.values()))) if len(got) < count else None
+        G = torch.stack([got.get(b, zero) for b in range(count)])
         factors = _kron_vjp(members[size], G).reshape(-1, 1, 2, 2)
         for ci, entries, pick in _kron_scatter(bp, size):
             device = factors.device
