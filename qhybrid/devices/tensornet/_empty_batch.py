@@ -87,4 +87,4 @@ def _zero_link(params: Sequence) -> torch.Tensor | None:
 
 def _empty_like(r: torch.Tensor, link: torch.Tensor | None) -> torch.Tensor:
     out = r.new_zeros((0, *r.shape[1:]))
-    return out if link is None else out + link.to(out.real.dtype if out.is_complex() else out.dtype)
+    return out if link is None else out + link.to(out.dtype.to_real())

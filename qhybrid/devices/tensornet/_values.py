@@ -45,7 +45,7 @@ class _Values:
     def __init__(self, structure: TapeStructure, group: Sequence[Variant], stacked: frozenset, opts: SimOptions):
         self.structure, self.group, self.stacked = structure, group, stacked
         self.dtype, self.device = opts.dtype, opts.device
-        self.real_dtype = torch.empty((), dtype=opts.dtype).real.dtype
+        self.real_dtype = opts.dtype.to_real()
         self._slots: dict[int, torch.Tensor] = {}
         self._matrices: dict[int, torch.Tensor] = {}
         self._stacks: dict[int, tuple[torch.Tensor, int]] = {}  # slot -> (its kind's matrices, position)

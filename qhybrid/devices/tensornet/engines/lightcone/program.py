@@ -36,6 +36,7 @@ from .preplan import plan_closed_classes
 from ..network.tree_grad import KeptBudget
 from .spread import spread_group, spread_terms
 from .values import ConeValues
+from .bound_class import bound_row
 from .whole import closed_program, whole_candidates
 from .stored import cone_key, describe, priced_choice, store_of
 
@@ -110,6 +111,7 @@ class ConeProgram:
             self.closed = None
         self.closed_measurements = self.closed.only if self.closed is not None else frozenset()
         self._programs: dict = {}
+        self._bound: dict = {}  # (state program, dtype, device) -> its bound program (bound_class)
         self._kept = KeptBudget(opts.max_memory)  # this step's room for kept intermediates (_run_classes)
         self._together: dict = {}  # (dtype, device, classes) -> those closed classes' ClassesTogether, or None
         self._preplanned = False  # whether the closed classes were planned together (preplan.py)
@@ -183,9 +185,12 @@ class ConeProgram:
         """``[K]`` or ``[K, B]`` values of the class for ``K`` parameter rows ``columns``."""
         k = columns.shape[0]
         program = self._program(c, k, closed=False)
+        self.executions += 1
+        value = bound_row(self._bound, program, c, columns, dtype, device)
+        if value is not None:  # one row of a class without a batch: one bound node (bound_class)
+            return value
         values = ConeValues(c.structure, c.tape, columns if k > 1 else columns[0], k > 1, dtype, device)
         values.prefetch(program.matrix_slots)  # gates of diagonal runs are read as angles, not matrices
-        self.executions += 1
         out = program.run_expvals(values)[0]  # [S', B']
         return out.reshape(k, -1) if c.structure.batch_size is not None else out.reshape(k)
 

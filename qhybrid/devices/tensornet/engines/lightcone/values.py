@@ -36,7 +36,7 @@ class ConeValues(_Values):
         self.stacked = frozenset(range(len(structure.slots))) if stacked else frozenset()
         self.tape, self.columns, self.stacked_rows = tape, columns, stacked
         self.dtype, self.device = dtype, device
-        self.real_dtype = torch.empty((), dtype=dtype).real.dtype
+        self.real_dtype = dtype.to_real()
         self._slots: dict[int, torch.Tensor] = {}
         self._matrices: dict[int, torch.Tensor] = {}
         self._stacks: dict[int, tuple[torch.Tensor, int]] = {}  # slot -> (its kind's matrices, position)

@@ -160,7 +160,7 @@ def _real(p, real_dtype, device) -> torch.Tensor:
 
 
 def _from_entries(entries: list, params: Sequence[torch.Tensor], dtype, device) -> torch.Tensor:
-    real_dtype = torch.empty((), dtype=dtype).real.dtype
+    real_dtype = dtype.to_real()
     lead = torch.broadcast_shapes(*(p.shape for p in params)) if params else ()
     cols = [e.expand(lead) if isinstance(e, torch.Tensor) else torch.full(lead, float(e), dtype=real_dtype, device=device)
             for e in entries]
@@ -193,7 +193,7 @@ def superoperator(op: qml.operation.Operator, params: Sequence, dtype, device) -
     >>> superoperator(qml.BitFlip(0.25, wires=0), [torch.tensor(0.25)], torch.complex128, "cpu")[0, 3].real
     tensor(0.2500, dtype=torch.float64)
     """
-    real_dtype = torch.empty((), dtype=dtype).real.dtype
+    real_dtype = dtype.to_real()
     name = op.name
     if name in _ONE_QUBIT:
         ps = [_real(p, real_dtype, device) for p in params]

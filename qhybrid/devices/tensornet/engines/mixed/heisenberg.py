@@ -60,7 +60,7 @@ def heisenberg_applies(program, measurements, lead: int) -> bool:
 def observable_vectors(measurements, position: dict, n: int, dtype, device) -> torch.Tensor:
     """``vec(O_m^T)`` of every measured observable, ``[4**n, 1, M]`` (the layout of a density matrix with the
     observables as its batch axis)."""
-    real_dtype = torch.empty((), dtype=dtype).real.dtype
+    real_dtype = dtype.to_real()
     rows, cols, values = [], [], []
     for m, mp in enumerate(measurements):
         for word, c in mp.obs.pauli_rep.items():

@@ -120,7 +120,7 @@ class DensityReader:
         """``Tr(H rho)`` of a Pauli sentence, ``[L]`` real."""
         n = self.n
         words = [(w, c) for w, c in sentence.items()]
-        real_dtype = self.flat.real.dtype
+        real_dtype = self.flat.dtype.to_real()
         total = None
         batch = max(1, PAULI_GATHER_MAX_ELEMENTS >> n)
         for start in range(0, len(words), batch):

@@ -26,7 +26,7 @@ def sample_bits(mps: MPS, shots: int, rng: np.random.Generator) -> np.ndarray:
     mps.move_centre(0)
     b = mps.batch
     uniform = torch.as_tensor(rng.random((b, shots, mps.n_sites)), device=mps.sites[0].device)
-    real = mps.sites[0].real.dtype
+    real = mps.sites[0].dtype.to_real()
     v = torch.ones(b, shots, 1, dtype=mps.sites[0].dtype, device=mps.sites[0].device)
     bits = []
     for i, a in enumerate(mps.sites):

@@ -89,7 +89,7 @@ def product_state(bits, batch: int, dtype: torch.dtype, device, max_bond: int | 
         a = torch.zeros(batch, 1, 2, 1, dtype=dtype, device=device)
         a[:, 0, int(bit), 0].fill_(1)  # a fill on the device, not a tensor from Python data
         sites.append(a)
-    real = torch.empty((), dtype=dtype).real.dtype
+    real = dtype.to_real()
     zeros = torch.zeros(batch, dtype=real, device=device)
     return MPS(sites, 0, max_bond, cutoff, zeros, torch.ones_like(zeros))
 

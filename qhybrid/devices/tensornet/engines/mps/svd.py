@@ -80,7 +80,7 @@ def _svd(a: torch.Tensor):
         driver = "gesvd" if a.device.type == "cuda" else None
         if driver is not None:
             return torch.linalg.svd(a, full_matrices=False, driver=driver)
-        u, s, vh = torch.linalg.svd(a + torch.finfo(a.real.dtype).eps * torch.randn_like(a), full_matrices=False)
+        u, s, vh = torch.linalg.svd(a + torch.finfo(a.dtype.to_real()).eps * torch.randn_like(a), full_matrices=False)
         return u, s, vh
 
 

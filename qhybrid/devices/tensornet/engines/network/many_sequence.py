@@ -142,7 +142,9 @@ class Sequence:
             a, b = gathered[s]
             gathered[s] = None
             if st.a.grad:
-                self._give(st.a, torch.bmm(gc, b.mT).mT, cot_held, cot_small)  # [rows, k, m]
+                # h_A = (h_C B^T)^T = B h_C^T: [rows, k, m] made contiguous by the product itself (its
+                # transpose read back flat was a copy and two ops more)
+                self._give(st.a, torch.bmm(b, gc.mT), cot_held, cot_small)  # [rows, k, m]
             if st.b.grad:
                 self._give(st.b, torch.bmm(a, gc), cot_held, cot_small)  # [rows, k, n]
 

@@ -63,6 +63,11 @@ class Together:
                 operands.append(pos)
             leaves.append(operands)
         self.table_size = size
+        # blocks that are the same every step (|0>, Pauli caps, parameter-free gates such as Q100's 100 Hadamards):
+        # flattened once per dtype and device, not read and reshaped (two ops each) per step
+        slots = values.structure.slots
+        self._fixed = [s[0] == "base" and (s[1].kind != "slot" or slots[s[1].slot].kind == "const") for s in self._sources]
+        self._flat: dict = {}
         conj = [[o.conj for o in c.network.operands] for c in contractions]
         bra: dict[int, np.ndarray] = {}  # id of a ket operand's positions -> its conjugate's (made once, shared:
         # ``ManyTrees`` tests each distinct array once, and Q200 p=3's 300 networks read 31k operands)
@@ -75,8 +80,14 @@ class Together:
     def contract(self, values) -> torch.Tensor:
         """Every network's value (``[networks]``, complex), differentiable in the gates' parameters."""
         parts = []
-        for source in self._sources:
-            if source[0] == "stack":
+        for i, source in enumerate(self._sources):
+            if self._fixed[i]:
+                key = (i, values.dtype, values.device)
+                flat = self._flat.get(key)
+                if flat is None:
+                    flat = self._flat[key] = values.operand_base(source[1]).reshape(-1).clone()
+                parts.append(flat)
+            elif source[0] == "stack":
                 got = values.stacked_matrix(source[1])
                 if got is None or tuple(got[0].shape) != source[2]:
                     raise RuntimeError("a gate kind's matrices were built otherwise than when the networks were compiled")

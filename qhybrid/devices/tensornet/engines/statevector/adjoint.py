@@ -134,7 +134,8 @@ class BoundNode(torch.autograd.Function):
         if signs is None:
             return psi
         lead = (B,) if bound.structure.batch_size is not None else ()
-        return tuple(v.reshape(lead) for v in z_expvals(signs, psi).unbind(0))
+        values = z_expvals(signs, psi)
+        return values.view(values.shape[0], *lead).unbind(0)  # one view and one unbind, not a view each
 
     @staticmethod
     def backward(ctx, *gs):
@@ -158,7 +159,9 @@ class BoundNode(torch.autograd.Function):
         if ctx.signs is None:
             g = gs[0]
         else:
-            g = torch.stack([torch.zeros_like(psi.real[0]) if x is None else x.reshape(psi.shape[1:]) for x in gs])
+            lead = (psi.shape[2],) if ctx.bound.structure.batch_size is not None else ()
+            zero = torch.zeros(lead, dtype=psi.dtype.to_real(), device=psi.device) if any(x is None for x in gs) else None
+            g = torch.stack([zero if x is None else x for x in gs]).view(len(gs), *psi.shape[1:])  # the outputs' shape
         h = state_cotangent(g, psi, ctx.signs)
         origins = record[3]
         grads = kernels.adjoint(actions, tensors, psi, h, [o is not None for o in origins], ctx.bound.n, keep,

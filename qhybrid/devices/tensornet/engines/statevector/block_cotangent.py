@@ -39,6 +39,8 @@ def block_cotangent(h, before, m, q, k, lead: bool):
         full = torch.mm(hv.reshape(1 << q, D * rest).T, pv.reshape(1 << q, D * rest)).view(D, rest, D, rest)
         return torch.diagonal(full, dim1=1, dim2=3).sum(-1).conj()
     chunk = min(max(COTANGENT_CHUNK_ELEMENTS // (D * D), 1), 1 << q)  # powers of two: the chunks tile 2**q
+    if chunk == 1 << q:  # one batched product and its sum (a few ops: most states)
+        return torch.bmm(hv, pv.transpose(1, 2)).sum(0).conj()
     total, part = None, None
     for a in range(0, 1 << q, chunk):  # [chunk, D, D] products summed chunk by chunk: no state-sized temporary
         part = torch.matmul(hv[a : a + chunk], pv[a : a + chunk].mT, out=part)

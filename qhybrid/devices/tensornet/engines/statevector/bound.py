@@ -25,10 +25,12 @@ import torch
 
 from . import bound_vjp, diagonal, gate_grads
 from ..._gates import constant_matrix
-from .blocks import kron as _kron
+from .kron_tables import kron_gather as _kron
+from .bound_inputs import Layout
 from .kernels import Action
 from .permutation import monomial_on
-from .product import zero_ket as _zero_ket
+from .product import product_state, zero_ket as _zero_ket
+from .product_stacked import STACKED_MAX_BYTES
 from .program import KRON_MAX_WIRES
 
 
@@ -36,12 +38,13 @@ class _Chain:
     """Every wire, in every fusion step, whose waiting gates have the same kinds in the same order: their
     fused matrices are built together, ``[entries, Bx, 2, 2]`` (Bx: the batch where a gate is batched)."""
 
-    __slots__ = ("elems", "batched", "entries", "slots", "real")
+    __slots__ = ("elems", "batched", "entries", "slots", "real", "const")
 
     def __init__(self):
         self.elems: list = []  # per chain position: ("g", group, positions tensor) or ("c", ops)
         self.batched = False
         self.real = True  # every gate of every entry is real-valued by kind (RY, Hadamard): see ``real_gate``
+        self.const = False  # no parameter anywhere on the chain: its fused matrices are made once
         self.entries: list = []  # (step, wire)
         self.slots: list = []  # the waiting slots of each entry
 
@@ -51,12 +54,14 @@ class BoundProgram:
 
     def __init__(self, program, structure, tape, groups, slot_group, chains, krons, steps, runs=()):
         self.program, self.structure, self.tape = program, structure, tape
-        self.groups = groups  # [(name, batched, [(input, index [n, *shape]) per parameter])]
+        self.groups = groups  # [(name, batched, per parameter [(input, index [*shape]) per gate])]
+        self.group_sources = [{src for col in spec for src, _ in col} for _, _, spec in groups]
         self.slot_group = slot_group  # slot -> (group, position)
         self.chains = chains
         self.krons = krons  # size -> (chain, entry indices [blocks * size]) of every block of that size
         self.steps = steps
-        self.runs = list(runs)  # per diagonal run: [(input, rows in the run, index [rows, B|1])] per input
+        self.runs = list(runs)  # per diagonal run: per gate [[(input, index [B|1])]] (a [gates, 1, B|1] table)
+        self.run_sources = [{row[0][0] for row in run} for run in self.runs]
         self.n = program.n
         self.signs = program.measure_signs
         self._consts: dict = {}
@@ -78,16 +83,16 @@ class BoundProgram:
             entries = [maps[j] for j in range(*slot.params)]
             if any(e[0] == "const" for e in entries) or len({tuple(e[1].shape) for e in entries}) != 1:
                 return None
-            key = (slot.name, slot.batched, tuple(e[0] for e in entries), tuple(entries[0][1].shape))
+            # one group per gate kind and index shape, whichever inputs its angles come from (bound_inputs)
+            key = (slot.name, slot.batched, len(entries), tuple(entries[0][1].shape))
             gid = by_key.get(key)
             if gid is None:
                 gid = by_key[key] = len(groups)
-                groups.append([slot.name, slot.batched, [(e[0], []) for e in entries]])
+                groups.append((slot.name, slot.batched, [[] for _ in entries]))
             spec = groups[gid][2]
-            slot_group[si] = (gid, len(spec[0][1]))
+            slot_group[si] = (gid, len(spec[0]))
             for k, e in enumerate(entries):
-                spec[k][1].append(e[1])
-        groups = [(name, batched, [(src, torch.stack(ix)) for src, ix in spec]) for name, batched, spec in groups]
+                spec[k].append((e[0], e[1]))
         steps = program.steps
         if program.measure is not None and steps and steps[-1].kind == "monomial":
             steps = steps[:-1]  # folded into the sign matrix
@@ -124,7 +129,7 @@ class BoundProgram:
                 chain.batched = chain.batched or any(structure.slots[si].batched for si in slots)
                 chain.real = chain.real and program.real_slots.issuperset(slots)
             if step.kind == "product":
-                compiled.append(("product", refs))
+                compiled.append(("product", refs))  # marked constant below, once the chains are complete
                 continue
             plan = []
             for q, members in cls._blocks(refs, chains):
@@ -143,6 +148,11 @@ class BoundProgram:
                     chain.elems.append(("g", slot_group[column[0]][0], torch.tensor([slot_group[si][1] for si in column])))
                 else:
                     chain.elems.append(("c", [tape.operations[structure.slots[si].op_index] for si in column]))
+        for chain in chains:
+            chain.const = all(e[0] == "c" for e in chain.elems)
+        # a product state of parameter-free chains (Hadamards) is one constant state, made once per dtype/device
+        compiled = [("product0", refs) if kind == "product" and all(chains[ci].const for ci, _ in refs.values())
+                    else (kind, refs) for kind, refs in compiled]
         krons = {}
         for size, blocks in blocks_by_size.items():
             flat = [ref for block in blocks for ref in block]
@@ -151,24 +161,22 @@ class BoundProgram:
 
     @staticmethod
     def _run_gathers(run, structure, maps) -> list | None:
-        """A diagonal run's angle columns as gathers: [(input, rows of the run, index [rows, B|1])] per input,
-        or None where a member is not one gathered angle (a ``DiagonalQubitUnitary``, a literal angle)."""
+        """A diagonal run's angle columns as gathers: per gate ``[(input, index [B|1])]``, or None where a
+        member is not one gathered angle (a ``DiagonalQubitUnitary``, a literal angle)."""
         if run.vectors:
             return None
         B = structure.batch_size or 1
         width = B if any(structure.slots[si].batched for si in run.angles) else 1
-        by_src: dict = {}
-        for row, si in enumerate(run.angles):
+        rows = []
+        for si in run.angles:
             slot = structure.slots[si]
             if slot.params[1] - slot.params[0] != 1:
                 return None
             src, index = maps[slot.params[0]][:2]
             if src == "const" or index.ndim > 1 or (index.ndim == 1 and index.shape[0] != width):
                 return None
-            rows, idx = by_src.setdefault(src, ([], []))
-            rows.append(row)
-            idx.append(index.reshape(-1).expand(width))
-        return [(src, torch.tensor(rows), torch.stack(idx)) for src, (rows, idx) in by_src.items()]
+            rows.append([(src, index.reshape(-1).expand(width))])
+        return rows
     @staticmethod
     def _blocks(refs, chains) -> list:
         """Kronecker blocks of adjacent unbatched wires: [(first wire, [(chain, entry), ...])]."""
@@ -186,14 +194,13 @@ class BoundProgram:
     def tensors(self, inputs, dtype, device, derivatives: bool = True):
         """(actions, tensors, record) for these inputs; ``record`` is what ``input_cotangents`` needs
         (``derivatives=False``: a run no backward will follow)."""
-        real = torch.empty((), dtype=dtype).real.dtype
+        real = dtype.to_real()
+        lay = self._layout(inputs)
+        flat = lay.flat(inputs, real)
         derivs, mats = [], []
-        for name, _, spec in self.groups:
-            c = [inputs[src].detach().reshape(-1)[self._on(index, device)].to(real) for src, index in spec]
-            if derivatives:
-                m, dm = gate_grads.build(name, c, dtype, device, with_derivatives=True)
-            else:
-                m, dm = gate_grads.build(name, c, dtype, device), None
+        for gid, (name, _, spec) in enumerate(self.groups):
+            cols = flat[lay.table(("g", gid), spec, device)]  # [k, gates, *shape], one gather
+            m, dm = gate_grads.build_stacked(name, cols, dtype, device, with_derivatives=derivatives)
             mats.append(m)
             derivs.append(dm)
         fused = [self._fuse(chain, mats, dtype, device) for chain in self.chains]
@@ -209,13 +216,21 @@ class BoundProgram:
             origins.extend(origin)
 
         for kind, data in self.steps:
-            if kind == "product":
+            if kind == "product0":
+                add("product", None, [self._product0(data, F, dtype, device)], [None])
+            elif kind == "product" and self._stacked_product(data):
+                (ci, e0) = data[0]
+                if ci not in columns:
+                    columns[ci] = F[ci][..., :, 0].transpose(1, 2).unsqueeze(2)  # [entries, 2, 1, Bx]
+                V = columns[ci] if columns[ci].shape[0] == self.n else columns[ci][e0 : e0 + self.n]
+                add("product", None, [V], [("vecs", ci, e0)])
+            elif kind == "product":
                 vectors, origin = [_zero_ket(dtype, device)] * self.n, [None] * self.n
                 for w, (ci, e) in data.items():
                     if ci not in columns:
                         columns[ci] = F[ci][..., :, 0].transpose(1, 2).unsqueeze(2)  # [entries, 2, 1, Bx]
                     vectors[w] = columns[ci][e]
-                    origin[w] = ("vec", ci, e)
+                    origin[w] = None if self.chains[ci].const else ("vec", ci, e)
                 add("product", None, vectors, origin)
             elif kind == "local":
                 for item in data:
@@ -237,21 +252,19 @@ class BoundProgram:
                 add("permute", data.data, [], [])
             elif kind == "diagonal":
                 run, ri = data
-                add("diagonal", diagonal.RunCall(run), [self._run_angles(ri, inputs, real, device)], [("run", ri)])
+                theta = flat[lay.table(("r", ri), self.runs[ri], device)]  # [gates, 1, B|1], one gather
+                add("diagonal", diagonal.RunCall(run), [theta], [("run", ri)])
             else:
                 self._gate(data.data, mats, dtype, device, add)
-        return actions, tensors, (derivs, mats, fused, origins, members)
+        return actions, tensors, (derivs, mats, fused, origins, members, lay)
 
-    def _run_angles(self, ri, inputs, real, device) -> torch.Tensor:
-        """A diagonal run's angle columns ``[gates, 1, B|1]``, one gather per input."""
-        parts = [(rows, inputs[src].detach().reshape(-1)[self._on(index, device)]) for src, rows, index in self.runs[ri]]
-        if len(parts) == 1:
-            theta = parts[0][1]
-        else:
-            theta = torch.empty(sum(len(r) for r, _ in parts), parts[0][1].shape[1], dtype=parts[0][1].dtype, device=device)
-            for rows, t in parts:
-                theta[self._on(rows, device)] = t
-        return theta.to(real).unsqueeze(1)
+    def _layout(self, inputs) -> Layout:
+        """The inputs' flat layout, made once per input shapes."""
+        key = ("layout", Layout.key(inputs))
+        hit = self._consts.get(key)
+        if hit is None:
+            hit = self._consts[key] = Layout(inputs)
+        return hit
 
     def _members(self, refs, F) -> torch.Tensor:
         """The unbatched fused matrices ``[len(refs), 2, 2]`` of (chain, entry) ``refs``."""
@@ -287,11 +300,42 @@ class BoundProgram:
 
     def _fuse(self, chain, mats, dtype, device) -> tuple[list, list]:
         """(chain positions, running products): the last product is the entries' fused matrices."""
+        key = ("fused", id(chain), dtype, device)
+        if chain.const and key in self._consts:
+            return self._consts[key]
         elems = [self._elem(e, mats, dtype, device) for e in chain.elems]
         partial = [elems[0]]
         for m in elems[1:]:
             partial.append(torch.matmul(m, partial[-1]))
+        if chain.const:
+            self._consts[key] = (elems, partial)
         return elems, partial
+
+    def _stacked_product(self, refs) -> bool:
+        """Whether a product step's vectors are one chain's consecutive entries on every wire, in wire order
+        (then one ``[n, 2, 1, Bx]`` tensor: ``product_stacked``), on a state small enough for it."""
+        key = ("stacked", id(refs))
+        hit = self._consts.get(key)
+        if hit is None:
+            first = refs.get(0)
+            hit = (
+                self.n >= 2 and first is not None and not self.chains[first[0]].const
+                and all(refs.get(w) == (first[0], first[1] + w) for w in range(self.n))
+                and self.amplitudes * 16 <= STACKED_MAX_BYTES
+            )
+            self._consts[key] = hit
+        return hit
+
+    def _product0(self, refs, F, dtype, device) -> torch.Tensor:
+        """The constant product state ``[2**n, 1, 1]`` of parameter-free chains (never written: not fresh)."""
+        key = ("product0", dtype, device)
+        hit = self._consts.get(key)
+        if hit is None:
+            vectors = [_zero_ket(dtype, device)] * self.n
+            for w, (ci, e) in refs.items():
+                vectors[w] = F[ci][e, 0, :, 0][:, None, None]
+            hit = self._consts[key] = product_state(vectors, 1, 1, dtype, device)
+        return hit
 
     def _gate(self, si, mats, dtype, device, add) -> None:
         slot = self.structure.slots[si]

@@ -7,23 +7,26 @@ from __future__ import annotations
 import torch
 
 from . import gate_grads, kernels
-from .blocks import kron_vjp as _kron_vjp
+from .kron_tables import kron_gather_vjp as _kron_vjp
 from .product import sum_to
 
 
 def input_cotangents(bp, record, grads, inputs, needs) -> list:
     """Cotangents of ``inputs`` from those of the action tensors (``grads``), chained by hand."""
-    derivs, mats, fused, origins, members = record
+    derivs, mats, fused, origins, members, _ = record
     parts: dict = {}  # (chain, kind) -> ([entries], [cotangents])
     g_krons: dict = {}
     g_mats: list = [None] * len(mats)
     g_runs: list = []
+    stacked_vecs: list = []
     for origin, g in zip(origins, grads):
         if origin is None or g is None:
             continue
         kind = origin[0]
         if kind == "run":
             g_runs.append((origin[1], g))
+        elif kind == "vecs":  # the stacked product's vectors [n, 2, 1, Bx]: entries e0 .. e0 + n - 1
+            stacked_vecs.append((origin[1], tuple(range(origin[2], origin[2] + g.shape[0])), g))
         elif kind in ("vec", "mat", "lead"):
             entries, values = parts.setdefault((origin[1], kind), ([], []))
             entries.append(origin[2])
@@ -47,14 +50,15 @@ def input_cotangents(bp, record, grads, inputs, needs) -> list:
 
     for size, got in g_krons.items():
         refs = bp.krons[size]
-        zero = torch.zeros_like(next(iter(got.values())))
-        G = torch.stack([got.get(b, zero) for b in range(len(refs) // size)])
+        count = len(refs) // size
+        zero = torch.zeros_like(next(iter(got.values()))) if len(got) < count else None
+        G = torch.stack([got.get(b, zero) for b in range(count)])
         factors = _kron_vjp(members[size], G).reshape(-1, 1, 2, 2)
         for ci, entries, pick in _kron_scatter(bp, size):
             device = factors.device
             into(ci, bp._on(entries, device), factors if pick is None else factors[bp._on(pick, device)])
-    for (ci, kind), (entries, values) in parts.items():
-        g = torch.stack(values)
+    chunks = [(ci, kind, entries, torch.stack(values)) for (ci, kind), (entries, values) in parts.items()]
+    for ci, kind, entries, g in chunks + [(ci, "vec", entries, g) for ci, entries, g in stacked_vecs]:
         if kind == "vec":  # [m, 2, 1, Bx] -> column 0 of [m, Bx, 2, 2]
             col = g[:, :, 0, :].transpose(1, 2)
             g = torch.zeros(*col.shape, 2, dtype=col.dtype, device=col.device)
@@ -66,25 +70,24 @@ def input_cotangents(bp, record, grads, inputs, needs) -> list:
         into(ci, bp.index(tuple(entries), g.device), g)
     for ci, gF in g_fused.items():
         _chain_vjp(bp, bp.chains[ci], *fused[ci], gF, g_mats, mats)
-    out: list = [None] * len(inputs)
+    lay = record[5]
+    flat = None  # the cotangent of the flat input vector (bound_inputs): one accumulating scatter a group or run
 
-    def scatter(src, index, values):
-        if out[src] is None:
-            out[src] = torch.zeros(inputs[src].numel(), dtype=values.dtype, device=values.device)
-        out[src].index_add_(0, bp._on(index, values.device).reshape(-1), values.reshape(-1))
+    def scatter(key, parts, values):
+        nonlocal flat
+        if flat is None:
+            flat = torch.zeros(lay.total, dtype=values.dtype, device=values.device)
+        flat.index_put_((lay.table(key, parts, values.device),), values, accumulate=True)
 
     for ri, g in g_runs:  # [gates, 1, B|1] angle cotangents from the run's own reduction
-        for src, rows, index in bp.runs[ri]:
-            if needs[src]:
-                scatter(src, index, g[:, 0] if len(rows) == g.shape[0] else g[bp._on(rows, g.device), 0])
+        if any(needs[src] for src in bp.run_sources[ri]):
+            scatter(("r", ri), bp.runs[ri], g)
     for gid, gm in enumerate(g_mats):
-        name, _, spec = bp.groups[gid]
-        if gm is None or not any(needs[src] for src, _ in spec):
-            continue
-        for (src, index), gcol in zip(spec, gate_grads.angle_cotangents(derivs[gid], gm)):
-            if needs[src]:
-                scatter(src, index, gcol)
-    return [None if g is None else g.reshape(x.shape).to(x.dtype) for g, x in zip(out, inputs)]
+        if gm is not None and any(needs[src] for src in bp.group_sources[gid]):
+            scatter(("g", gid), bp.groups[gid][2], gate_grads.angle_cotangents_stacked(derivs[gid], gm))
+    if flat is None:
+        return [None] * len(inputs)
+    return lay.split(flat, inputs, needs)
 
 def _kron_scatter(bp, size) -> list:
     """Per chain among the blocks of ``size``: (chain, its entries, their rows among the factors or None

@@ -156,15 +156,17 @@ class DiagonalRun:
         return None if self._scaled is None else self._scaled / TABLE_SCALE
 
     def constants(self, dtype, device) -> tuple:
-        """(table, L0, gather indexes) in the state's real dtype on its device, converted once per pair."""
-        real = torch.empty((), dtype=dtype).real.dtype
+        """(table, L0, gather indexes, table transposed, minus the table) in the state's real dtype on its
+        device, converted once per pair (the last two: contiguous, one op less each forward and backward)."""
+        real = dtype.to_real()
         key = (real, str(device))
         hit = self._cache.get(key)
         if hit is None:
             as_t = lambda a: None if a is None else torch.as_tensor(a, dtype=real, device=device)  # noqa: E731
             idx = [torch.as_tensor(local, device=device) for _, local in self.vectors]
             table = None if self._scaled is None else as_t(self._scaled).div_(TABLE_SCALE)
-            hit = self._cache[key] = (table, as_t(self.const), idx)
+            tables = (None, None) if table is None else (table.T.contiguous(), -table)
+            hit = self._cache[key] = (table, as_t(self.const), idx, *tables)
         return hit
 
     def tensors(self, values, lead) -> list[torch.Tensor]:
@@ -207,14 +209,14 @@ class RunCall:
 
 def phases(run: DiagonalRun, ts, dtype, device) -> torch.Tensor:
     """P as ``[2**n, S|1, B|1]`` (see the module notes)."""
-    table, const, idx = run.constants(dtype, device)
+    _, const, idx, table_t, _ = run.constants(dtype, device)
     P = None
     k = 0
     if run.angles:
         theta = ts[0]
         k = 1
         G, S, B = theta.shape
-        L = torch.matmul(table.T, theta.reshape(G, S * B)).reshape(-1, S, B)
+        L = torch.mm(table_t, theta.reshape(G, S * B)).view(-1, S, B)
         if const is not None:
             L = L + const[:, None, None]
     elif const is not None:
@@ -247,7 +249,7 @@ def unapply(psi, h, call: RunCall, ts, needs):
     call.kept = None
     grads: list = [None] * len(ts)
     if any(needs):
-        table, _, idx = run.constants(psi.dtype, psi.device)
+        _, _, idx, _, minus = run.constants(psi.dtype, psi.device)
         hw = h * psi  # [2**n, S, B]
         k = 0
         if run.angles:
@@ -256,7 +258,7 @@ def unapply(psi, h, call: RunCall, ts, needs):
                 theta = ts[0]
                 G, S, B = theta.shape
                 w = sum_to(hw.imag, (hw.shape[0], S, B))
-                grads[0] = -torch.matmul(table, w.reshape(w.shape[0], S * B)).reshape(G, S, B)
+                grads[0] = torch.mm(minus, w.reshape(w.shape[0], S * B)).view(G, S, B)
         for j, (d, ix) in enumerate(zip(ts[k:], idx)):
             if needs[k + j]:
                 Sd, Bd, D = d.shape

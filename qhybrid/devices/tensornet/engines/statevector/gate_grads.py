@@ -52,9 +52,15 @@ def build(name: str, columns: Sequence[torch.Tensor], dtype, device, with_deriva
     builder call (the shifted angles are stacked beside the real ones), for ``angle_cotangents``."""
     if not with_derivatives:
         return fast_matrix(name, columns, dtype, device)
+    return build_stacked(name, torch.stack(list(columns)), dtype, device, True)
+
+
+def build_stacked(name: str, stacked: torch.Tensor, dtype, device, with_derivatives: bool = False):
+    """``build`` from the columns stacked, ``[k, n, *lead]``: (matrices, derivatives or None)."""
+    if not with_derivatives:
+        return fast_matrix(name, list(stacked.unbind(0)), dtype, device), None
     (shift, factor), fixed = SHIFT_RULES[name]
-    k = len(columns)
-    stacked = torch.stack(list(columns))  # [k, n, *lead] (the columns of one kind share their shape)
+    k = stacked.shape[0]
     shifts = _shifts(k, shift, stacked.dtype, stacked.device)
     angles = stacked + shifts.reshape(k + 1, k, *(1,) * (stacked.ndim - 1))  # [1 + k (which shifted), k, n, *lead]
     every = fast_matrix(name, list(angles.unbind(1)), dtype, device)  # [1 + k, n, *lead, D, D]
@@ -84,5 +90,10 @@ def _shifts(k: int, shift: float, dtype, device) -> torch.Tensor:
 def angle_cotangents(dm: torch.Tensor, g: torch.Tensor) -> list[torch.Tensor]:
     """``dL/dtheta_k = Re(sum(conj(g) * dM/dtheta_k))`` for every parameter, from ``g`` (the cotangent of the
     matrices) and ``dm`` (the derivatives ``build`` gave)."""
+    return list(angle_cotangents_stacked(dm, g).unbind(0))
+
+
+def angle_cotangents_stacked(dm: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """``angle_cotangents`` as one ``[k, n, *lead]`` tensor."""
     prod = torch.view_as_real(dm) * torch.view_as_real(g.resolve_conj()).unsqueeze(0)
-    return list(prod.sum((-1, -2, -3)).unbind(0))
+    return prod.sum((-1, -2, -3))

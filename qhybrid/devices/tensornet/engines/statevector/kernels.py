@@ -31,6 +31,7 @@ import torch
 from . import diagonal, excitations
 from .buffers import StatePool, fresh, into
 from .product import product_state, product_vjp, sum_to
+from .product_stacked import stacked_state, stacked_vjp
 from .permutation import apply_local_permutation
 from .block_cotangent import block_cotangent
 
@@ -89,22 +90,28 @@ def _real_part(psi, m, real: bool):
 def apply_plain(psi, m, q, k, real: bool = False, out=None):
     """``m`` on wires q..q+k-1 (``real``: ``m`` is real-valued by construction; ``out``: a free state-sized
     buffer to write into)."""
-    view = psi.reshape(1 << q, 1 << k, -1)
-    real = _real_part(psi, m, real) if view.shape[2] > 1 and psi.is_contiguous() else None
+    A, D = 1 << q, 1 << k
+    rest = psi.numel() // (A * D)  # shapes from numbers: each reshape is an op of its own
+    real = _real_part(psi, m, real) if rest > 1 and psi.is_contiguous() else None
     if real is not None:  # [.., D, rest] complex = [.., D, 2 rest] real: one real GEMM per slice
-        rview = torch.view_as_real(psi).view(1 << q, 1 << k, -1)
+        rview = torch.view_as_real(psi).view(A, D, -1)
         if out is not None:
             torch.matmul(real, rview, out=torch.view_as_real(out).view(rview.shape))
             return out
         return torch.view_as_complex(torch.matmul(real, rview).view(*psi.shape, 2))
-    if view.shape[2] == 1:  # the last wires, no lead: one GEMM, not 2**q matrix-vector products
-        flat = psi.reshape(1 << q, 1 << k)
+    if rest == 1:  # the last wires, no lead: one GEMM, not 2**q matrix-vector products
+        flat = psi.reshape(A, D)
         if out is not None:
-            return torch.matmul(flat, m.T, out=out.view(flat.shape)).view(psi.shape)
-        return torch.matmul(flat, m.T).reshape(psi.shape)
-    if out is not None:
-        return torch.matmul(m, view, out=out.view(view.shape)).view(psi.shape)
-    return torch.matmul(m, view).reshape(psi.shape)
+            return torch.mm(flat, m.T, out=out.view(flat.shape)).view(psi.shape)
+        return torch.mm(flat, m.T).view(psi.shape)
+    # bmm / mm straight: torch.matmul's broadcasting adds 4-5 views and expands a call (each an op)
+    if q == 0:
+        flat = psi.reshape(D, rest)
+        res = torch.mm(m, flat, out=None if out is None else out.view(flat.shape))
+    else:
+        view = psi.reshape(A, D, rest)
+        res = torch.bmm(m.expand(A, D, D), view, out=None if out is None else out.view(view.shape))
+    return res.view(psi.shape)
 
 
 def apply_lead(psi, m, q, k, out=None):
@@ -216,7 +223,10 @@ def run(actions: Sequence[Action], tensors: Sequence[torch.Tensor], n: int, S: i
     Without a recorded graph each action writes into a state the run made and no longer needs (``buffers``)."""
     first = actions[0]
     vectors = tensors[first.start : first.stop]
-    psi = product_state(vectors, S, B, dtype, device)
+    if len(vectors) == 1 and vectors[0].ndim == 4:  # one stacked tensor of wire vectors (product_stacked)
+        psi = stacked_state(vectors[0], S, B)
+    else:
+        psi = product_state(vectors, S, B, dtype, device)
     pool = None if differentiable else StatePool()
     owned = pool is not None and fresh(psi, vectors)
     if keep is not None:
@@ -371,5 +381,9 @@ def adjoint(actions: Sequence[Action], tensors: Sequence[torch.Tensor], psi: tor
     if first_needed == 0:
         a = actions[0]
         pool = psi = None  # the product-state VJP needs neither: their memory is free for its temporaries
-        grads[a.start : a.stop] = product_vjp(tensors[a.start : a.stop], h, needs[a.start : a.stop])
+        vectors = tensors[a.start : a.stop]
+        if len(vectors) == 1 and vectors[0].ndim == 4:
+            grads[a.start : a.stop] = [stacked_vjp(vectors[0], h) if needs[a.start] else None]
+        else:
+            grads[a.start : a.stop] = product_vjp(vectors, h, needs[a.start : a.stop])
     return grads

@@ -198,7 +198,7 @@ class StateVectorProgram:
         ones = bool(np.all(vals == 1))
         phase = None if ones else torch.as_tensor(np.asarray(vals, dtype=complex)).to(dtype)
         if not ones and np.all(np.imag(vals) == 0):
-            phase = torch.as_tensor(np.real(vals).copy()).to(torch.empty((), dtype=dtype).real.dtype)
+            phase = torch.as_tensor(np.real(vals).copy()).to(dtype.to_real())
         return _Step("monomial", (None if identity else (perm, inverse), phase))
 
     # --- running -------------------------------------------------------------------------------
