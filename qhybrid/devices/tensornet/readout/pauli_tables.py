@@ -181,16 +181,18 @@ class PauliTable:
         re, im = self._phases(g.dtype, psi.device)
         return w.real * re - w.imag * im if im is not None else w.real * re
 
-    def weights(self, coeffs, dtype, device) -> torch.Tensor:
-        """``E`` for constant coefficients (numbers), made once per their values, dtype and device."""
+    def weights(self, coeffs, dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(``E``, the coefficient vector in the real dtype) for constant coefficients (numbers), made once per
+        their values, dtype and device (a steady step makes no tensor from host data)."""
         key = ("E", tuple(complex(c) for c in coeffs), dtype, str(device))
         if key not in self._memo:
             if len(self._memo) > 24:  # weights of many coefficient sets: keep the last ones only
                 for k in [k for k in self._memo if k[0] in ("E", "csr")]:
                     del self._memo[k]
             real = torch.empty((), dtype=dtype).real.dtype
-            E = self.weights_of(torch.tensor([complex(c).real for c in coeffs], dtype=torch.float64))
-            self._memo[key] = E.to(dtype=dtype if E.is_complex() else real, device=device)
+            c = torch.tensor([complex(c).real for c in coeffs], dtype=torch.float64)
+            E = self.weights_of(c)
+            self._memo[key] = (E.to(dtype=dtype if E.is_complex() else real, device=device), c.to(real).to(device))
         return self._memo[key]
 
     def recorded_weights(self, c: torch.Tensor, dtype) -> torch.Tensor:
@@ -216,29 +218,29 @@ def _hadamard(b: int) -> np.ndarray:
     return 1.0 - 2.0 * parity
 
 
-def pauli_table(ps, positions: dict) -> PauliTable | None:
+def pauli_table(ps, positions: dict, z_only: bool = False) -> PauliTable | None:
     """The table of sentence ``ps`` (wires mapped to positions by ``positions``; None where ``table_applies``
     says no), remembered by the sentence object (a cached tape measures the same one every call) and by its
     words."""
     n = len(positions)
     wires = tuple(positions.items())
-    hit = _TABLES.get(("id", id(ps), wires))
+    hit = _TABLES.get(("id", id(ps), wires, z_only))
     if hit is not None and hit[0] is ps:
         return hit[1]
-    key = (tuple(ps), wires)
+    key = (tuple(ps), wires, z_only)
     table = _TABLES.get(key)
-    if table is None and table_applies(ps, n):
+    if table is None and table_applies(ps, n, z_only):
         table = _TABLES[key] = PauliTable(ps, positions, n)
-    _TABLES[("id", id(ps), wires)] = (ps, table)  # the sentence is held: its id is not reused meanwhile
+    _TABLES[("id", id(ps), wires, z_only)] = (ps, table)  # the sentence is held: its id is not reused meanwhile
     while len(_TABLES) > TABLES_KEPT:
         _TABLES.popitem(last=False)
     return table
 
 
-def table_applies(ps, n: int) -> bool:
+def table_applies(ps, n: int, z_only: bool = False) -> bool:
     """Whether the table path measures sentence ``ps`` on ``n`` wires: some word not of Z letters only (those
-    have their own sign-matrix path), real coefficients, and index tables of a sane size."""
-    if not ps or all(set(w.values()) <= {"Z"} for w in ps):
+    have their own sign-matrix path, unless ``z_only``), real coefficients, and index tables of a sane size."""
+    if not ps or not z_only and all(set(w.values()) <= {"Z"} for w in ps):
         return False
     flips = {frozenset(w for w, letter in word.items() if letter in "XY") for word in ps}
     if len(flips) << n > TABLE_MAX_ELEMENTS:
@@ -310,11 +312,10 @@ def pauli_expval(psi: torch.Tensor, table: PauliTable, coeffs) -> torch.Tensor:
         c = c.to(device=psi.device, dtype=real)
         E = table.weights_of(c.detach())
         E = E.to(psi.dtype) if E.is_complex() else E
+        keep = False
     else:
-        c = None
-        E = table.weights(coeffs, psi.dtype, psi.device)
-    if torch.is_grad_enabled() and (psi.requires_grad or c is not None and c.requires_grad):
-        if c is None:  # (read by a backward that records its graph only)
-            c = torch.tensor([complex(x).real for x in coeffs], dtype=real, device=psi.device)
+        E, c = table.weights(coeffs, psi.dtype, psi.device)
+        keep = True
+    if torch.is_grad_enabled() and (psi.requires_grad or c.requires_grad):
         return PauliExpval.apply(psi, c, table, E)
-    return (psi.conj() * apply_sparse(psi, table.sparse(E, keep=c is None))).real.sum(-1)
+    return (psi.conj() * apply_sparse(psi, table.sparse(E, keep=keep))).real.sum(-1)
