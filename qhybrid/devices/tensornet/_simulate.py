@@ -65,19 +65,23 @@ class VectorProgram:
 
 
 def sentence_maps(tape, structure: TapeStructure) -> dict | None:
-    """Per measurement whose observable carries tensor data: its ``SentenceMap`` (None where one has none)."""
+    """Where some observable carries tensor data: per measurement with data, its ``SentenceMap``. None where
+    none carries tensors (the tape's own observables are read, bound where a variant's differ) or one with
+    data has no map."""
+    data = [observable_data(mp.obs) if mp.obs is not None else () for mp in tape.measurements]
+    if not any(isinstance(d, torch.Tensor) for per in data for d in per):
+        return None
     maps, offset = {}, structure.n_op_params
     positions = {w: i for i, w in enumerate(structure.sim_wires)}
-    for m, mp in enumerate(tape.measurements):
-        data = observable_data(mp.obs) if mp.obs is not None else ()
-        if any(isinstance(d, torch.Tensor) for d in data):
+    for m, (mp, per) in enumerate(zip(tape.measurements, data)):
+        if per:
             found = None
-            if type(mp) is ExpectationMP and all(not isinstance(d, torch.Tensor) or d.ndim == 0 for d in data):
+            if type(mp) is ExpectationMP and all(not isinstance(d, torch.Tensor) or d.ndim == 0 for d in per):
                 found = sentence_map(mp.obs, offset, positions)
             if found is None:
                 return None
             maps[m] = found
-        offset += len(data)
+        offset += len(per)
     return maps
 
 

@@ -72,6 +72,8 @@ def observable_vector(variant, positions: list, real, device) -> torch.Tensor:
     """Parameters ``positions`` of ``variant`` as one real vector: one indexing op into the gather's input
     where they all come from one (packed scalars, a coefficient tensor), else a stack."""
     g = variant.gather
+    if not positions:  # an observable with constant data only (beside one with tensors)
+        return torch.zeros(0, dtype=real, device=device)
     if variant._params is None and g is not None:
         key = ("observable vector", tuple(positions))
         hit = g.memo.get(key)

@@ -160,3 +160,30 @@ def test_non_coefficient_data_keep_the_bound_path():
     theta = torch.tensor(0.3, dtype=torch.float64)
     assert sentence_data.sentence_map(qml.Hermitian(torch.eye(2, dtype=torch.float64), 0), 0, {0: 0}) is None
     assert sentence_data.sentence_map(qml.exp(qml.X(0), theta), 0, {0: 0}) is None
+
+
+def test_a_constant_hamiltonian_beside_a_trainable_one(mapped):
+    rng = np.random.default_rng(6)
+    n = 4
+    words = _words(rng, n, 8)
+    fixed = qml.dot(rng.normal(size=5), _words(rng, n, 5))
+
+    def circuit(x, c):
+        qml.BasisState(np.array([1, 1, 0, 0]), wires=range(n))
+        qml.DoubleExcitation(x[0], wires=[0, 1, 2, 3])
+        qml.RY(x[1], wires=2)
+        return qml.expval(fixed), qml.expval(qml.dot(c, words)), qml.expval(qml.Z(1))
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=n))(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=n), interface="torch", diff_method="backprop")
+    out = []
+    for f in (ours, ref):
+        x = torch.tensor([0.4, -0.7], dtype=torch.float64, requires_grad=True)
+        c = torch.tensor(rng.normal(size=len(words)) if not out else out[0][3], dtype=torch.float64, requires_grad=True)
+        v = torch.stack(f(x, c))
+        (v * torch.tensor([1.0, 2.0, -1.0], dtype=torch.float64)).sum().backward()
+        out.append((v.detach(), x.grad, c.grad, c.detach().numpy()))
+    assert torch.allclose(out[0][0], out[1][0], atol=1e-10, rtol=0)
+    assert torch.allclose(out[0][1], out[1][1], atol=1e-10, rtol=0)
+    assert torch.allclose(out[0][2], out[1][2], atol=1e-10, rtol=0)
+    assert len(mapped) == 2  # both Hamiltonians through their maps
