@@ -95,7 +95,8 @@ class PauliTable:
         hit = self._memo.get(key)
         if hit is None or hit[0] is not E:
             N, G = 1 << self.n, len(self.groups)
-            col = self.on("col", lambda: self.index.t().reshape(-1), E.device)
+            col = self.on("col", lambda: torch.as_tensor(
+                (np.arange(N, dtype=np.int64)[:, None] ^ self.groups[None, :]).reshape(-1)), E.device)
             crow = self.on("crow", lambda: torch.arange(0, N * G + 1, G), E.device)
             with warnings.catch_warnings():  # "sparse CSR support is in beta": products are all we use
                 warnings.simplefilter("ignore")
