@@ -47,6 +47,9 @@ def _tree(op) -> tuple:
     operands = getattr(op, "operands", None)
     if isinstance(op, qml.ops.op_math.CompositeOp) and operands is not None:
         return (type(op), tuple(_tree(o) for o in operands))
+    if type(op) is qml.ops.SProd and len(op.data) == 1 and not op.base.data and op.base.pauli_rep is not None:
+        # a coefficient times a Pauli word (qml.dot's terms): its word is its structure (10^3 terms a call)
+        return (qml.ops.SProd, tuple(op.base.pauli_rep.items()))
     if isinstance(op, qml.ops.op_math.SymbolicOp):
         extra = {k: v for k, v in op.hyperparameters.items() if k != "base"}
         return (type(op), len(op.data) - len(op.base.data), repr(sorted(extra.items())), _tree(op.base))

@@ -80,3 +80,20 @@ def test_changed_constants_are_not_served_stale():
         coeffs[:] = new_coeffs
         state[0] = np.array(new_state)
         assert abs(float(ours(x) - ref(x))) < 1e-12
+
+
+def test_first_call_copies_and_walks_no_hamiltonian(monkeypatch):
+    """The device's decomposition measures the tape's own observable (PennyLane's decompose copied every
+    measurement, a molecular Hamiltonian term by term: 0.1-0.3 s of H2O's first call), and validation accepts
+    it by its Pauli representation without walking its terms."""
+    monkeypatch.setattr(_preprocess, "_CACHE", type(_preprocess._CACHE)())
+    copies, walked = [], []
+    real_copy = qml.ops.op_math.CompositeOp.__copy__
+    monkeypatch.setattr(qml.ops.op_math.CompositeOp, "__copy__", lambda self: copies.append(1) or real_copy(self))
+    real_obs = device_preprocess._observable_analytic
+    monkeypatch.setattr(device_preprocess, "_observable_analytic", lambda obs, e: walked.append(obs) or real_obs(obs, e))
+    circuit, k = _vqe()
+    f = qhybrid.qnode(qhybrid.device("tensornet", wires=4))(circuit)
+    f(torch.linspace(0.1, 0.5, k, dtype=torch.float64, requires_grad=True)).backward()
+    assert not copies
+    assert walked and not any(isinstance(o, qml.ops.SProd) for o in walked)  # the Sum itself, never its terms

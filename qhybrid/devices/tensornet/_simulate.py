@@ -14,6 +14,9 @@ import torch
 from pennylane.measurements import ExpectationMP, ProbabilityMP, VarianceMP
 
 from .readout.measure import StateReader
+from .readout.pauli_tables import pauli_expval
+from .readout.sentence_data import sentence_map
+from .._observable_key import observable_data
 from .readout.result_size import refuse_unreturnable
 from .readout.shared_observables import observables_shared, sharing_observables
 from .engines.statevector.program import StateVectorProgram
@@ -47,21 +50,57 @@ class VectorProgram:
 
     def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions, tape):
         self.program = StateVectorProgram(structure, stacked, stack_size, tape, opts.dtype, opts.max_memory)
+        self.sentences = sentence_maps(tape, structure)
+        self.reads_observable_data = self.sentences is not None
+        """Whether ``run`` reads every observable's data from the variant's parameters (trainable Hamiltonian
+        coefficients, ``readout/sentence_data.py``): the simulator then binds nothing into a copy of the tape."""
 
     def run(self, values, variant: Variant, structure: TapeStructure, lead_shape) -> list[torch.Tensor]:
         values.prefetch(self.program.matrix_slots)
         if self.program.measure is not None:
             vals = self.program.run_expvals(values)
             return [v.reshape(lead_shape) for v in vals.unbind(0)]
-        return measure_state(self.program.run(values, lead_shape), lead_shape, structure, variant.tape.measurements)
+        psi = self.program.run(values, lead_shape)
+        return measure_state(psi, lead_shape, structure, variant.tape.measurements, self.sentences, variant)
 
 
-def measure_state(psi: torch.Tensor, lead_shape, structure: TapeStructure, measurements) -> list[torch.Tensor]:
-    """``measurements`` read from a state-vector program's ``[2**n, S', B']`` final state."""
+def sentence_maps(tape, structure: TapeStructure) -> dict | None:
+    """Where some observable carries tensor data: per measurement with data, its ``SentenceMap``. None where
+    none carries tensors (the tape's own observables are read, bound where a variant's differ) or one with
+    data has no map."""
+    data = [observable_data(mp.obs) if mp.obs is not None else () for mp in tape.measurements]
+    if not any(isinstance(d, torch.Tensor) for per in data for d in per):
+        return None
+    maps, offset = {}, structure.n_op_params
+    positions = {w: i for i, w in enumerate(structure.sim_wires)}
+    for m, (mp, per) in enumerate(zip(tape.measurements, data)):
+        if per:
+            found = None
+            if type(mp) is ExpectationMP and all(not isinstance(d, torch.Tensor) or d.ndim == 0 for d in per):
+                found = sentence_map(mp.obs, offset, positions)
+            if found is None:
+                return None
+            maps[m] = found
+        offset += len(per)
+    return maps
+
+
+def measure_state(psi: torch.Tensor, lead_shape, structure: TapeStructure, measurements, sentences=None,
+                  variant=None) -> list[torch.Tensor]:
+    """``measurements`` read from a state-vector program's ``[2**n, S', B']`` final state (``sentences``:
+    the measurements whose coefficients are read from ``variant``'s parameters)."""
     n = len(structure.sim_wires)
-    psi = psi.reshape(psi.shape[0], -1).transpose(0, 1).reshape(*lead_shape, *(2,) * n)
-    reader = StateReader(psi, len(lead_shape), structure.sim_wires)
-    return [reader.measure(mp) for mp in measurements]
+    flat = psi.reshape(psi.shape[0], -1).transpose(0, 1)
+    reader = StateReader(flat.reshape(*lead_shape, *(2,) * n), len(lead_shape), structure.sim_wires)
+    out = []
+    for m, mp in enumerate(measurements):
+        found = sentences.get(m) if sentences else None
+        if found is None:
+            out.append(reader.measure(mp))
+            continue
+        c = found.coefficients(variant, flat.real.dtype, flat.device)
+        out.append(pauli_expval(flat, found.table, c).reshape(lead_shape))
+    return out
 
 
 # --- entry point --------------------------------------------------------------------------

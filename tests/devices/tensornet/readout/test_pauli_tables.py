@@ -45,6 +45,7 @@ def counted(monkeypatch):
         return real(*args)
 
     monkeypatch.setattr("qhybrid.devices.tensornet.readout.measure.pauli_expval", spy)
+    monkeypatch.setattr("qhybrid.devices.tensornet._simulate.pauli_expval", spy)  # trainable coefficients
     return calls
 
 

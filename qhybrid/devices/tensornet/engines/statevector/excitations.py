@@ -7,6 +7,10 @@ forward and 1.8 ms back (torch autograd over the einsum); here it is two index_s
 two index_copies, and its walk back is the same kernel with ``m^H`` / ``m^T`` plus four reductions for the
 matrix cotangent.
 
+``OrbitalRotation`` (two Givens rotations at once, on 4 wires) mixes more than two local states: its
+amplitudes are gathered by local state into ``[16, 2**(n-4)]`` rows of one small matrix product (one
+index_select there and one back), walked back the same way, its matrix cotangent one ``[16, 16]`` product.
+
 Cotangents follow ``kernels``: for ``out = U psi``, ``g_U = g_out psi^H``; the walk carries ``h = conj(g)``.
 Only the entries of ``U`` that can depend on the angle get a cotangent: the 2x2 block, and the diagonal
 outside it for the phased kinds (every other entry is a structural zero).
@@ -25,16 +29,22 @@ class TwoLevel:
     bit) of an ``n``-wire state: the amplitudes of its two mixed local states, and (phased kinds) every
     amplitude's local state."""
 
-    __slots__ = ("i0", "i1", "dim", "phased", "_tables", "_memo")
+    __slots__ = ("i0", "i1", "dim", "phased", "dense", "_tables", "_memo")
 
     def __init__(self, name: str, wires, n: int):
         self.dim, self.i0, self.i1 = TWO_LEVEL[name]
         self.phased = not (name in ("SingleExcitation", "DoubleExcitation"))
+        self.dense = self.i0 < 0
         k = len(wires)
         x = np.arange(1 << n, dtype=np.int64)
         local = np.zeros_like(x)
         for j, w in enumerate(wires):
             local |= ((x >> (n - 1 - w)) & 1) << (k - 1 - j)
+        self._memo: dict = {}
+        if self.dense:  # every amplitude, ordered by its local state: [D, 2**(n-k)] rows of one matmul
+            order = np.argsort(local, kind="stable")
+            self._tables = {"order": torch.as_tensor(order), "inverse": torch.as_tensor(np.argsort(order))}
+            return
         self._tables = {
             "a": torch.as_tensor(np.flatnonzero(local == self.i0)),
             "b": torch.as_tensor(np.flatnonzero(local == self.i1)),
@@ -42,7 +52,6 @@ class TwoLevel:
             "rows": torch.tensor([self.i0, self.i0, self.i1, self.i1]),
             "cols": torch.tensor([self.i0, self.i1, self.i0, self.i1]),
         }
-        self._memo: dict = {}
 
     def table(self, what: str, device) -> torch.Tensor:
         key = (what, str(device))
@@ -60,8 +69,19 @@ def two_level(cache: dict, si: int, slot, n: int) -> TwoLevel:
     return info
 
 
+def _gathered(psi: torch.Tensor, info: TwoLevel) -> torch.Tensor:
+    """``psi`` (``[2**n, S, B]``) as ``[D, rest]``: row ``i`` the amplitudes whose gate wires read ``i``."""
+    return psi.index_select(0, info.table("order", psi.device)).reshape(info.dim, -1)
+
+
+def _scattered(local: torch.Tensor, like: torch.Tensor, info: TwoLevel) -> torch.Tensor:
+    return local.reshape(like.shape).index_select(0, info.table("inverse", like.device))
+
+
 def apply(psi: torch.Tensor, m: torch.Tensor, info: TwoLevel) -> torch.Tensor:
-    """``m`` (``[D, D]``, two-level) on the ``[2**n, S, B]`` state ``psi``."""
+    """``m`` (``[D, D]``, two-level, or any where ``info.dense``) on the ``[2**n, S, B]`` state ``psi``."""
+    if info.dense:  # OrbitalRotation: one gather, one [D, D] @ [D, rest] product, one gather back
+        return _scattered(m.to(psi.dtype) @ _gathered(psi, info), psi, info)
     a_idx, b_idx = info.table("a", psi.device), info.table("b", psi.device)
     a, b = psi.index_select(0, a_idx), psi.index_select(0, b_idx)
     i0, i1 = info.i0, info.i1
@@ -83,7 +103,9 @@ def unapply(psi, h, m: torch.Tensor, info: TwoLevel, needs, keep_state: bool):
     before = apply(psi, m.mH.resolve_conj(), info) if keep_state else psi
     h_new = apply(h, m.mT.contiguous(), info)
     g_m = None
-    if needs[0]:
+    if needs[0] and info.dense:  # g_m[i, j] = conj(sum h[i] before[j]) over the gathered rows
+        g_m = (_gathered(h, info) @ _gathered(before, info).t()).conj()
+    elif needs[0]:
         dev = psi.device
         a_idx, b_idx = info.table("a", dev), info.table("b", dev)
         ga, gb = h.index_select(0, a_idx), h.index_select(0, b_idx)  # conj of the cotangent after
