@@ -83,6 +83,11 @@ class _Group:
         return self.rows
 
 
+def measured_proxies(tape: qml.tape.QuantumScript) -> bool:
+    """Whether an observable of ``tape`` holds a ``LazyParam`` (its resolution rebuilds the observable)."""
+    return any(isinstance(d, LazyParam) for mp in tape.measurements if mp.obs is not None for d in mp.obs.data)
+
+
 def resolve(tape: qml.tape.QuantumScript) -> qml.tape.QuantumScript:
     """``tape`` with every ``LazyParam`` among its operators' and observables' data given its value (plain
     operators are updated in place, others copied)."""
@@ -133,4 +138,4 @@ def resolve(tape: qml.tape.QuantumScript) -> qml.tape.QuantumScript:
     return tape.copy(operations=ops, measurements=mps) if changed else tape
 
 
-__all__ = ["resolve", "TABLES_SIZE"]
+__all__ = ["measured_proxies", "resolve", "TABLES_SIZE"]

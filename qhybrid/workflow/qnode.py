@@ -14,7 +14,7 @@ from ._call_args import shaped_like
 from ._capture import capture_graphs, qnode_call, replaying
 from ._functorch import call_under_transforms, transforms_active
 from . import _lazy
-from ._lazy_resolve import resolve
+from ._lazy_resolve import measured_proxies, resolve
 from ..interfaces._compile import quantum_boundary
 from ._transforms import PennyLaneQNodeFace, run_pipeline
 from ..interfaces._placement import call_device
@@ -126,6 +126,10 @@ class QNode(PennyLaneQNodeFace):
         if measurements != list(tape.measurements):
             tape = tape.copy(measurements=measurements)
         if lazy:
+            if measured_proxies(tape):
+                # an observable built from the arguments (trainable Hamiltonian coefficients) would be rebuilt
+                # term by term on every call to take its values: later calls record from the real tensors
+                self._lazy_observables = True
             tape = resolve(tape)
         if record:
             self.tape = tape
@@ -144,7 +148,8 @@ class QNode(PennyLaneQNodeFace):
     def _call_recorded(self, args, kwargs):
         """The function recorded and executed: its result, shaped like what the function returned."""
         # lazily recorded where the tape goes straight to the device (transforms read the tape's parameters)
-        tape, out = self.construct(args, kwargs, lazy=not self.compile_pipeline)
+        lazy = not self.compile_pipeline and not getattr(self, "_lazy_observables", False)
+        tape, out = self.construct(args, kwargs, lazy=lazy)
         if self.compile_pipeline:  # PennyLane transforms applied to this qnode
             run = lambda tapes: self._execute(tapes, args, kwargs)  # noqa: E731
             return run_pipeline(self, tape, out, args, kwargs, run)

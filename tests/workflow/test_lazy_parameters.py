@@ -266,6 +266,34 @@ def test_hamiltonian_coefficients_from_an_argument():
             torch.testing.assert_close(a, b, atol=TOL, rtol=0)
 
 
+def test_an_observable_from_the_arguments_turns_lazy_recording_off_for_later_calls(monkeypatch):
+    """Resolving proxies inside an observable rebuilds it term by term (a 1,079-word Hamiltonian: ~0.7 s a
+    call), so after the first such call the qnode records from the real tensors."""
+    from qhybrid.workflow import _lazy
+
+    words = [qml.Z(0), qml.X(1), qml.Z(0) @ qml.Z(1), qml.Y(0) @ qml.Y(1)]
+
+    def circuit(w, c):
+        qml.RX(2 * w[0], 0)
+        qml.RY(w[1], 1)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.dot(c, words))
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2))(circuit)
+    ref = qml.qnode(qml.device("default.qubit", wires=2), interface="torch")(circuit)
+    proxied = []
+    real = _lazy.proxied
+    monkeypatch.setattr(_lazy, "proxied", lambda *a: proxied.append(1) or real(*a))
+    w = torch.tensor([0.3, 0.8], dtype=torch.float64, requires_grad=True)
+    for k in range(3):
+        c = torch.tensor([0.5, -1.2, 0.7, 0.1 * k], dtype=torch.float64, requires_grad=True)
+        got, want = ours(w, c), ref(w, c)
+        torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+        for a, b in zip(torch.autograd.grad(got, (w, c)), torch.autograd.grad(want, (w, c))):
+            torch.testing.assert_close(a, b, atol=TOL, rtol=0)
+    assert len(proxied) == 1  # the first call only
+
+
 def test_keywords_integers_complex_and_no_grad_arguments():
     def circuit(w, *, wires, k, u, scale=None):
         qml.RX(w[int(k[0])] * 2, wires[0])
