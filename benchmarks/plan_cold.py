@@ -8,7 +8,8 @@ alternating; the trees' total forward flops must be the same.
 ``first_s`` / ``first_cpu_s``: the first step's wall and CPU seconds in the process, ``workers_cpu_s``: the CPU
 seconds of its plan workers, ``cpu_s`` both together; ``load`` / ``load_after``: the 1-minute load around it.
 Each run is its own process (nothing planned before: memo, path cache and compiled schedules empty), one
-intra-op thread. Writes one JSON row per run to ``--out`` (default benchmarks/results/plan_cold.json).
+intra-op thread. Writes one JSON row per run to ``--out`` (default benchmarks/results/plan_cold.json; the rows of
+other workloads there are kept).
 """
 
 from __future__ import annotations
@@ -82,7 +83,12 @@ def main() -> None:
                 row = cold_run(workload, workers, a.timeout)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
-    Path(a.out).write_text(json.dumps({"cores": len(os.sched_getaffinity(0)), "rows": rows}, indent=1) + "\n")
+    out = Path(a.out)
+    try:  # rows of the workloads not run now are kept
+        kept = [r for r in json.loads(out.read_text())["rows"] if r.get("workload") not in a.workloads]
+    except (OSError, ValueError, KeyError, TypeError):
+        kept = []
+    out.write_text(json.dumps({"cores": len(os.sched_getaffinity(0)), "rows": kept + rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
