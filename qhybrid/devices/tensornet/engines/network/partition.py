@@ -6,8 +6,8 @@ profiles (``*_sea20.ini``) start each call with 20 runs of kahypar's initial-par
 small (below kahypar's coarsening limit) that pool is most of the call (cProfile of 12 trials: 75% of the time in
 ``kahypar.partition``; turning the flow refinement off saved nothing). ``KAHYPAR_INITIAL_RUNS`` (4) runs make a
 trial ~2.3x cheaper in CPU time (L8p4's costliest class, 64 trials a seed: 110 -> 50 s for seed 0, 101 -> 45 s
-for seed 1) and the trees are as good as the search's other noise: the seeds' best trees differ, the best of
-the two stays within the old one's (measured per class in docs/NETWORKS.md's "Cold planning" section).
+for seed 1); the trees are within the searches' run-to-run noise of those of 20 runs (docs/NETWORKS.md's
+"Cold planning" section).
 
 Registered as the cotengra method ``METHOD`` (the sampled parameters are kahypar's own: ``mode``, ``objective``
 and the rest), on the profiles written once, by content, under qhybrid's cache directory (else a temporary
@@ -26,8 +26,9 @@ import tempfile
 from pathlib import Path
 
 KAHYPAR_INITIAL_RUNS = 4
-"""Runs of kahypar's initial-partitioning pool per call (cotengra's profiles: 20). 1 run lost a power of two on
-some L8p4 classes; 4 kept the best of two seeded searches as good as 20 did (docs/NETWORKS.md)."""
+"""Runs of kahypar's initial-partitioning pool per call (cotengra's profiles: 20, which this value restores). With 4,
+L8p4's trees came to 2^34.16-2^34.38 forward flops a step in three cold plannings, against 2^34.24 with 20
+(docs/NETWORKS.md); fewer runs were not measured."""
 
 METHOD = "qhybrid-kahypar"
 """The cotengra ``HyperOptimizer`` method name of these partitions."""
