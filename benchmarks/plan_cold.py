@@ -2,11 +2,14 @@
 cache, with the hyper tier on one process (``QHYBRID_PLAN_WORKERS=1``) and over every core (the default),
 alternating; the trees' total forward flops must be the same.
 
-    python -m benchmarks.plan_cold [Q100p4 L8p4 ...] [--repeats N] [--timeout S] [--out FILE]
+    python -m benchmarks.plan_cold [Q100p4 L8p4 ...] [--repeats N] [--timeout S] [--workers both|1|cores] [--out FILE]
 
-``hyper_s``: the seconds the hyper tier took (the costly trees' planning), ``flops``: the trees' forward flops.
+``hyper_s``: the seconds the hyper tier took (the costly trees' planning), ``flops``: the trees' forward flops,
+``first_s`` / ``first_cpu_s``: the first step's wall and CPU seconds in the process, ``workers_cpu_s``: the CPU
+seconds of its plan workers, ``cpu_s`` both together; ``load`` / ``load_after``: the 1-minute load around it.
 Each run is its own process (nothing planned before: memo, path cache and compiled schedules empty), one
-intra-op thread. Writes one JSON row per run to ``--out`` (default benchmarks/results/plan_cold.json).
+intra-op thread. Writes one JSON row per run to ``--out`` (default benchmarks/results/plan_cold.json; the rows of
+other workloads there are kept).
 """
 
 from __future__ import annotations
@@ -21,18 +24,19 @@ import time
 from pathlib import Path
 
 CHILD = """
-import json, os, sys, time, torch
+import json, os, resource, sys, time, torch
 torch.set_num_threads(1)
 from benchmarks.deep import qhybrid_step, tree_flops
 from qhybrid.devices.tensornet.engines.network.pathfind import STATS
 from benchmarks.workloads import deep_qaoa
 n, edges, p = deep_qaoa(sys.argv[1])
 step = qhybrid_step(n, edges, p)
-t = time.perf_counter()
+t, cpu = time.perf_counter(), time.process_time()
 step()
-first = time.perf_counter() - t
-print(json.dumps({"first_s": first, "hyper_s": STATS.hyper_seconds, "hyper_networks": STATS.hyper,
-                  "flops": tree_flops(step.device)}))
+first, cpu = time.perf_counter() - t, time.process_time() - cpu
+workers = resource.getrusage(resource.RUSAGE_CHILDREN)  # the plan workers, joined by now
+print(json.dumps({"first_s": first, "first_cpu_s": cpu, "workers_cpu_s": workers.ru_utime + workers.ru_stime,
+                  "hyper_s": STATS.hyper_seconds, "hyper_networks": STATS.hyper, "flops": tree_flops(step.device)}))
 """
 
 
@@ -43,6 +47,8 @@ def cold_run(workload: str, workers: int | None, timeout: float) -> dict:
     if workers is not None:
         env["QHYBRID_PLAN_WORKERS"] = str(workers)
     row = {"workload": workload, "workers": workers or "cores", "load": os.getloadavg()[0]}
+    if hasattr(os, "sched_getaffinity"):
+        row["cores"] = len(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory() as cache:
         env["QHYBRID_CACHE_DIR"] = cache
         began = time.perf_counter()
@@ -55,6 +61,9 @@ def cold_run(workload: str, workers: int | None, timeout: float) -> dict:
         except subprocess.CalledProcessError as exc:
             row["error"] = exc.stderr.strip().splitlines()[-1][:200]
         row["process_s"] = time.perf_counter() - began
+        row["load_after"] = os.getloadavg()[0]
+    if "first_cpu_s" in row:  # the CPU the first step took, in the process and its plan workers together
+        row["cpu_s"] = row["first_cpu_s"] + row["workers_cpu_s"]
     return row
 
 
@@ -63,16 +72,23 @@ def main() -> None:
     ap.add_argument("workloads", nargs="*", default=["Q100p4"])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--workers", choices=["both", "1", "cores"], default="both",
+                    help="plan in one process, over every core, or both alternating (default)")
     ap.add_argument("--out", default=str(Path(__file__).with_name("results") / "plan_cold.json"))
     a = ap.parse_args()
     rows = []
     for workload in a.workloads:
         for _ in range(a.repeats):
-            for workers in (1, None):  # alternating: the load falls on both alike
+            for workers in {"both": (1, None), "1": (1,), "cores": (None,)}[a.workers]:  # alternating: the load falls on both alike
                 row = cold_run(workload, workers, a.timeout)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
-    Path(a.out).write_text(json.dumps({"cores": len(os.sched_getaffinity(0)), "rows": rows}, indent=1) + "\n")
+    out = Path(a.out)
+    try:  # rows of the workloads not run now are kept
+        kept = [r for r in json.loads(out.read_text())["rows"] if r.get("workload") not in a.workloads]
+    except (OSError, ValueError, KeyError, TypeError):
+        kept = []
+    out.write_text(json.dumps({"cores": len(os.sched_getaffinity(0)), "rows": kept + rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

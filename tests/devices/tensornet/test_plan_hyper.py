@@ -20,7 +20,7 @@ from qhybrid.devices.tensornet import _simulate
 from qhybrid.devices.tensornet.engines.lightcone import program as _cone_program
 from qhybrid.devices.tensornet.engines.lightcone import whole as _whole
 from qhybrid.devices.tensornet.engines.lightcone.budget import MIN_SHARE_S, plan_shares
-from qhybrid.devices.tensornet.engines.network import hyper, pathfind
+from qhybrid.devices.tensornet.engines.network import hyper, partition, pathfind
 from qhybrid.devices.tensornet.engines.network.path_cache import PathStore, valid_path
 from qhybrid.devices.tensornet.engines.network.problem import Problem, _evaluate
 
@@ -97,7 +97,7 @@ def test_deep_search_falls_back_to_cotengras_partitioner_without_kahypar(monkeyp
 
 def test_kahypar_is_the_partitioner_where_installed():
     pytest.importorskip("kahypar")
-    assert hyper.partitioner() == "kahypar"
+    assert hyper.partitioner() == partition.METHOD == "qhybrid-kahypar"
 
 
 def test_hyper_paths_are_kept_on_disk_and_read_back(tmp_path, every_network_hyper):
@@ -188,7 +188,7 @@ _SCRIPT = r"""
 import json, sys, torch, pennylane as qml, qhybrid
 from qhybrid.devices.tensornet import _simulate
 from qhybrid.devices.tensornet.engines.lightcone import program, whole
-from qhybrid.devices.tensornet.engines.network import hyper, pathfind
+from qhybrid.devices.tensornet.engines.network import hyper, partition, pathfind
 _simulate.STATE_MODE_MAX_WIRES = 0; program.CONE_STATE_MAX_WIRES = 0; whole.WHOLE_NETWORK_MAX_ELEMENTS = 0
 hyper.HYPER_MIN_FLOPS = 0
 n = 9

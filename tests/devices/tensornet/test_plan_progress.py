@@ -145,3 +145,32 @@ def test_a_dead_worker_leaves_its_networks_to_this_process(costly, monkeypatch):
 
     monkeypatch.setattr(hyper_tier, "_in_workers", one_then_dead)
     assert [f.path for f in _plan(problems)] == [f.path for f in alone] and pathfind.STATS.hyper == 3 * 2
+
+
+def test_step_four_searches_are_tasks_of_their_own_with_the_trees_planned_one_by_one(costly, monkeypatch):
+    """Each network still costly after steps 1-3 sends its seeded step-4 searches to the workers as separate tasks
+    (``hyper.partition_search``); merged in seed order they give the tree ``hyper.improve`` gives alone."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    monkeypatch.setattr(hyper, "PARTITION_MIN_FLOPS", 0.0)
+    monkeypatch.setattr(hyper, "MAX_PARTITION_TRIALS", 3)
+    monkeypatch.setattr(hyper, "PAYBACK_CALLS", math.inf)
+    monkeypatch.setattr(hyper, "MAX_ROUNDS", 1)
+    problems = [_network(seed, n=24) for seed in range(3)]
+    monkeypatch.setenv(hyper_tier.WORKERS_ENV, "1")
+    alone = _plan(problems)
+    monkeypatch.delenv(hyper_tier.WORKERS_ENV)
+    monkeypatch.setattr(hyper_tier, "POOL_MIN_TENSORS", 0)
+    monkeypatch.setattr(hyper_tier, "plan_workers", lambda: 2)
+    submitted = []
+
+    class Recording(ProcessPoolExecutor):
+        def submit(self, fn, *args, **kwargs):
+            submitted.append(fn.__name__)
+            return super().submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(hyper_tier, "ProcessPoolExecutor", Recording)
+    spread = _plan(problems)
+    assert sorted(submitted) == sorted(["head"] * 3 + ["partition_search"] * 3 * len(hyper.PARTITION_SEEDS))
+    assert [(f.path, f.flops, f.write) for f in spread] == [(f.path, f.flops, f.write) for f in alone]
+    assert all(f.searched for f in spread)

@@ -15,7 +15,7 @@ quick path costs at least ``HYPER_MIN_FLOPS`` gets, however little of the planni
    (at most ``MAX_ROUNDS``): networks that elimination does not suit (dense gate tensors) get them, the
    QAOA cones do not need them;
 4. where the tree still costs ``PARTITION_MIN_FLOPS`` or more (2D lattice cones at p=4), cotengra's
-   ``HyperOptimizer`` over partitioned trees, trials counted by the same payback (``_partitioned``).
+   ``HyperOptimizer`` over partitioned trees, trials counted by the same payback (``partition_search``, one search per seed).
 
 The payback counts nominal seconds (``DRAW_SECONDS_PER_INDEX``, ``RECONF_SECONDS_PER_TENSOR``,
 ``ROUND_SECONDS_PER_TENSOR``), not the clock: how many draws and rounds a structure gets depends on its
@@ -44,6 +44,7 @@ import math
 import time
 from dataclasses import replace
 
+from . import partition
 from .eliminate import NOISE, IndexGraph, bucket_path, min_fill_order
 from .problem import COMBO, FLOP_RATE, Found, Problem, _evaluate
 
@@ -145,13 +146,14 @@ def rust_available() -> bool:
 
 
 def partitioner() -> str:
-    """The hypergraph partitioner the deep search uses: kahypar where it is installed, else cotengra's own
-    label propagation (``"labels"``, pure Python)."""
+    """The cotengra method of the partitioned trees (step 4, and the deep search): kahypar where it is installed,
+    with fewer initial partitioning runs than cotengra's profiles (``partition.METHOD``, ~2.3x cheaper trials),
+    else cotengra's own label propagation (``"labels"``, pure Python)."""
     try:
         import kahypar  # noqa: F401
     except ImportError:
         return "labels"
-    return "kahypar"
+    return partition.register()
 
 
 def deep_methods(seconds: float = PARTITION_MIN_S) -> list[str]:
@@ -161,27 +163,45 @@ def deep_methods(seconds: float = PARTITION_MIN_S) -> list[str]:
 
 
 def improve(problem: Problem, seconds: float, start: Found | None = None, max_elements: float = math.inf) -> Found:
-    """The best of ``start`` (the quick path; None: none), steps 1-3 (always run, within their payback),
-    and, where ``seconds`` leaves at least ``DEEP_MIN_S`` after them, cotengra's ``HyperOptimizer`` for the
-    rest of ``seconds``. Best: within ``max_elements`` first, then fewer flops. The result is marked
-    searched (settled)."""
-    import cotengra as ctg
-
+    """The best of ``start`` (the quick path; None: none), steps 1-3 (always run, within their payback), step 4's
+    seeded searches where the tree is still costly, and, where ``seconds`` leaves at least ``DEEP_MIN_S`` after
+    them, cotengra's ``HyperOptimizer`` for the rest of ``seconds``. Best: within ``max_elements`` first, then
+    fewer flops. The result is marked searched (settled). ``head``, ``partition_search`` and ``finish`` are its
+    parts, which ``hyper_tier`` runs in separate workers (the same tree)."""
     began = time.perf_counter()
-    inputs, output, sizes = problem.symbolic()
+    best, trials = head(problem, start, max_elements)
+    for seed in PARTITION_SEEDS if trials else ():
+        best = better(best, partition_search(problem, trials, seed, max_elements), max_elements)
+    return finish(problem, best, seconds - (time.perf_counter() - began), max_elements)
+
+
+def head(problem: Problem, start: Found | None, max_elements: float) -> tuple[Found, int]:
+    """Steps 1-3 from ``start``, and the trials each of step 4's seeded searches gets (0: no step 4)."""
     best, spent = _eliminated(problem, start, max_elements)
     best, spent = _greedy_rounds(problem, best, spent, max_elements)
-    best, spent = _partitioned(problem, best, spent, max_elements)
-    left = seconds - (time.perf_counter() - began)
+    return best, _partition_trials(problem, best, spent)
+
+
+def finish(problem: Problem, best: Found, left: float, max_elements: float) -> Found:
+    """``best``, or the deep search's tree where ``left`` seconds allow it and it is better; marked searched."""
+    import cotengra as ctg
+
     if left >= DEEP_MIN_S:
+        inputs, output, sizes = problem.symbolic()
         opt = ctg.HyperOptimizer(
             methods=deep_methods(left), max_repeats=DEEP_MAX_REPEATS, max_time=left, parallel=False, minimize=COMBO, reconf_opts=dict(RECONF_OPTS), progbar=False, on_trial_error="ignore",
         )  # fmt: skip
         try:
             best = _keep(problem, opt.search(inputs, output, sizes), best, max_elements)
-        except (KeyError, ValueError):  # every trial failed (cotengra then has no best tree): keep steps 1-3
+        except (KeyError, ValueError):  # every trial failed (cotengra then has no best tree): keep steps 1-4
             pass
     return replace(best, searched=True)
+
+
+def better(best: Found, other: Found | None, max_elements: float) -> Found:
+    """``other`` where it ranks before ``best`` (within ``max_elements`` first, then cost, then largest), else
+    ``best``: step 4's searches are merged in seed order with this, so their order of completion does not matter."""
+    return other if other is not None and _rank(other, max_elements) < _rank(best, max_elements) else best
 
 
 def _pays(spent: float, flops: float) -> bool:
@@ -238,30 +258,33 @@ def _greedy_rounds(problem: Problem, best: Found, spent: float, max_elements: fl
     return best, spent
 
 
-def _partitioned(problem: Problem, best: Found, spent: float, max_elements: float) -> tuple[Found, float]:
-    """Step 4: where the tree is still costly (``PARTITION_MIN_FLOPS``), partitioned trees while they pay."""
-    import cotengra as ctg
-
+def _partition_trials(problem: Problem, best: Found, spent: float) -> int:
+    """Step 4's trials per seeded search: none below ``PARTITION_MIN_FLOPS``, else as many as pay (every
+    search's trial counted) up to ``MAX_PARTITION_TRIALS``."""
     if best.flops < PARTITION_MIN_FLOPS:
-        return best, spent
+        return 0
     trial_s = PARTITION_SECONDS_PER_TENSOR * problem.n * len(PARTITION_SEEDS)  # a trial in every search
     trials = 0
     while trials < MAX_PARTITION_TRIALS and _pays(spent + (trials + 1) * trial_s, best.flops):
         trials += 1
-    if trials == 0:
-        return best, spent
+    return trials
+
+
+def partition_search(problem: Problem, trials: int, seed: int, max_elements: float) -> Found | None:
+    """Step 4's search for ``seed``: cotengra's ``HyperOptimizer`` over ``trials`` partitioned trees (the
+    partitioner seeded too), its best tree (None where every trial failed)."""
+    import cotengra as ctg
+
     inputs, output, sizes = problem.symbolic()
     method = partitioner()
-    for seed in PARTITION_SEEDS:
-        opt = ctg.HyperOptimizer(
-            methods=[method], max_repeats=trials, parallel=False, minimize=COMBO, reconf_opts=dict(RECONF_OPTS),
-            optlib=PARTITION_OPTLIB, seed=seed, constants={method: {"seed": seed}}, progbar=False, on_trial_error="ignore",
-        )  # fmt: skip
-        try:
-            best = _keep(problem, opt.search(inputs, output, sizes), best, max_elements)
-        except (KeyError, ValueError):  # every trial failed: keep what there is
-            pass
-    return best, spent + trials * trial_s
+    opt = ctg.HyperOptimizer(
+        methods=[method], max_repeats=trials, parallel=False, minimize=COMBO, reconf_opts=dict(RECONF_OPTS),
+        optlib=PARTITION_OPTLIB, seed=seed, constants={method: {"seed": seed}}, progbar=False, on_trial_error="ignore",
+    )  # fmt: skip
+    try:
+        return _keep(problem, opt.search(inputs, output, sizes), None, max_elements)
+    except (KeyError, ValueError):  # every trial failed: nothing from this search
+        return None
 
 
 def _keep(problem: Problem, tree, best: Found | None, max_elements: float) -> Found:
@@ -277,5 +300,5 @@ def _rank(found: Found, max_elements: float) -> tuple:
     return not found.fits(max_elements), found.cost, found.largest
 
 
-__all__ = ["improve", "partitioner", "deep_methods", "rust_available", "HYPER_MIN_FLOPS", "RECONF_OPTS", "MAX_ROUNDS",
+__all__ = ["improve", "head", "partition_search", "finish", "better", "partitioner", "deep_methods", "rust_available", "HYPER_MIN_FLOPS", "RECONF_OPTS", "MAX_ROUNDS",
            "PAYBACK_CALLS", "MAX_DRAWS"]

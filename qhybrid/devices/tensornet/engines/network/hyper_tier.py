@@ -3,7 +3,8 @@
 ``hyper.improve`` runs once per costly network (a deep light-cone class, say). Its result depends on the
 network alone (seeded draws, trial counts set by the payback rule, not the clock), so the networks can be
 planned in any order, in any process: here they are spread over worker processes (one per core the process may
-use, ``os.sched_getaffinity``), costliest first, and the trees are the same as planned one by one. Workers are
+use, ``os.sched_getaffinity``), costliest first, each network's step-4 searches (one per seed) as tasks of their
+own, and the trees are the same as planned one by one. Workers are
 forked (cheap: copy-on-write, nothing to import) where the platform allows it, and only for work worth it
 (``POOL_MIN_TENSORS``); elsewhere, in a daemonic process, or with ``QHYBRID_PLAN_WORKERS=1``, one by one. Should
 a worker die (killed for memory, say), the networks it had not returned are planned here.
@@ -29,6 +30,7 @@ import math
 import multiprocessing
 import os
 import sys
+import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Sequence
@@ -129,17 +131,54 @@ def hyper_tier(
 
 
 def _in_workers(problems, found, jobs, max_elements, workers, done) -> None:
-    """The jobs in ``workers`` forked processes, at most ``workers`` in flight (costliest first)."""
+    """The jobs in ``workers`` forked processes, at most ``workers`` tasks in flight: each network's steps 1-3
+    (``hyper.head``, costliest network first), then each of its step-4 searches as a task of its own
+    (``hyper.partition_search``, one per seed; put ahead of the heads still waiting, so the long tasks start
+    first and the short ones fill in at the end: on L8p4 a network's two searches are most of its planning), merged
+    in seed order (``hyper.better``: the tree ``hyper.improve`` gives), then ``hyper.finish`` (the deep search,
+    a task too where the network's share leaves time for it)."""
     context = multiprocessing.get_context("fork")
+    share, seeds = dict(jobs), hyper.PARTITION_SEEDS
+    queue: list = [("head", k) for k, _ in jobs]
+    began, heads, searched = {}, {}, {}
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        queue, running = list(jobs), {}
+        running: dict = {}
         while queue or running:
             while queue and len(running) < workers:
-                k, share = queue.pop(0)
-                running[pool.submit(hyper.improve, problems[k], share, found[k], max_elements)] = k
+                task = queue.pop(0)
+                kind, k = task[0], task[1]
+                if kind == "head":
+                    began[k] = time.perf_counter()
+                    future = pool.submit(hyper.head, problems[k], found[k], max_elements)
+                elif kind == "seed":
+                    future = pool.submit(hyper.partition_search, problems[k], heads[k][1], task[2], max_elements)
+                else:
+                    future = pool.submit(hyper.finish, problems[k], task[2], task[3], max_elements)
+                running[future] = task
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
-                done(running.pop(future), future.result())
+                task = running.pop(future)
+                kind, k = task[0], task[1]
+                if kind == "finish":
+                    done(k, future.result())
+                    continue
+                if kind == "head":
+                    heads[k], searched[k] = future.result(), {}
+                    if heads[k][1]:  # step 4: one task per seed, next in line
+                        queue[:0] = [("seed", k, seed) for seed in seeds]
+                        continue
+                else:
+                    searched[k][task[2]] = future.result()
+                    if len(searched[k]) < len(seeds):
+                        continue
+                best = heads[k][0]
+                for seed in seeds:
+                    best = hyper.better(best, searched[k].get(seed), max_elements)
+                left = share[k] - (time.perf_counter() - began[k])
+                if left >= hyper.DEEP_MIN_S:
+                    queue.insert(0, ("finish", k, best, left))
+                else:
+                    done(k, hyper.finish(problems[k], best, left, max_elements))
 
 
 __all__ = [
