@@ -73,9 +73,15 @@ def test_static_qnode_shares_rows_by_its_gather_and_matches_the_reference(per_ed
     assert bool(runs) == (not per_edge)
 
 
-def test_a_capture_runs_every_row_of_a_plain_qnode(monkeypatch):
-    """A plain qnode's shared rows are found by values; while a CUDA graph is captured nothing may wait for
-    them, so every member runs its own row (faked here on the CPU): the same numbers, no ``unique``."""
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_capture_runs_every_row_of_a_plain_qnode(monkeypatch, lazy):
+    """Recorded from the tensors themselves (``lazy=False``) a qnode's shared rows are found by values; while a
+    CUDA graph is captured nothing may wait for them, so every member runs its own row (faked here on the CPU).
+    Recorded lazily (a plain qnode's default) the rows are shared by where they are read from, which needs no
+    value: the shared rows run once even while capturing. The same numbers either way, no ``unique``."""
+    from qhybrid.workflow import _lazy
+
+    monkeypatch.setattr(_lazy, "ENABLED", lazy)
     monkeypatch.setattr(shared, "capturing", lambda t: True)
     runs = []
     forward = shared._Shared.forward
@@ -101,4 +107,4 @@ def test_a_capture_runs_every_row_of_a_plain_qnode(monkeypatch):
     torch.testing.assert_close(value.detach(), ref.detach(), atol=1e-10, rtol=0)
     for x, y in zip(grads, ref_grads):
         torch.testing.assert_close(x, y, atol=1e-10, rtol=0)
-    assert not runs
+    assert bool(runs) is lazy
