@@ -294,6 +294,31 @@ def test_an_observable_from_the_arguments_turns_lazy_recording_off_for_later_cal
     assert len(proxied) == 1  # the first call only
 
 
+def test_a_hamiltonian_made_outside_the_function_is_not_walked_again(monkeypatch):
+    """``Sum.data`` walks every term (a 276-word Hamiltonian: ~3 ms): a Hamiltonian the function measures but
+    did not make holds no proxy, and later calls neither search it for proxies nor read its data again."""
+    H = qml.dot([0.5, -0.2, 0.3], [qml.Z(0), qml.X(0) @ qml.X(1), qml.Y(1)])
+    walks = []
+    data = type(H).data
+    monkeypatch.setattr(type(H), "data", property(lambda self: walks.append(1) or data.fget(self)))
+
+    @qhybrid.qnode(qhybrid.device("tensornet", wires=2))
+    def circuit(w):
+        qml.RX(2 * w[0], 0)
+        qml.CNOT([0, 1])
+        qml.RY(w[1], 1)
+        return qml.expval(H)
+
+    w = torch.tensor([0.3, 0.8], dtype=torch.float64, requires_grad=True)
+    got = [circuit(w) for _ in range(3)]
+    walked = len(walks)
+    got.append(circuit(w))
+    assert len(walks) == walked  # a steady call reads nothing of H
+    ref = qml.qnode(qml.device("default.qubit", wires=2), interface="torch")(circuit.func)
+    for g in got:
+        torch.testing.assert_close(g, ref(w), atol=TOL, rtol=0)
+
+
 def test_keywords_integers_complex_and_no_grad_arguments():
     def circuit(w, *, wires, k, u, scale=None):
         qml.RX(w[int(k[0])] * 2, wires[0])
