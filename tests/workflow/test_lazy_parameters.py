@@ -12,6 +12,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import qhybrid
+from benchmarks.workloads import qaoa_function
 from qhybrid.workflow._lazy import LazyParam
 
 TOL = 1e-10
@@ -154,26 +155,12 @@ def test_parameters_are_bit_for_bit_the_users_arithmetic(dtype):
         assert torch.equal(got, want), (got, want)
 
 
-def _qaoa(edges, n, p):
-    def circuit(gamma, beta):
-        for i in range(n):
-            qml.Hadamard(i)
-        for layer in range(p):
-            for u, v in edges:
-                qml.IsingZZ(2 * gamma[layer], wires=[u, v])
-            for i in range(n):
-                qml.RX(2 * beta[layer], wires=i)
-        return qml.expval(qml.sum(*(qml.Z(u) @ qml.Z(v) for u, v in edges)))
-
-    return circuit
-
-
 def test_recording_dispatches_no_op_per_gate():
     """The user's function dispatches no aten op while it records (it did two a gate: a select and a mul),
     and a whole value + gradient step dispatches a few ops more than the device's, not two or three a gate."""
     n, p = 8, 2
     edges = [(i, (i + 1) % n) for i in range(n)] + [(i, (i + 3) % n) for i in range(0, n, 2)]
-    circuit = _qaoa(edges, n, p)
+    circuit = qaoa_function(edges, n)  # p layers: gamma and beta hold p angles
     inside = _Count()
 
     def counted(gamma, beta):

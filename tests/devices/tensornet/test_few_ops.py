@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import qhybrid
+from benchmarks.workloads import qaoa_function
 from qhybrid.devices.tensornet import _simulate
 from qhybrid.devices.tensornet.engines.lightcone import bound_class
 from qhybrid.devices.tensornet.engines.lightcone import program as cone_program
@@ -87,25 +88,11 @@ def test_scalars_and_tensors_as_one_flat_input_match_default_qubit(batch, dtype,
             torch.testing.assert_close(g.double(), h, atol=tol * 10, rtol=0)
 
 
-def _qaoa(edges, n):
-    def circuit(gamma, beta):
-        for i in range(n):
-            qml.Hadamard(i)
-        for layer in range(len(gamma)):
-            for u, v in edges:
-                qml.IsingZZ(2 * gamma[layer], wires=[u, v])
-            for i in range(n):
-                qml.RX(2 * beta[layer], wires=i)
-        return qml.expval(qml.dot([1.0] * len(edges), [qml.Z(u) @ qml.Z(v) for u, v in edges]))
-
-    return circuit
-
-
 def test_one_gate_build_per_kind_whatever_the_inputs(monkeypatch):
     """A plain qnode hands every RX its own scalar input: the step still builds all RX matrices in one call
     (it built one per input before: 12 here)."""
     n, edges = 6, [(i, (i + 1) % 6) for i in range(6)]
-    node = qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method="adjoint")(_qaoa(edges, n))
+    node = qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method="adjoint")(qaoa_function(edges, n))
     gamma = torch.tensor([0.3, 0.7], dtype=torch.float64, requires_grad=True)
     beta = torch.tensor([-0.2, 0.4], dtype=torch.float64, requires_grad=True)
     node(gamma, beta).backward()
@@ -115,7 +102,7 @@ def test_one_gate_build_per_kind_whatever_the_inputs(monkeypatch):
     value = node(gamma, beta)
     grads = torch.autograd.grad(value, (gamma, beta))
     assert calls == ["RX"]
-    ref = qml.QNode(_qaoa(edges, n), qml.device("default.qubit", wires=n), interface="torch", diff_method="backprop")
+    ref = qml.QNode(qaoa_function(edges, n), qml.device("default.qubit", wires=n), interface="torch", diff_method="backprop")
     want = ref(gamma, beta)
     torch.testing.assert_close(value, want, atol=TOL, rtol=0)
     for g, h in zip(grads, torch.autograd.grad(want, (gamma, beta))):
@@ -139,7 +126,7 @@ def test_a_cone_class_row_runs_as_one_bound_node(cones, monkeypatch):
     """Ring QAOA p=2 on 12 wires measured by light cones: every class has one distinct row (equal angles),
     run as one bound node; value, gradient and Hessian as default.qubit's, and as the general path's."""
     n, edges = 12, [(i, (i + 1) % 12) for i in range(12)]
-    body = _qaoa(edges, n)
+    body = qaoa_function(edges, n)
     node = qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method="adjoint")(body)
     ref = qml.QNode(body, qml.device("default.qubit", wires=n), interface="torch", diff_method="backprop")
     gamma = torch.tensor([0.3, 0.7], dtype=torch.float64, requires_grad=True)
