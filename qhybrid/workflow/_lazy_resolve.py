@@ -28,6 +28,7 @@ import pennylane as qml
 import torch
 
 from .._variant import mark_rows
+from ..devices._observable_key import observable_data  # read once per object: Sum.data walks every term
 from ._lazy import LazyParam
 
 TABLES_SIZE = 256
@@ -83,30 +84,9 @@ class _Group:
         return self.rows
 
 
-_PLAIN: "OrderedDict[int, object]" = OrderedDict()
-"""Observables seen holding no ``LazyParam``, by id (each held, so its id is not reused): a Hamiltonian made
-once outside the function is not walked again (``Sum.data`` walks every term: ~3 ms a call for 276 terms)."""
-PLAIN_KEPT = 64
-
-
-def _obs_data(obs) -> tuple:
-    """``obs.data``, or ``()`` for an observable seen before without proxies (a proxy exists only while a call
-    records, so an observable made earlier cannot hold one)."""
-    hit = _PLAIN.get(id(obs))
-    if hit is obs:
-        _PLAIN.move_to_end(id(obs))
-        return ()
-    data = obs.data
-    if not any(isinstance(d, LazyParam) for d in data):
-        _PLAIN[id(obs)] = obs
-        if len(_PLAIN) > PLAIN_KEPT:
-            _PLAIN.popitem(last=False)
-    return data
-
-
 def measured_proxies(tape: qml.tape.QuantumScript) -> bool:
     """Whether an observable of ``tape`` holds a ``LazyParam`` (its resolution rebuilds the observable)."""
-    return any(isinstance(d, LazyParam) for mp in tape.measurements if mp.obs is not None for d in _obs_data(mp.obs))
+    return any(isinstance(d, LazyParam) for mp in tape.measurements if mp.obs is not None for d in observable_data(mp.obs))
 
 
 def resolve(tape: qml.tape.QuantumScript) -> qml.tape.QuantumScript:
@@ -139,7 +119,7 @@ def resolve(tape: qml.tape.QuantumScript) -> qml.tape.QuantumScript:
         pending.append(new)
         ops.append(op)
     mps = list(tape.measurements)
-    obs_pending = [None if mp.obs is None else visit(_obs_data(mp.obs)) for mp in mps]
+    obs_pending = [None if mp.obs is None else visit(observable_data(mp.obs)) for mp in mps]
     if not found and all(p is None for p in pending) and all(p is None for p in obs_pending):
         return tape
     for new, j, g, m in found:
