@@ -75,6 +75,7 @@ class QNode(PennyLaneQNodeFace):
         """The tape recorded by the last call (for drawing and inspection); it holds that call's parameters
         (with ``static_structure``, those of the last call that recorded one: a trace or a check)."""
         self.static_structure = static_structure
+        self._lazy_observables = False  # set once an observable read the arguments: record from the tensors
         self._fresh_caches()
         functools.update_wrapper(self, func)
 
@@ -148,7 +149,7 @@ class QNode(PennyLaneQNodeFace):
     def _call_recorded(self, args, kwargs):
         """The function recorded and executed: its result, shaped like what the function returned."""
         # lazily recorded where the tape goes straight to the device (transforms read the tape's parameters)
-        lazy = not self.compile_pipeline and not getattr(self, "_lazy_observables", False)
+        lazy = not self.compile_pipeline and not self._lazy_observables
         tape, out = self.construct(args, kwargs, lazy=lazy)
         if self.compile_pipeline:  # PennyLane transforms applied to this qnode
             run = lambda tapes: self._execute(tapes, args, kwargs)  # noqa: E731
