@@ -167,7 +167,31 @@ def _systems(args, torch, qml, wl: Workload):
             return _make_step(torch, qn, x, w), dict
 
         systems[f"pennylane[default.qubit,backprop,torch-{args.device}]"] = build_pl
+    if args.jax:
+        systems["jax[jit,vmap]"] = lambda: (_jax_step(torch, wl, args.device), dict)
     return systems
+
+
+def _jax_step(torch, wl: Workload, device: str):
+    """The hand-written jax.numpy state vector (benchmarks/peers/jax_hand.py) under jax.jit, on jax's default
+    device (the GPU where jax has CUDA); the loss and gradients come back as torch tensors for the agreement."""
+    import jax
+    import numpy as np
+
+    from benchmarks.peers.jax_hand import _sel_loss
+
+    fn = jax.jit(jax.value_and_grad(_sel_loss(wl.wires, wl.layers), argnums=(0, 1)))
+    x, w = (jax.numpy.asarray(t.detach().cpu().numpy()) for t in _inputs(torch, wl, "cpu"))
+
+    def step():
+        value, grads = jax.block_until_ready(fn(x, w))
+        return value, *grads
+
+    def converted():
+        return tuple(torch.from_numpy(np.asarray(v)).to(device) for v in step())
+
+    converted.raw = step
+    return converted
 
 
 def _programs(dev, device) -> dict:
@@ -235,7 +259,7 @@ def run_workload(args, torch, qml, wl: Workload) -> dict:
                 _time(torch, step)
             peak = torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None
             entry.update(first_step_s=first, peak_memory_gib=peak, **info())
-            built[name], outs[name], entry["times_s"] = step, out, []
+            built[name], outs[name], entry["times_s"] = getattr(step, "raw", step), out, []
         except Exception as exc:  # noqa: BLE001 - one failing system must not end the run
             entry["error"] = f"{type(exc).__name__}: {exc}"
             entry["traceback"] = traceback.format_exc(limit=6)
@@ -303,6 +327,7 @@ def main(argv=None) -> int:
     p.add_argument("--closed", action="store_true", help="also run qhybrid with every circuit as closed networks")
     p.add_argument("--skip-pennylane", action="store_true")
     p.add_argument("--cuda-graph", action="store_true", help="also a row with the step captured as CUDA graphs")
+    p.add_argument("--jax", action="store_true", help="also a jax.jit state vector (benchmarks/peers/jax_hand.py)")
     p.add_argument("--profile", action="store_true", help="also profile one step of each system (kernel counts)")
     p.add_argument("--device", default="cuda",
                    help="torch device (default cuda); 'cpu' is a smoke test of this script only")

@@ -31,3 +31,19 @@ def test_failing_system_is_recorded_not_raised(monkeypatch):
     monkeypatch.setattr(peers, "build", broken)
     rows = peers_run.run_workload("W1", ["qhybrid"], repeats=1, slow_repeats=1, skip={("W1", "x"): "skip"})
     assert rows["qhybrid"]["status"] == "fails: RuntimeError: boom"
+
+
+def test_gpu_structured_runs_its_rows_on_the_cpu(tmp_path):
+    """benchmarks/gpu_structured.py's own path (``--device cpu``: no capture, wall clock) on G16: the qhybrid row
+    counts its ops and host reads, default.qubit agrees with it."""
+    import json
+
+    from benchmarks import gpu_structured
+
+    out = tmp_path / "g.json"
+    assert gpu_structured.main(["G16", "--device", "cpu", "--repeats", "1", "--warmup", "0", "--out", str(out)]) == 0
+    (g16,) = json.loads(out.read_text())["workloads"]
+    rows = g16["systems"]
+    assert rows["qhybrid"]["host_reads_per_step"] == 0 and rows["qhybrid"]["ops_per_step"] > 0
+    assert rows["pennylane[default.qubit,torch-cpu]"]["max_abs_diff_vs_qhybrid"] < 1e-10
+    assert "jax[jit]" in rows  # a row, measured or with its ImportError recorded

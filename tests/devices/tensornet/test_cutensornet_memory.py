@@ -94,13 +94,31 @@ def test_backend_passes_the_limit_to_cutensornet(fake):
         got = fake.contract(plan, ops, max_memory=1 * GiB)
     torch.testing.assert_close(got, full_einsum(inputs, output, ops), atol=1e-10, rtol=1e-10)
     (net,) = FakeNetwork.instances
-    assert net.memory_limit == 1 * GiB
+    assert net.memory_limit == ws.SMALL_WORKSPACE  # a small network's workspace: what its size calls for
     clear_backend_cache()
     fake.clear()
     FakeNetwork.instances = []
     with torch.no_grad():
         fake.contract(ContractionPlan(inputs, output, sizes), ops)  # no max_memory: a share of the free memory
-    assert FakeNetwork.instances[0].memory_limit == int(ws.FREE_FRACTION * 12 * GiB)
+    assert FakeNetwork.instances[0].memory_limit == ws.SMALL_WORKSPACE
+
+
+def test_a_network_asking_more_than_its_size_calls_for_is_built_within_the_full_limit(fake):
+    FakeNetwork.min_workspace = 100 * MiB  # above SMALL_WORKSPACE, within max_memory
+    inputs, output, sizes, ops = random_network(3, 8, broadcast=True)
+    with torch.no_grad():
+        got = fake.contract(ContractionPlan(inputs, output, sizes), ops, max_memory=1 * GiB)
+    FakeNetwork.min_workspace = 0
+    torch.testing.assert_close(got, full_einsum(inputs, output, ops), atol=1e-10, rtol=1e-10)
+    first, second = FakeNetwork.instances
+    assert (first.memory_limit, first.freed, second.memory_limit) == (ws.SMALL_WORKSPACE, True, 1 * GiB)
+
+
+def test_a_network_workspace_limit_follows_its_size_within_the_limit():
+    assert ws.network_workspace_limit(10 * GiB, 1 * MiB) == ws.SMALL_WORKSPACE
+    assert ws.network_workspace_limit(10 * GiB, 512 * MiB) == ws.WORKSPACE_HEADROOM * 512 * MiB
+    assert ws.network_workspace_limit(1 * GiB, 512 * MiB) == 1 * GiB
+    assert ws.network_workspace_limit(16 * MiB, 0) == 16 * MiB
 
 
 def test_backend_refuses_before_building_a_network_that_cannot_fit(fake):
@@ -139,10 +157,10 @@ def _closed_circuit(wires):
 
 def test_device_max_memory_reaches_the_cutensornet_backend(fake, monkeypatch):
     """qhybrid.device(..., backend="cutensornet", max_memory=...) through the stand-in: each closed
-    network's cuTensorNet workspace limit is max_memory; results and gradients match default.qubit."""
+    network's cuTensorNet workspace limit is max_memory (below SMALL_WORKSPACE); results and gradients match default.qubit."""
     monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 0)
     _INSTANCES[("cutensornet", "cpu")] = fake  # the shared backend the device will look up
-    dev = qhybrid.device("tensornet", wires=4, torch_device="cpu", backend="cutensornet", max_memory=256 * MiB)
+    dev = qhybrid.device("tensornet", wires=4, torch_device="cpu", backend="cutensornet", max_memory=16 * MiB)
     f = _closed_circuit(4)
     x = torch.rand(3, 4, dtype=torch.float64)
     w = torch.rand(1, 4, 3, dtype=torch.float64, requires_grad=True)
@@ -154,7 +172,7 @@ def test_device_max_memory_reaches_the_cutensornet_backend(fake, monkeypatch):
     torch.testing.assert_close(got.detach(), ref.detach(), atol=1e-10, rtol=0)
     torch.testing.assert_close(g, gr, atol=1e-10, rtol=0)
     nets = [n for n in FakeNetwork.instances if n.shapes != [(2, 3), (3, 2)]]  # not the convention probe
-    assert len(nets) >= 4 and {n.memory_limit for n in nets} == {256 * MiB}
+    assert len(nets) >= 4 and {n.memory_limit for n in nets} == {16 * MiB}
 
 
 def test_device_refuses_when_cutensornet_cannot_fit(fake, monkeypatch):

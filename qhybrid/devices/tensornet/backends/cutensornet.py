@@ -41,9 +41,16 @@ from typing import Sequence
 
 import torch
 
+from ....errors import ContractionTooLargeError
 from ._base import Backend
 from ._layout import _layout
-from ._workspace import autotune_iterations, check_workspace, estimated_workspace, workspace_limit
+from ._workspace import (
+    autotune_iterations,
+    check_workspace,
+    estimated_workspace,
+    network_workspace_limit,
+    workspace_limit,
+)
 from ._cutn_network import _CONVENTIONS, _Contract, _NetworkEntry, _current_stream, _device_ctx, _is_not_supported
 
 AUTOTUNE_ITERATIONS = 3
@@ -240,7 +247,7 @@ class CuTensorNetBackend(Backend):
                 check_workspace(need, limit, what, max_memory)
                 tune = autotune_iterations(plan.flops, self.autotune_iterations)
                 try:
-                    entry = _NetworkEntry(lib, layout, kept, mask, stream, tune, self.fallbacks, limit, what, max_memory)
+                    entry = self._entry(lib, layout, kept, mask, stream, tune, limit, need, what, max_memory)
                 except Exception as exc:
                     if not (isinstance(exc, lib[1].cuTensorNetError) and _is_not_supported(exc)):
                         raise
@@ -254,6 +261,16 @@ class CuTensorNetBackend(Backend):
             else:
                 core = entry.contract(kept, stream)
         return layout.finish(core, prepared)
+
+    def _entry(self, lib, layout, kept, mask, stream, tune, limit, need, what, max_memory):
+        """A network built within the workspace its size calls for, else (cuTensorNet asks more) within ``limit``."""
+        small = network_workspace_limit(limit, need)
+        try:
+            return _NetworkEntry(lib, layout, kept, mask, stream, tune, self.fallbacks, small, what, max_memory)
+        except ContractionTooLargeError:
+            if small >= limit:
+                raise
+        return _NetworkEntry(lib, layout, kept, mask, stream, tune, self.fallbacks, limit, what, max_memory)
 
     def clear(self) -> None:
         for entries in list(self._networks.values()):
