@@ -13,6 +13,7 @@ Times: CUDA events around a step after warm-up (wall clock for jax, which blocks
 
     python -m benchmarks.gpu_structured                              # G16 Q100p3 L8p3 Q100p4
     python -m benchmarks.gpu_structured G16 L8p4 --repeats 3 --out $OUT/gpu_structured.json
+    python -m benchmarks.gpu_structured L8p4 --backends auto,cutensornet   # cuTensorNet beside torch
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ def _torch_step(fn, g, b):
     return step
 
 
-def _qhybrid(n, edges, p):
-    node = qhybrid.qnode(qhybrid.device("tensornet", wires=n))(qaoa_function(edges, n))
+def _qhybrid(n, edges, p, backend="torch"):
+    node = qhybrid.qnode(qhybrid.device("tensornet", wires=n, backend=backend))(qaoa_function(edges, n))
     return lambda g, b: node(g, b).reshape(1)
 
 
@@ -129,6 +130,8 @@ def _timed(step):
 
 def _builds(name, n, edges, p, args):
     builds = {"qhybrid": lambda: _torch_step(_qhybrid(n, edges, p), *_angles(p, DEVICE))}
+    for backend in args.backends:  # the contraction backends beside torch (uncaptured)
+        builds[f"qhybrid[{backend}]"] = lambda b=backend: _torch_step(_qhybrid(n, edges, p, b), *_angles(p, DEVICE))
     if not args.no_capture and DEVICE != "cpu":
 
         def captured():
@@ -197,6 +200,8 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--no-capture", action="store_true")
     ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--backends", type=lambda s: [b for b in s.split(",") if b], default=[],
+                    help="also these contraction backends, uncaptured (e.g. auto,cutensornet)")
     ap.add_argument("--device", default="cuda", help="cuda (default); cpu runs a smoke test of this script")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "gpu_structured.json"))
     args = ap.parse_args(argv)

@@ -26,6 +26,7 @@ from qhybrid.devices.tensornet.backends import (
 from qhybrid.devices.tensornet.backends import _workspace
 from qhybrid.devices.tensornet.backends import _layout as _layout_mod
 from qhybrid.devices.tensornet.backends import cutensornet as ctn
+from qhybrid.devices.tensornet.backends.auto import AutoBackend
 from qhybrid.devices.tensornet.backends.cutensornet import CuTensorNetBackend
 
 from _circuits import build_tape, circuits, flat, grads, loss_of, reference
@@ -168,13 +169,13 @@ def test_auto_is_torch_cuda_on_gpu_without_cuquantum(monkeypatch):
     assert "cuquantum-python" in reason and "pip install 'qhybrid[gpu]'" in reason
 
 
-def test_auto_is_cutensornet_on_gpu_with_working_cuquantum(monkeypatch):
+def test_auto_is_torch_with_cutensornet_for_large_trees_on_gpu_with_working_cuquantum(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(ctn, "_load", lambda: (FakeTensornet, FakeCutn))
     monkeypatch.setattr(ctn, "_probe", lambda tn, device: None)
     b = get_backend("auto", "cuda")
-    assert isinstance(b, CuTensorNetBackend) and b.name == "cutensornet"
-    assert get_backend("cutensornet", "cuda") is b
+    assert isinstance(b, AutoBackend) and isinstance(b, TorchBackend) and b.name == "auto"
+    assert isinstance(b.cutensornet, CuTensorNetBackend) and get_backend("cutensornet", "cuda") is b.cutensornet
 
 
 def test_auto_is_torch_when_cuquantum_libraries_fail_to_load(monkeypatch):

@@ -11,7 +11,8 @@ TorchBackend(device='cpu')
 
 ``"torch"``        pairwise ``torch.einsum`` along the plan's path, on CPU or CUDA tensors.
 ``"cutensornet"``  NVIDIA cuTensorNet through cuquantum-python (CUDA only; ``pip install 'qhybrid[gpu]'``).
-``"auto"``         cutensornet on a CUDA device where cuquantum-python imports and runs, else torch.
+``"auto"``         on a CUDA device where cuquantum-python runs: cutensornet for large trees only
+                   (``backends.auto``), torch for the rest; torch elsewhere.
 """
 
 from __future__ import annotations
@@ -31,16 +32,16 @@ _INSTANCES: dict[tuple[str, str], Backend] = {}
 def get_backend(name: str = "auto", device: torch.device | str | None = None) -> Backend:
     """The backend called ``name`` for tensors on ``device`` (default CPU), shared per (name, device).
 
-    ``"auto"`` picks ``"cutensornet"`` on a CUDA device when cuquantum-python imports and a small
-    contraction runs there, ``"torch"`` otherwise (torch-CUDA on a GPU without cuquantum, torch-CPU
-    elsewhere). Asking for ``"cutensornet"`` where it cannot run raises a ``RuntimeError`` that says
+    ``"auto"`` is, on a CUDA device where cuquantum-python imports and a small contraction runs, torch
+    with cuTensorNet for the trees large enough to win there (:mod:`.auto`), else ``"torch"`` (torch-CUDA on
+    a GPU without cuquantum, torch-CPU elsewhere). Asking for ``"cutensornet"`` where it cannot run raises a ``RuntimeError`` that says
     what is missing.
     """
     device = _normalise(device)
     if name not in BACKEND_NAMES:
         raise ValueError(f"Unknown contraction backend {name!r}; choose one of {BACKEND_NAMES}.")
-    if name == "auto":
-        name = "cutensornet" if available_backends(device)["cutensornet"] is None else "torch"
+    if name == "auto" and available_backends(device)["cutensornet"] is not None:
+        name = "torch"
     key = (name, str(device))
     backend = _INSTANCES.get(key)
     if backend is not None:
@@ -49,6 +50,10 @@ def get_backend(name: str = "auto", device: torch.device | str | None = None) ->
         from .torch_backend import TorchBackend
 
         backend = TorchBackend(device)
+    elif name == "auto":
+        from .auto import AutoBackend
+
+        backend = AutoBackend(device, get_backend("cutensornet", device))
     else:
         from .cutensornet import CuTensorNetBackend, unavailable_reason
 

@@ -263,14 +263,17 @@ class CuTensorNetBackend(Backend):
         return layout.finish(core, prepared)
 
     def _entry(self, lib, layout, kept, mask, stream, tune, limit, need, what, max_memory):
-        """A network built within the workspace its size calls for, else (cuTensorNet asks more) within ``limit``."""
+        """A network built within the workspace its size calls for, else within cuTensorNet's own minimum (its
+        refusal names it), else refused within ``limit``."""
         small = network_workspace_limit(limit, need)
         try:
             return _NetworkEntry(lib, layout, kept, mask, stream, tune, self.fallbacks, small, what, max_memory)
-        except ContractionTooLargeError:
+        except ContractionTooLargeError as exc:
             if small >= limit:
                 raise
-        return _NetworkEntry(lib, layout, kept, mask, stream, tune, self.fallbacks, limit, what, max_memory)
+            minimum = int(getattr(exc.__cause__, "requirement", 0) or 0)
+        within = minimum if 0 < minimum <= limit else limit  # above the limit: refused, naming the limit
+        return _NetworkEntry(lib, layout, kept, mask, stream, tune, self.fallbacks, within, what, max_memory)
 
     def clear(self) -> None:
         for entries in list(self._networks.values()):
