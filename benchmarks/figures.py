@@ -79,16 +79,23 @@ def mps(results: Path):
 
 
 def gpu(results: Path):
-    data = _load(results, "gpu.json")
-    if data is None:
+    """benchmarks/gpu.py (W1, W1B, W5) and benchmarks/gpu_structured.py (G16, deep QAOA): qhybrid captured and
+    uncaptured beside default.qubit on torch-CUDA and a jax.jit state vector, on one GPU."""
+    rows = [row for name in ("gpu.json", "gpu_structured.json") for row in (_load(results, name) or {}).get("workloads", [])]
+    if not rows:
         return None
+    names = {"qhybrid[torch,cuda-graph]": "qhybrid captured", "qhybrid[cuda-graph]": "qhybrid captured",
+             "qhybrid[torch]": "qhybrid", "qhybrid": "qhybrid", "jax[jit,vmap]": "jax.jit", "jax[jit]": "jax.jit"}
     bars = {}
-    for row in data["workloads"]:
-        systems = row["systems"]
-        ours = next(v for k, v in systems.items() if k.startswith("qhybrid"))
-        peer = next(v for k, v in systems.items() if not k.startswith("qhybrid"))
-        bars[row["workload"]] = {"qhybrid": ours.get("median_s"), "default.qubit (torch CUDA)": peer.get("median_s")}
-    return "NVIDIA H100, complex128", bars, {}
+    for row in rows:
+        bar = bars[row["workload"]] = {"qhybrid captured": None, "qhybrid": None, "default.qubit (torch CUDA)": None,
+                                       "jax.jit": None}  # fmt: skip
+        for system, entry in row["systems"].items():
+            label = "default.qubit (torch CUDA)" if system.startswith("pennylane") else names.get(system)
+            if label is not None:
+                bar[label] = entry.get("median_s")
+    env = (_load(results, "gpu_structured.json") or _load(results, "gpu.json") or {}).get("environment", {})
+    return f"{env.get('device_name', 'GPU')}, complex128", bars, {"default.qubit (torch CUDA)": "state vectors only"}
 
 
 def chemistry(results: Path):
