@@ -4,7 +4,10 @@ diagonal runs (G16), light-cone classes, the closed networks of deep QAOA (Q100p
 engine and its Pauli walk (NW1's kind). The uncaptured step is checked against default.qubit elsewhere; here a
 second qnode on its own device is the reference, so the captured one never shares its caches.
 
-The MPS is not capturable yet: its bond sizes follow singular values read per call (test_steady_steps.NOT_YET)."""
+The MPS is captured with bonds fixed by structure (cutoff=0 and a max_bond_dim); with a value cutoff its bond sizes
+follow singular values read per call, and capture is refused by name."""
+
+import warnings
 
 import networkx as nx
 import pennylane as qml
@@ -112,14 +115,71 @@ def test_captured_step_equals_uncaptured(case):
             torch.testing.assert_close(g, h, atol=TOL, rtol=0)
 
 
-def test_an_mps_step_is_refused_or_replays_exactly():
-    """The MPS chooses bond sizes from values read per call: capture must fail loudly, never replay a stale bond."""
-    make, args = _sel(6, 2, 1, method="mps", max_bond_dim=8)
+def _mps(n, chi, batch, cutoff):
+    """W1's circuit on ``method="mps"``; ``make`` also returns its device (to read its truncation report)."""
+    make, args = _sel(n, 2, batch)
+
+    def make_mps():
+        dev = qhybrid.device("tensornet", wires=n, method="mps", max_bond_dim=chi, cutoff=cutoff)
+
+        @qhybrid.qnode(dev, diff_method="adjoint")
+        def f(x, w):
+            qml.AngleEmbedding(x, wires=range(n), rotation="Y")
+            qml.StronglyEntanglingLayers(w, wires=range(n))
+            return [qml.expval(qml.Z(i)) for i in range(n)]
+
+        return (lambda x, w: torch.stack(list(f(x, w)))), dev
+
+    return make_mps, args
+
+
+FACTORING = {"_factor", "_svd", "exact_split"}
+"""engines/mps's functions that call torch.linalg's eigh, svd and qr (and use their results at once)."""
+
+
+def _in_torch_linalg(exc: BaseException) -> bool:
+    """Whether a capture failed in torch's CUDA factorisations (cuSOLVER does not support stream capture, and
+    torch checks its status on the host: pytorch#188355), not elsewhere in qhybrid's code (a host read there is
+    a bug, which test_steady_steps finds on the CPU)."""
+    import traceback
+
+    cause = exc.__cause__ or exc
+    frames = [f for f in traceback.extract_tb(cause.__traceback__) if "/qhybrid/" in f.filename]
+    return bool(frames) and frames[-1].name in FACTORING and "/engines/mps/" in frames[-1].filename
+
+
+@pytest.mark.parametrize("chi", [8, 3])  # 8: nothing cut on 6 wires; 3: the cap cuts
+def test_an_mps_step_with_fixed_bonds_replays_exactly(chi):
+    """cutoff=0 with a bond cap decides every bond from the structure (docs/MPS.md, 'Capture'): the step is
+    captured and replays what the uncaptured one gives, values, gradients and the truncation report."""
+    make, args = _mps(6, chi, 4, cutoff=0)
+    fn, dev = make()
     try:
-        captured = qhybrid.cuda_graph(make(), args(0))
-    except Exception as exc:  # noqa: BLE001 - any capture error is the refusal this test accepts
-        assert "captur" in str(exc).lower() or "stream" in str(exc).lower(), str(exc)
-        return
-    a = args(1)
-    b = tuple(t.detach().clone().requires_grad_() for t in a)
-    torch.testing.assert_close(captured(*a), make()(*b), atol=TOL, rtol=0)
+        captured = qhybrid.cuda_graph(fn, args(0))
+    except qhybrid.errors.CaptureError as exc:
+        if _in_torch_linalg(exc):
+            pytest.xfail(f"torch's CUDA factorisations are not capturable here: {exc.__cause__}")
+        raise
+    plain, plain_dev = make()
+    for seed in (1, 2):
+        a = args(seed)
+        b = tuple(t.detach().clone().requires_grad_() for t in a)
+        got, want = captured(*a), plain(*b)
+        got_grads = torch.autograd.grad(got.sum(), a)
+        want_grads = torch.autograd.grad(want.sum(), b)
+        torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+        for g, h in zip(got_grads, want_grads):
+            torch.testing.assert_close(g, h, atol=TOL, rtol=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            report, want_report = dev.last_truncation, plain_dev.last_truncation
+        assert report.max_bond == want_report.max_bond == min(chi, 8)
+        assert report.discarded_weight == pytest.approx(want_report.discarded_weight, abs=1e-12)
+        assert (report.discarded_weight == 0.0) == (chi == 8)
+
+
+def test_an_mps_step_with_a_value_cutoff_is_refused_by_name():
+    """A value cutoff (the default's too) sizes bonds from singular values: capture is refused with the fix."""
+    make, args = _mps(6, 8, 4, cutoff=None)
+    with pytest.raises(qhybrid.errors.CaptureError, match="cutoff=0"):
+        qhybrid.cuda_graph(make()[0], args(0))

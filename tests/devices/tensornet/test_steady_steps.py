@@ -12,6 +12,7 @@ import qhybrid
 from qhybrid.devices.tensornet import _bound, _simulate
 from qhybrid.devices.tensornet.engines.lightcone import closed_classes, shared, whole
 from qhybrid.devices.tensornet.engines.mixed import heisenberg, program as mixed_program
+from qhybrid.devices.tensornet.engines.mps import settings as mps_settings
 from qhybrid.devices.tensornet.engines.network import programs, together
 from qhybrid.devices.tensornet.engines.statevector import kernels
 from qhybrid.testing import describe, host_touches
@@ -168,8 +169,21 @@ def network_words_together(monkeypatch):
 
 
 def mps(monkeypatch):
+    """cutoff=0 with a bond cap: every bond decided by the structure, the truncation report read when asked."""
+    step, dev = _sel(6, 2, 4, dev={"method": "mps", "max_bond_dim": 8, "cutoff": 0})
+    return step, lambda: "matrix product state" in _engines(dev)
+
+
+def mps_truncated(monkeypatch):
+    """The same where the cap cuts (bond 3 of 8): the discarded weight stays on the device until it is read."""
+    monkeypatch.setattr(mps_settings, "DISCARDED_WEIGHT_WARNING", float("inf"))  # its first call would warn
+    step, dev = _sel(6, 2, 4, dev={"method": "mps", "max_bond_dim": 3, "cutoff": 0})
+    return step, lambda: "matrix product state" in _engines(dev) and dev.last_truncation.max_bond == 3
+
+
+def mps_value_cutoff(monkeypatch):
     step, dev = _sel(6, 2, 1, dev={"method": "mps", "max_bond_dim": 8})
-    return step, lambda: True
+    return step, lambda: "matrix product state" in _engines(dev)
 
 
 def mixed_state(monkeypatch):
@@ -222,12 +236,13 @@ def exp_qlayer(monkeypatch):
 CASES = {f.__name__: f for f in (
     statevector, statevector_xy_words, statevector_large_batch, statevector_general_path, diagonal_runs, cone_classes_shared_rows,
     cone_classes_plain_qnode, cone_classes_distinct_rows, closed_cone_classes, closed_cone_classes_distinct_rows, network_words_together,
-    mps, mixed_state, pauli_walk, trajectories, parameter_shift, exp_qlayer,
+    mps, mps_truncated, mps_value_cutoff, mixed_state, pauli_walk, trajectories, parameter_shift, exp_qlayer,
 )}  # fmt: skip
 
 NOT_YET = {  # engines whose steady steps still touch the host (issue 39): strict, so a fix shows here
-    "mps": "bond sizes chosen from singular values and QR rank checks (mps/qr.py), the truncation report read per "
-           "call (mps/run.py): data-dependent by design; a fixed-bond mode would be needed",
+    "mps_value_cutoff": "a value cutoff (the default's too) sizes each bond from the singular values of its split "
+                        "(mps/svd.py kept_rank): data-dependent by design; cutoff=0 with a max_bond_dim is the "
+                        "capture-safe configuration (the mps cases)",
     "trajectories": "each trajectory's tape built from Python data (mixed/trajectories.py), its unitarity checked on "
                     "values (statevector/adjoint.py is_unitary)",
     "parameter_shift": "shifted parameters built from Python numbers (_values.py): not capturable, by design",

@@ -6,7 +6,9 @@ unitary gauge ``(Q W, W^H R)``, so only the part of the QR derivative that is no
 :mod:`.svd`): ``d theta = Q g_R + (I - Q Q^H) g_Q R^{-H}``. For a wide or square block ``Q`` is unitary and
 the second term vanishes; for a tall one it needs ``R`` invertible. A tall block with a (numerically)
 singular ``R`` — a padded bond, whose Schmidt rank is below its size — takes the SVD split instead, whose
-broadened ``1/s`` handles the zero values.
+broadened ``1/s`` handles the zero values. With bonds fixed by structure (``cutoff=0``: ``fixed``) nothing may be
+read back, so the choice is made from the shape alone: wide and square blocks by QR (no check needed), tall ones
+by the SVD split (a padded bond's R is singular, and only a read could tell).
 
 QR is about 3.5x cheaper than ``torch.linalg.svd`` on the ``[128, 64]`` complex blocks of a saturated chain
 at bond 64 (one CPU thread: 0.8 vs 2.9 ms).
@@ -54,9 +56,10 @@ def _full_rank(r: torch.Tensor) -> bool:
     return bool((d.min(-1).values > tol * d.max(-1).values).all())
 
 
-def exact_split(theta: torch.Tensor, centre: str) -> tuple[torch.Tensor, torch.Tensor, int]:
+def exact_split(theta: torch.Tensor, centre: str, fixed: bool = False) -> tuple[torch.Tensor, torch.Tensor, int]:
     """``theta`` ``[B, m, n]`` as ``left @ right`` without truncation; ``centre="right"``: ``left`` is an
-    isometry, ``"left"``: ``right`` is a co-isometry. Returns left, right and the bond size.
+    isometry, ``"left"``: ``right`` is a co-isometry. Returns left, right and the bond size, ``min(m, n)``.
+    ``fixed``: choose QR or the SVD from the shape alone, reading no value (see the module).
 
     >>> theta = torch.randn(1, 8, 4, dtype=torch.complex128)
     >>> left, right, k = exact_split(theta, "right")
@@ -64,11 +67,11 @@ def exact_split(theta: torch.Tensor, centre: str) -> tuple[torch.Tensor, torch.T
     (True, 4)
     """
     if centre == "left":
-        right, left, k = exact_split(theta.mH, "right")
+        right, left, k = exact_split(theta.mH, "right", fixed)
         return left.mH, right.mH, k
-    if theta.device.type in QR_DEVICES:
+    m, n = theta.shape[-2:]
+    if theta.device.type in QR_DEVICES and not (fixed and m > n):
         q, r = torch.linalg.qr(theta.detach())
-        m, n = theta.shape[-2:]
         if m <= n or _full_rank(r):
             q, r = _QR.apply(theta, (q, r))
             return q, r, q.shape[-1]

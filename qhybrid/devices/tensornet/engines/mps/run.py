@@ -7,6 +7,7 @@ from typing import Sequence
 import torch
 
 from ....._variant import Variant
+from .....errors import CaptureError
 from ..mixed.channels import is_channel
 from ..mixed.trajectories import run_trajectories
 from ..network.plan import _fmt_bytes
@@ -24,10 +25,12 @@ def run_mps(variants: Sequence[Variant], device_wires, opts, cache=None) -> list
     MPS per variant; the truncation of the whole call goes to ``opts.mps``'s log (and warns above the limit).
     With ``noise="trajectories"`` a noisy variant runs as one MPS batched over its trajectories. What ran is
     recorded in ``cache`` (the device's plan cache: ``plan_cache_info().engines``)."""
+    _refuse_capture_with_a_value_cutoff(opts)
     report: list = []
+    structure: list = []
 
     def pure(vs, wires, o, c):
-        return [_run_one(v, wires, o, c, report) for v in vs]
+        return [_run_one(v, wires, o, c, report, structure) for v in vs]
 
     results = []
     for v in variants:
@@ -38,12 +41,27 @@ def run_mps(variants: Sequence[Variant], device_wires, opts, cache=None) -> list
                     "matrix product state (its own entry)")
             results.extend(run_trajectories([v], opts, pure, device_wires, cache))
         else:
-            results.append(_run_one(v, device_wires, opts, cache, report))
-    opts.mps.report(report)
+            results.append(_run_one(v, device_wires, opts, cache, report, structure))
+    opts.mps.report(report, tuple(structure))
     return results
 
 
-def _run_one(v: Variant, device_wires, opts, cache, report: list) -> tuple[torch.Tensor, ...]:
+def _refuse_capture_with_a_value_cutoff(opts) -> None:
+    """A value cutoff sizes each bond from singular values read back per split: a CUDA-graph capture would fail
+    deep inside with a CUDA error (or replay one call's bonds). Say so, and what is capturable."""
+    settings = opts.mps
+    if settings.fixed_bonds or torch.device(opts.device).type != "cuda" or not torch.cuda.is_current_stream_capturing():
+        return
+    cutoff = "cutoff=None (the default: numerical zeros dropped)" if settings.default_cutoff else f"cutoff={settings.cutoff:g}"
+    raise CaptureError(
+        f"method='mps' with {cutoff} sizes every bond from the singular values of its split, read back on each "
+        "call: such a step cannot be captured as a CUDA graph. Capture with cutoff=0 and a max_bond_dim (bonds fixed "
+        f"by the circuit's structure: qhybrid.device('tensornet', ..., method='mps', max_bond_dim={settings.max_bond_dim or 64}, "
+        "cutoff=0); docs/MPS.md, 'Capture'), or run this step uncaptured."
+    )
+
+
+def _run_one(v: Variant, device_wires, opts, cache, report: list, structure: list | None = None) -> tuple[torch.Tensor, ...]:
     settings = opts.mps
     v = v.with_observables_bound()
     tape = v.tape
@@ -59,7 +77,10 @@ def _run_one(v: Variant, device_wires, opts, cache, report: list) -> tuple[torch
     outs = [reader.measure(mp) for mp in tape.measurements]
     if batch is None:
         outs = [o[0] for o in outs]
-    report.append((mps.discarded.tolist(), mps.fidelity.tolist(), mps.max_bond_seen))
+    # left on the device: read here with a value cutoff, when asked with bonds fixed by structure (settings.py)
+    report.append((mps.discarded, mps.fidelity, mps.max_bond_seen))
+    if structure is not None:
+        structure.append((len(wires), mps.route.spans if mps.route is not None else None, mps.batch))
     return tuple(outs)
 
 

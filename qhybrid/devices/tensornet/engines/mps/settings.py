@@ -43,11 +43,52 @@ class TruncationReport:
     per_variant: tuple = ()
 
 
-@dataclass
 class TruncationLog:
-    """Where the engine leaves the report of the last execution (the device reads it)."""
+    """Where the engine leaves the report of the last execution (the device reads ``last``).
 
-    last: TruncationReport | None = None
+    With bonds fixed by structure (``cutoff=0``, :attr:`MPSSettings.fixed_bonds`) the engine leaves the
+    discarded weights and fidelities as device tensors and ``last`` reads them when asked (a steady step then
+    reads nothing back: it can be captured as a CUDA graph, and after a replay ``last`` reads the replay's
+    numbers, which it never caches); otherwise ``last`` is the report already read."""
+
+    def __init__(self):
+        self._report: TruncationReport | None = None
+        self._pending: tuple | None = None  # (per_variant tensors, MPSSettings) of a lazy report
+        self._warned = False
+        self.checked: set = set()  # structures whose first execution was read and checked eagerly
+
+    @property
+    def last(self) -> TruncationReport | None:
+        if self._pending is None:
+            return self._report
+        per_variant, settings = self._pending
+        rep = _read(per_variant)
+        if not self._warned:  # once per execution, however often the report is read
+            self._warned = True
+            settings.warn_if_lossy(rep, stacklevel=4)  # the line that read it
+        return rep
+
+    @last.setter
+    def last(self, rep: TruncationReport | None) -> None:
+        self._report, self._pending = rep, None
+
+    def leave(self, per_variant: list, settings: "MPSSettings") -> None:
+        """Keep one execution's tensors unread (see the class)."""
+        self._report, self._pending, self._warned = None, (per_variant, settings), False
+
+
+def _read(per_variant: list[tuple[torch.Tensor, torch.Tensor, int]]) -> TruncationReport:
+    """Per variant (discarded ``[B]``, fidelity ``[B]``, largest bond) read back as one report."""
+    rows = [(d.tolist(), f.tolist(), b) for d, f, b in per_variant]
+    discarded = max((max(d) for d, _, _ in rows), default=0.0)
+    fidelity = min((min(f) for _, f, _ in rows), default=1.0)
+    bond = max((b for _, _, b in rows), default=1)
+    return TruncationReport(discarded, fidelity, bond, tuple(tuple(d) for d, _, _ in rows))
+
+
+def _capturing(per_variant: list) -> bool:
+    t = per_variant[0][0] if per_variant else None
+    return t is not None and t.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
 @dataclass(frozen=True)
@@ -60,22 +101,40 @@ class MPSSettings:
     default_cutoff: bool = False
     log: TruncationLog = field(default_factory=TruncationLog, compare=False, hash=False)
 
-    def report(self, per_variant: list[tuple[list[float], list[float], int]]) -> TruncationReport:
-        """Keep (and warn about) the truncation of one execution: per variant (discarded, fidelity, bond)."""
-        discarded = max((max(d) for d, _, _ in per_variant), default=0.0)
-        fidelity = min((min(f) for _, f, _ in per_variant), default=1.0)
-        bond = max((b for _, _, b in per_variant), default=1)
-        rep = TruncationReport(discarded, fidelity, bond, tuple(tuple(d) for d, _, _ in per_variant))
+    @property
+    def fixed_bonds(self) -> bool:
+        """``cutoff=0``: every bond is decided by the circuit's structure and the cap, ``min(max_bond_dim, the
+        dimensions' bound)``, never by singular values; no split or centre move reads a value back, and the
+        truncation report is read only when asked (:class:`TruncationLog`). A steady step is then capture-safe.
+
+        >>> mps_settings("mps", 64, 0).fixed_bonds, mps_settings("mps", 64, None).fixed_bonds
+        (True, False)
+        """
+        return self.cutoff == 0
+
+    def report(self, per_variant: list[tuple[torch.Tensor, torch.Tensor, int]], structure=None) -> None:
+        """Keep (and warn about) the truncation of one execution: per variant (discarded ``[B]``, fidelity ``[B]``,
+        largest bond). With :attr:`fixed_bonds` the tensors stay unread, except on the first execution of each
+        ``structure`` (outside a CUDA-graph capture): that one is read and warned about as every execution is
+        with a value cutoff; later ones warn when ``last_truncation`` is read."""
+        if self.fixed_bonds and (structure in self.log.checked or _capturing(per_variant)):
+            self.log.leave(per_variant, self)
+            return
+        if self.fixed_bonds:
+            self.log.checked.add(structure)
+        rep = _read(per_variant)
         self.log.last = rep
-        if discarded > DISCARDED_WEIGHT_WARNING:
+        self.warn_if_lossy(rep, stacklevel=3)  # run_mps's line, as before
+
+    def warn_if_lossy(self, rep: TruncationReport, stacklevel: int) -> None:
+        if rep.discarded_weight > DISCARDED_WEIGHT_WARNING:
             warnings.warn(
-                f"method='mps' discarded a weight of {discarded:.3g} (fidelity estimate {fidelity:.3g}) at "
-                f"max_bond_dim={self.max_bond_dim}, cutoff={self.cutoff}: results are those of the truncated "
+                f"method='mps' discarded a weight of {rep.discarded_weight:.3g} (fidelity estimate {rep.fidelity:.3g}) "
+                f"at max_bond_dim={self.max_bond_dim}, cutoff={self.cutoff}: results are those of the truncated "
                 "state. Raise max_bond_dim for closer numbers (dev.last_truncation has the details).",
                 TruncationWarning,
-                stacklevel=2,
+                stacklevel=stacklevel,
             )
-        return rep
 
 
 METHODS = ("auto", "mps")

@@ -58,12 +58,14 @@ class MPS:
         self.max_bond_seen = max(self.max_bond_seen, bond)
 
     def move_centre(self, to: int) -> None:
-        """Move the orthogonality centre to site ``to`` by exact steps (QR, see :mod:`.qr`; no truncation)."""
+        """Move the orthogonality centre to site ``to`` by exact steps (QR, see :mod:`.qr`; no truncation). With
+        ``cutoff=0`` (bonds fixed by structure) the steps read no value back."""
+        fixed = self.cutoff == 0
         while self.centre < to:
             i = self.centre
             a = self.sites[i]
             b, l, d, r = a.shape
-            left, right, k = exact_split(a.reshape(b, l * d, r), "right")
+            left, right, k = exact_split(a.reshape(b, l * d, r), "right", fixed)
             self.sites[i] = left.reshape(b, l, d, k)
             self.sites[i + 1] = torch.einsum("bkr,brsq->bksq", right, self.sites[i + 1])
             self.centre = i + 1
@@ -71,7 +73,7 @@ class MPS:
             i = self.centre
             a = self.sites[i]
             b, l, d, r = a.shape
-            left, right, k = exact_split(a.reshape(b, l, d * r), "left")
+            left, right, k = exact_split(a.reshape(b, l, d * r), "left", fixed)
             self.sites[i] = right.reshape(b, k, d, r)
             self.sites[i - 1] = torch.einsum("blsr,brk->blsk", self.sites[i - 1], left)
             self.centre = i - 1
