@@ -11,7 +11,7 @@ import torch
 import qhybrid
 from benchmarks.workloads import qaoa_function
 from qhybrid.devices.tensornet import _simulate
-from qhybrid.devices.tensornet.engines.lightcone import bound_class
+from qhybrid.devices.tensornet.engines.lightcone import bound_class, stacked
 from qhybrid.devices.tensornet.engines.lightcone import program as cone_program
 from qhybrid.devices.tensornet.engines.statevector import gate_grads
 from qhybrid.devices.tensornet.engines.statevector.blocks import kron, kron_vjp
@@ -112,6 +112,7 @@ def test_one_gate_build_per_kind_whatever_the_inputs(monkeypatch):
 @pytest.fixture
 def cones(monkeypatch):
     monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 8)  # 12 wires: light cones, 6-wire classes as state vectors
+    monkeypatch.setattr(stacked, "ENABLED", False)  # each class its own bound node (stacked: test_stacked_classes)
     rows = []
     original = cone_program.bound_row
     def recorded(*args):

@@ -18,6 +18,7 @@ from dataclasses import replace
 
 import torch
 from pennylane.measurements import ExpectationMP
+from torch.utils.weak import WeakIdKeyDictionary
 
 from ..._options import SimOptions
 from ..._structure import TapeStructure
@@ -37,6 +38,7 @@ from ..network.tree_grad import KeptBudget
 from .spread import spread_group, spread_terms
 from .values import ConeValues
 from .bound_class import bound_row
+from .stacked import run_stacked
 from .whole import closed_program, whole_candidates
 from .stored import cone_key, describe, priced_choice, store_of
 
@@ -112,6 +114,7 @@ class ConeProgram:
         self.closed_measurements = self.closed.only if self.closed is not None else frozenset()
         self._programs: dict = {}
         self._bound: dict = {}  # (state program, dtype, device) -> its bound program (bound_class)
+        self._stacks = WeakIdKeyDictionary()  # parameter sources -> the classes' stacks (stacked.py)
         self._kept = KeptBudget(opts.max_memory)  # this step's room for kept intermediates (_run_classes)
         self._together: dict = {}  # (dtype, device, classes) -> those closed classes' ClassesTogether, or None
         self._preplanned = False  # whether the closed classes were planned together (preplan.py)
@@ -226,6 +229,7 @@ class ConeProgram:
         done = run_together(self, params, values, sources)
         # the closed classes' trees keep their intermediates for the backward while their sum fits max_memory
         self._kept = KeptBudget(self.opts.max_memory)
+        done.update(run_stacked(self, params, values, sources, done))  # state classes as one stacked state
         return [done[id(c)] if id(c) in done else self._class_values(c, params, values, sources) for c in self.classes]
 
     def _data_maps(self, tape, pos) -> dict:
