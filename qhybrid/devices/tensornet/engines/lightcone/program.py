@@ -38,7 +38,7 @@ from ..network.tree_grad import KeptBudget
 from .spread import spread_group, spread_terms
 from .values import ConeValues
 from .bound_class import bound_row
-from .stacked import run_stacked
+from .stacked import joined, run_stacked
 from .whole import closed_program, whole_candidates
 from .stored import cone_key, describe, priced_choice, store_of
 
@@ -301,8 +301,7 @@ class ConeProgram:
                 terms = spread_terms(ranks, self.classes, lambda c, p: self._class_values(c, p, values), params)
             else:
                 parts = self._run_classes(params, values, row_sources(self.structure, self.rows, group))
-                batch = max(p.shape[-1] for p in parts)
-                terms = torch.cat([p.expand(-1, -1, batch) for p in parts], 1)  # [rows, T, B']
+                terms = joined(parts)  # [rows, T, B']
         closed = {}
         if self.closed is not None:
             measured = sorted(self.closed.only)
@@ -336,7 +335,11 @@ class ConeProgram:
             if coefficients is (self._coeffs[1] if self._coeffs is not None else None):
                 self._stacked = stacked  # the tape's own coefficients: as long-lived as that cache
         _, matrix, constants = stacked
-        sums = torch.einsum("rtb,st->srb", terms, matrix)
+        r, t, b = terms.shape
+        if r * b == 1:  # one row, no batch: one matmul (einsum's permutes and views are a dozen ops each way)
+            sums = torch.mm(matrix, terms.view(t, 1)).view(-1, 1, 1)
+        else:
+            sums = torch.einsum("rtb,st->srb", terms, matrix)
         if constants is not None:
             sums = sums + constants[:, None, None]
         return _to_lead(sums, lead_shape, self.stack_size).unbind(0)

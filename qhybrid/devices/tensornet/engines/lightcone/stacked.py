@@ -52,6 +52,7 @@ def _plans(cp, params, dtype, device, sources, done) -> list:
     hit = per.get(key)
     if hit is None:
         by_kinds: dict = {}
+        order = {id(c): i for i, c in enumerate(cp.classes)}
         for c in cp.classes:
             if id(c) in done or cp._closed_class[id(c)] or c.structure.batch_size is not None:
                 continue
@@ -73,8 +74,9 @@ def _plans(cp, params, dtype, device, sources, done) -> list:
         for members in by_kinds.values():
             members.sort(key=lambda cm: -cm.bp.n)
             for stack in pack([(cm.bp.n, len(cm.first)) for cm in members]):
-                if len(stack) >= MIN_CLASSES:
-                    hit.append(StackPlan([members[i] for i in stack], params.shape[-1]))
+                if len(stack) >= MIN_CLASSES:  # its members' values in class order: one stack of all, no cat
+                    chosen = sorted((members[i] for i in stack), key=lambda cm: order[id(cm.c)])
+                    hit.append(StackPlan(chosen, params.shape[-1]))
         per[key] = hit
     return hit
 
@@ -99,4 +101,21 @@ def run_stacked(cp, params: torch.Tensor, values, sources, done: dict) -> dict:
     return out
 
 
-__all__ = ["ENABLED", "pack", "run_stacked"]
+def joined(parts: list[torch.Tensor]) -> torch.Tensor:
+    """``[rows, T, B']``: the classes' ``[rows, members, B']`` values side by side; where they are the consecutive
+    pieces of one stack's output (every class in one stack) that output itself, else one ``cat``."""
+    base = parts[0]._base
+    if (base is not None and base.ndim == 1 and base.numel() == sum(p.numel() for p in parts)
+            and all(p._base is base and p.shape[0] == 1 and p.shape[-1] == 1 for p in parts)):
+        at = 0
+        for p in parts:
+            if p.storage_offset() != base.storage_offset() + at:
+                break
+            at += p.numel()
+        else:
+            return base.view(1, -1, 1)
+    batch = max(p.shape[-1] for p in parts)
+    return torch.cat([p.expand(-1, -1, batch) for p in parts], 1)
+
+
+__all__ = ["ENABLED", "joined", "pack", "run_stacked"]

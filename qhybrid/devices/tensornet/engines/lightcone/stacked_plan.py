@@ -33,7 +33,7 @@ STACK_MAX_AMPLITUDES = 1 << 18
 """A stack holds at most this many amplitudes (rows times ``2**N``: 4 MiB a state in complex128); more classes
 go to further stacks, narrowest widths together."""
 
-STACK_MAX_WASTE = 2.0
+STACK_MAX_WASTE = 4.0
 """A stack's padded amplitudes are at most this many times its classes' own (else the widest class runs apart)."""
 
 
