@@ -144,3 +144,14 @@ def test_packing_keeps_the_padding_bounded(monkeypatch):
     assert pack([(14, 1), (13, 1), (13, 1), (12, 1), (12, 1), (10, 1)]) == [[0, 1, 2, 3, 4], [5]]
     monkeypatch.setattr(stacked, "STACK_MAX_AMPLITUDES", 1 << 15)
     assert pack([(14, 1), (14, 1), (13, 2)]) == [[0, 1], [2]]
+
+
+def test_joined_takes_one_stack_output_as_it_is_and_cats_anything_else():
+    out = torch.arange(5, dtype=torch.float64)
+    parts = [p.view(1, -1, 1) for p in out.split([2, 3])]
+    assert stacked.joined(parts).data_ptr() == out.data_ptr()  # the stack's output itself, no copy
+    assert stacked.joined(parts[::-1]).flatten().tolist() == [2, 3, 4, 0, 1]  # out of order: a cat
+    z = torch.arange(5, dtype=torch.float64).to(torch.complex128)  # real views of a complex tensor share its base: not taken
+    parts = [p.view(1, -1, 1) for p in z.real.split([2, 3])]
+    got = stacked.joined(parts)
+    assert got.dtype == torch.float64 and got.flatten().tolist() == [0, 1, 2, 3, 4]

@@ -336,7 +336,7 @@ class ConeProgram:
                 self._stacked = stacked  # the tape's own coefficients: as long-lived as that cache
         _, matrix, constants = stacked
         r, t, b = terms.shape
-        if r * b == 1:  # one row, no batch: one matmul (einsum's permutes and views are a dozen ops each way)
+        if r * b == 1 and terms.dtype == matrix.dtype:  # one row, no batch: one mm (einsum: a dozen ops each way)
             sums = torch.mm(matrix, terms.view(t, 1)).view(-1, 1, 1)
         else:
             sums = torch.einsum("rtb,st->srb", terms, matrix)

@@ -105,8 +105,9 @@ def joined(parts: list[torch.Tensor]) -> torch.Tensor:
     """``[rows, T, B']``: the classes' ``[rows, members, B']`` values side by side; where they are the consecutive
     pieces of one stack's output (every class in one stack) that output itself, else one ``cat``."""
     base = parts[0]._base
-    if (base is not None and base.ndim == 1 and base.numel() == sum(p.numel() for p in parts)
-            and all(p._base is base and p.shape[0] == 1 and p.shape[-1] == 1 for p in parts)):
+    if (base is not None and base.ndim == 1 and base.dtype == parts[0].dtype and base.is_contiguous()
+            and base.numel() == sum(p.numel() for p in parts)
+            and all(p._base is base and p.shape[0] == 1 and p.shape[-1] == 1 and p.is_contiguous() for p in parts)):
         at = 0
         for p in parts:
             if p.storage_offset() != base.storage_offset() + at:

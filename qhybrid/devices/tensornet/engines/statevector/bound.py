@@ -25,7 +25,7 @@ import torch
 
 from . import bound_vjp, diagonal, gate_grads
 from ..._gates import constant_matrix
-from .kron_tables import kron_gather as _kron
+from .kron_tables import kron_gather as _kron, mm2
 from .bound_inputs import Layout
 from .kernels import Action
 from .permutation import monomial_on
@@ -306,7 +306,7 @@ class BoundProgram:
         elems = [self._elem(e, mats, dtype, device) for e in chain.elems]
         partial = [elems[0]]
         for m in elems[1:]:
-            partial.append(torch.matmul(m, partial[-1]))
+            partial.append(mm2(m, partial[-1]) if m.shape[-1] == 2 else torch.matmul(m, partial[-1]))
         if chain.const:
             self._consts[key] = (elems, partial)
         return elems, partial

@@ -82,7 +82,9 @@ def _real_part(psi, m, real: bool):
     """``m``'s real part when ``m`` is real-valued (``real``: known from the plan, never read from its values,
     which would wait for the device) and multiplying the state's real view pays (a large state, nothing
     recorded by autograd: a real GEMM would drop the imaginary direction of ``m``'s gradient), else None."""
-    if not real or not m.is_complex() or psi.numel() < REAL_GEMM_MIN_AMPLITUDES or m.requires_grad or psi.requires_grad:
+    if not real or not m.is_complex() or psi.numel() < REAL_GEMM_MIN_AMPLITUDES:
+        return None
+    if torch.is_grad_enabled() and (m.requires_grad or psi.requires_grad):  # recorded (a view under no_grad is not)
         return None
     return m.resolve_conj().real.contiguous()
 
@@ -284,7 +286,8 @@ def unapply(psi, h, action: Action, ts, needs, n, keep_state: bool = True, pool:
         g_m = block_cotangent(h, before, m, q, k, kind == "lead") if needs[0] else None
         if own_psi and keep_state:
             pool.give(psi)
-        h_new = into(pool, h, fn, h, _small(m.mT), *at)
+        # a plain block's transpose as a view: BLAS takes it transposed (``_small``'s copy was two ops a block)
+        h_new = into(pool, h, fn, h, m.mT if kind == "plain" else _small(m.mT), *at)
         if own_h:
             pool.give(h)
         return before, h_new, [g_m]
