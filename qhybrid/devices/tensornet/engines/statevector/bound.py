@@ -220,8 +220,8 @@ class BoundProgram:
                 add("product", None, [self._product0(data, F, dtype, device)], [None])
             elif kind == "product" and self._stacked_product(data):
                 (ci, e0) = data[0]
-                if ci not in columns:
-                    columns[ci] = F[ci][..., :, 0].transpose(1, 2).unsqueeze(2)  # [entries, 2, 1, Bx]
+                if ci not in columns:  # contiguous: the stacked product reads it as a flat view, twice each way
+                    columns[ci] = F[ci][..., :, 0].transpose(1, 2).unsqueeze(2).contiguous()  # [entries, 2, 1, Bx]
                 V = columns[ci] if columns[ci].shape[0] == self.n else columns[ci][e0 : e0 + self.n]
                 add("product", None, [V], [("vecs", ci, e0)])
             elif kind == "product":

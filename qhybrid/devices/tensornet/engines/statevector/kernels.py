@@ -225,14 +225,15 @@ def run(actions: Sequence[Action], tensors: Sequence[torch.Tensor], n: int, S: i
     Without a recorded graph each action writes into a state the run made and no longer needs (``buffers``)."""
     first = actions[0]
     vectors = tensors[first.start : first.stop]
+    halves = [] if keep is not None else None  # kept for the product's VJP (``adjoint``: ``states[0]``)
     if len(vectors) == 1 and vectors[0].ndim == 4:  # one stacked tensor of wire vectors (product_stacked)
-        psi = stacked_state(vectors[0], S, B)
+        psi = stacked_state(vectors[0], S, B, halves)
     else:
         psi = product_state(vectors, S, B, dtype, device)
     pool = None if differentiable else StatePool()
     owned = pool is not None and fresh(psi, vectors)
     if keep is not None:
-        keep.append(None)
+        keep.append(halves or None)
     for a in actions[1:]:
         kept = False
         if keep is not None:
@@ -386,7 +387,8 @@ def adjoint(actions: Sequence[Action], tensors: Sequence[torch.Tensor], psi: tor
         pool = psi = None  # the product-state VJP needs neither: their memory is free for its temporaries
         vectors = tensors[a.start : a.stop]
         if len(vectors) == 1 and vectors[0].ndim == 4:
-            grads[a.start : a.stop] = [stacked_vjp(vectors[0], h) if needs[a.start] else None]
+            halves = states[0] if states is not None else None
+            grads[a.start : a.stop] = [stacked_vjp(vectors[0], h, halves) if needs[a.start] else None]
         else:
             grads[a.start : a.stop] = product_vjp(vectors, h, needs[a.start : a.stop])
     return grads
