@@ -35,13 +35,14 @@ def _apply(psi, K, q: int, k: int):
 
 
 def _cotangent(h, before, q: int, k: int, S: int):
-    """``g_K`` ``[S, D, D]`` from ``h`` (conj cotangent after the block) and the state before it."""
+    """``conj(g_K)`` ``[S, D, D]`` from ``h`` (conj cotangent after the block) and the state before it (conjugated
+    once for all blocks of a size: a stack of conjugate views would copy each)."""
     D = 1 << k
     A = 1 << q
     prod = torch.bmm(h.view(S * A, D, -1), before.view(S * A, D, -1).transpose(1, 2))
     if A > 1:
         prod = prod.view(S, A, D, D).sum(1)
-    return prod.conj()
+    return prod
 
 
 def forward(plan, params: torch.Tensor, dtype, device, derivatives: bool):
@@ -59,7 +60,7 @@ def forward(plan, params: torch.Tensor, dtype, device, derivatives: bool):
     factors, blocks = {}, {}
     for k, table in t["blocks"].items():
         factors[k] = every.index_select(0, table).view(-1, k, 2, 2)
-        blocks[k] = kron_gather(factors[k]).view(-1, S, 1 << k, 1 << k)
+        blocks[k] = kron_gather(factors[k]).view(-1, S, 1 << k, 1 << k).unbind(0)  # one unbind, not a select a block
     psi = t["psi0"]
     kept, phases = [], []
     for kind, data in plan.steps:
@@ -90,7 +91,7 @@ def backward(plan, record, dy: torch.Tensor) -> torch.Tensor:
     t = plan.on(psi.dtype, psi.device)
     S = plan.S
     h = psi.conj() * t["signs2"]  # conj of the cotangent of sum_x signs |psi|^2 (a cotangent of one a row)
-    g_blocks: dict = {k: [None] * b.shape[0] for k, b in blocks.items()}
+    g_blocks: dict = {k: [None] * len(b) for k, b in blocks.items()}
     g_runs: list = [None] * len(phases)
     after = psi
     for i in range(len(plan.steps) - 1, -1, -1):
@@ -108,7 +109,7 @@ def backward(plan, record, dy: torch.Tensor) -> torch.Tensor:
         after = kept[i][0]
     g_every = None
     for k, gs in g_blocks.items():
-        G = torch.stack(gs).view(-1, 1 << k, 1 << k)
+        G = torch.stack(gs).view(-1, 1 << k, 1 << k).conj()
         g_f = kron_gather_vjp(factors[k], G).reshape(-1, 2, 2)
         if g_every is None:
             g_every = torch.zeros(rows, 2, 2, dtype=psi.dtype, device=psi.device)

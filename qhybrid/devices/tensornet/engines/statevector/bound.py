@@ -206,7 +206,7 @@ class BoundProgram:
         fused = [self._fuse(chain, mats, dtype, device) for chain in self.chains]
         F = [partial[-1] for _, partial in fused]
         members = {size: self._members(refs, F).reshape(-1, size, 2, 2) for size, refs in self.krons.items()}
-        K = {size: _kron(m) for size, m in members.items()}
+        K = {size: _kron(m).unbind(0) for size, m in members.items()}  # one unbind a size, not a select a block
         columns: dict = {}
         actions, tensors, origins = [], [], []
 
