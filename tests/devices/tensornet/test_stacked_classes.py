@@ -144,6 +144,7 @@ def test_packing_keeps_the_padding_bounded(monkeypatch):
     assert pack([(14, 1), (13, 1), (13, 1), (12, 1), (12, 1), (10, 1)]) == [[0, 1, 2, 3, 4], [5]]
     monkeypatch.setattr(stacked, "STACK_MAX_AMPLITUDES", 1 << 15)
     assert pack([(14, 1), (14, 1), (13, 2)]) == [[0, 1], [2]]
+    assert pack([(16, 1), (14, 1), (14, 3)]) == [[1]]  # too wide alone, or too many rows: as before
 
 
 def test_joined_takes_one_stack_output_as_it_is_and_cats_anything_else():

@@ -29,9 +29,12 @@ MIN_CLASSES = 1
 
 
 def pack(classes: list[tuple[int, int]]) -> list[list[int]]:
-    """Stacks of ``classes`` ((width, rows) each, widest first) as lists of their indices."""
+    """Stacks of ``classes`` ((width, rows) each, widest first) as lists of their indices; a class whose rows alone
+    exceed ``STACK_MAX_AMPLITUDES`` is in none (it runs as before)."""
     out, rows, own, width = [], 0, 0, 0
     for i, (n, k) in enumerate(classes):
+        if k << n > STACK_MAX_AMPLITUDES:
+            continue
         if out:
             padded = (rows + k) << width
             if padded <= STACK_MAX_AMPLITUDES and padded <= STACK_MAX_WASTE * (own + (k << n)):
