@@ -179,7 +179,7 @@ def _ops_of(step) -> int:
 
 # Ops a steady value + gradient step (``../shared/tools/ops_per_step.py``'s workloads): bounds a few ops above
 # today's counts, so that a change that adds ops per gate, block or class shows here (issue 39 item 3).
-OPS_BOUNDS = {"W1": 305, "G16": 275, "Q100p2": 240}
+OPS_BOUNDS = {"W1": 305, "G16": 275, "Q100p2": 440}
 
 
 def _w1():

@@ -55,9 +55,10 @@ def _pair(body, n):
     return ours, ref
 
 
-def test_qaoa_classes_run_as_one_stack_with_shared_rows(stacks):
+def test_qaoa_classes_run_as_one_stack_with_shared_rows(stacks, monkeypatch):
     """A plain qnode's QAOA p=1 on a 3-regular graph (classes of 4, 5 and 6 wires): every class in one stack, one
     row a class."""
+    monkeypatch.setattr(stacked, "STACK_MAX_WASTE", 4.0)  # 4 wires padded to 6 in the same stack
     n = 14
     edges = [(int(u), int(v)) for u, v in nx.random_regular_graph(3, n, seed=4).edges()]
     ours, ref = _pair(qaoa_function(edges, n), n)

@@ -8,8 +8,8 @@ classes' own amplitudes at most ``STACK_MAX_WASTE`` times; a pack of one class r
 
 >>> import torch
 >>> from qhybrid.devices.tensornet.engines.lightcone.stacked import pack
->>> pack([(14, 1), (13, 1), (10, 1)])  # (width, rows) per class, widest first: one stack of the three
-[[0, 1, 2]]
+>>> pack([(14, 1), (13, 1), (10, 1)])  # (width, rows) per class, widest first; 10 wires padded to 14: apart
+[[0, 1], [2]]
 """
 
 from __future__ import annotations

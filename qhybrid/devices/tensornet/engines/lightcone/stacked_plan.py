@@ -33,8 +33,11 @@ STACK_MAX_AMPLITUDES = 1 << 18
 """A stack holds at most this many amplitudes (rows times ``2**N``: 4 MiB a state in complex128); more classes
 go to further stacks, narrowest widths together."""
 
-STACK_MAX_WASTE = 4.0
-"""A stack's padded amplitudes are at most this many times its classes' own (else the widest class runs apart)."""
+STACK_MAX_WASTE = 1.5
+"""A stack's padded amplitudes are at most this many times its classes' own. On the CPU the padding's arithmetic
+costs more than the ops it saves beyond that (Q100 p=2, one thread, CPU time a step: every class alone 39 ms,
+one stack padding 2.4x 39-50 ms and 231 ops, two stacks within 1.5x 34-35 ms and 422 ops); on a GPU, where each op
+is a launch, a larger bound may pay (not measured yet)."""
 
 
 class Entry:
