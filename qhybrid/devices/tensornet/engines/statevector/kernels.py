@@ -287,8 +287,10 @@ def unapply(psi, h, action: Action, ts, needs, n, keep_state: bool = True, pool:
         g_m = block_cotangent(h, before, m, q, k, kind == "lead") if needs[0] else None
         if own_psi and keep_state:
             pool.give(psi)
-        # a plain block's transpose as a view: BLAS takes it transposed (``_small``'s copy was two ops a block)
-        h_new = into(pool, h, fn, h, m.mT if kind == "plain" else _small(m.mT), *at)
+        # on a small state a plain block's transpose as a view (``_small``'s copy is two ops a block, which there
+        # cost more than the arithmetic); a large state's GEMMs take the plain operand
+        view = kind == "plain" and h.numel() < REAL_GEMM_MIN_AMPLITUDES
+        h_new = into(pool, h, fn, h, m.mT if view else _small(m.mT), *at)
         if own_h:
             pool.give(h)
         return before, h_new, [g_m]
