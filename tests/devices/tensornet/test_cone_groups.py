@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import qhybrid
-from qhybrid.devices.tensornet.engines.lightcone import shared
+from qhybrid.devices.tensornet.engines.lightcone import shared, stacked_node
 from qhybrid.testing import host_touches
 from _lightcone_reference import expval, qaoa_blocks
 
@@ -23,6 +23,18 @@ def test_member_groups_come_from_the_sources_alone():
     first, inverse = shared.member_groups(sources, torch.tensor([[0, 2], [1, 2], [2, 3], [0, 2]]), "cpu")
     assert first.tolist() == [0, 2] and inverse.tolist() == [0, 0, 1, 0]
     assert shared.member_groups(sources, torch.tensor([[0, 2], [2, 3]]), "cpu") is None  # none shared
+
+
+def _shared_runs(monkeypatch) -> list:
+    """Records a run of shared rows: a class's ``_Shared`` node, or a stack of classes (``stacked``) whose rows
+    serve several members each."""
+    runs = []
+    forward = shared._Shared.forward
+    monkeypatch.setattr(shared._Shared, "forward", lambda *a: runs.append(1) or forward(*a))
+    stacked_forward = stacked_node.StackedNode.forward
+    monkeypatch.setattr(stacked_node.StackedNode, "forward",
+                        lambda ctx, plan, *a: (plan.shares and runs.append(1)) or stacked_forward(ctx, plan, *a))
+    return runs
 
 
 def _static(per_edge: bool):
@@ -58,9 +70,7 @@ def _check(value, grads, g, b, per_edge):
 def test_static_qnode_shares_rows_by_its_gather_and_matches_the_reference(per_edge, monkeypatch):
     """One angle for every edge: members run once each (``_Shared``), found without a ``unique``. An angle per
     edge, all equal in value: rows equal only by value are not merged (the plan cannot know them), still exact."""
-    runs = []
-    forward = shared._Shared.forward
-    monkeypatch.setattr(shared._Shared, "forward", lambda *a: runs.append(1) or forward(*a))
+    runs = _shared_runs(monkeypatch)
     circuit = _static(per_edge)
     g = torch.full((len(EDGES) if per_edge else 1,), 0.7, dtype=torch.float64, requires_grad=True)
     b = torch.tensor([-0.45], dtype=torch.float64, requires_grad=True)
@@ -83,9 +93,7 @@ def test_a_capture_runs_every_row_of_a_plain_qnode(monkeypatch, lazy):
 
     monkeypatch.setattr(_lazy, "ENABLED", lazy)
     monkeypatch.setattr(shared, "capturing", lambda t: True)
-    runs = []
-    forward = shared._Shared.forward
-    monkeypatch.setattr(shared._Shared, "forward", lambda *a: runs.append(1) or forward(*a))
+    runs = _shared_runs(monkeypatch)
 
     dev = qhybrid.device("tensornet", wires=N)
 

@@ -1,17 +1,20 @@
 """The compact steady step of the state-vector engine (issue 39, item 3): Kronecker blocks and product states from
 gather tables, the bound program's inputs read as one flat vector (one gate build per kind, one scatter back),
-and a cone class's single parameter row as one bound node; each against its reference and default.qubit."""
+and a cone class's single parameter row as one bound node; each against its reference and default.qubit. And the
+ops a steady step dispatches, bounded per workload."""
 
 from __future__ import annotations
 
+import networkx as nx
 import pennylane as qml
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import qhybrid
 from benchmarks.workloads import qaoa_function
 from qhybrid.devices.tensornet import _simulate
-from qhybrid.devices.tensornet.engines.lightcone import bound_class
+from qhybrid.devices.tensornet.engines.lightcone import bound_class, stacked
 from qhybrid.devices.tensornet.engines.lightcone import program as cone_program
 from qhybrid.devices.tensornet.engines.statevector import gate_grads
 from qhybrid.devices.tensornet.engines.statevector.blocks import kron, kron_vjp
@@ -112,6 +115,7 @@ def test_one_gate_build_per_kind_whatever_the_inputs(monkeypatch):
 @pytest.fixture
 def cones(monkeypatch):
     monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 8)  # 12 wires: light cones, 6-wire classes as state vectors
+    monkeypatch.setattr(stacked, "ENABLED", False)  # each class its own bound node (stacked: test_stacked_classes)
     rows = []
     original = cone_program.bound_row
     def recorded(*args):
@@ -152,3 +156,58 @@ def test_a_cone_class_row_runs_as_one_bound_node(cones, monkeypatch):
         hs.append(torch.autograd.grad(g[0] + 2 * g[1], (gamma, beta)))
     for a, b in zip(*hs):
         torch.testing.assert_close(a, b, atol=1e-9, rtol=0)
+
+
+class _Ops(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _ops_of(step) -> int:
+    """Aten ops dispatched by one steady step (after two that plan and fill the caches)."""
+    step()
+    step()
+    with _Ops() as mode:
+        step()
+    return mode.count
+
+
+# Ops a steady value + gradient step (``../shared/tools/ops_per_step.py``'s workloads): bounds a few ops above
+# today's counts, so that a change that adds ops per gate, block or class shows here (issue 39 item 3).
+OPS_BOUNDS = {"W1": 305, "G16": 275, "Q100p2": 440}
+
+
+def _w1():
+    n, batch = 8, 128
+    dev = qhybrid.device("tensornet", wires=n)
+
+    @qhybrid.qnode(dev, diff_method="adjoint")
+    def f(x, w):
+        qml.AngleEmbedding(x, wires=range(n), rotation="Y")
+        qml.StronglyEntanglingLayers(w, wires=range(n))
+        return [qml.expval(qml.PauliZ(i)) for i in range(n)]
+
+    x = torch.rand(batch, n, dtype=torch.float64, requires_grad=True)
+    w = torch.rand(4, n, 3, dtype=torch.float64, requires_grad=True)
+    return lambda: torch.stack(f(x, w)).sum().backward()
+
+
+def _qaoa_step(n, p, seed):
+    edges = [(int(u), int(v)) for u, v in nx.random_regular_graph(3, n, seed=seed).edges()]
+    node = qhybrid.qnode(qhybrid.device("tensornet", wires=n))(qaoa_function(edges, n))
+    g0 = torch.linspace(0.15, 0.5, p, dtype=torch.float64)
+    b0 = torch.linspace(-0.4, -0.1, p, dtype=torch.float64)
+    return lambda: node(g0.clone().requires_grad_(), b0.clone().requires_grad_()).backward()
+
+
+@pytest.mark.parametrize("case", sorted(OPS_BOUNDS))
+def test_a_steady_step_dispatches_few_ops(case):
+    """W1 was 352 ops a step, G16 288, Q100p2 1,354 (six cone classes, each its own bound node) at 396b854."""
+    step = {"W1": _w1, "G16": lambda: _qaoa_step(16, 2, 7), "Q100p2": lambda: _qaoa_step(100, 2, 1)}[case]()
+    ops = _ops_of(step)
+    assert ops <= OPS_BOUNDS[case], f"{case}: {ops} aten ops a step (bound {OPS_BOUNDS[case]})"

@@ -10,7 +10,7 @@ import torch
 
 import qhybrid
 from qhybrid.devices.tensornet import _bound, _simulate
-from qhybrid.devices.tensornet.engines.lightcone import closed_classes, shared, whole
+from qhybrid.devices.tensornet.engines.lightcone import closed_classes, shared, stacked_node, whole
 from qhybrid.devices.tensornet.engines.mixed import heisenberg, program as mixed_program
 from qhybrid.devices.tensornet.engines.mps import settings as mps_settings
 from qhybrid.devices.tensornet.engines.network import programs, together
@@ -128,8 +128,9 @@ def diagonal_runs(monkeypatch):
 def cone_classes_shared_rows(monkeypatch):
     """Light cones whose classes' members read the same inputs (run once each, known from the plan)."""
     runs = _calls(monkeypatch, shared._Shared, "forward")  # distinct rows run once (``shared.run_distinct``)
+    stacks = _calls(monkeypatch, stacked_node.StackedNode, "forward")  # or as the rows of a stack of classes
     step, dev = _qaoa(_regular(30), 30, static=True)
-    return step, lambda: "light cones" in _engines(dev) and runs
+    return step, lambda: "light cones" in _engines(dev) and (runs or stacks)
 
 
 def cone_classes_plain_qnode(monkeypatch):

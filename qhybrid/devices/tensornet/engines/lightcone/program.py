@@ -18,6 +18,7 @@ from dataclasses import replace
 
 import torch
 from pennylane.measurements import ExpectationMP
+from torch.utils.weak import WeakIdKeyDictionary
 
 from ..._options import SimOptions
 from ..._structure import TapeStructure
@@ -37,6 +38,7 @@ from ..network.tree_grad import KeptBudget
 from .spread import spread_group, spread_terms
 from .values import ConeValues
 from .bound_class import bound_row
+from .stacked import joined, run_stacked
 from .whole import closed_program, whole_candidates
 from .stored import cone_key, describe, priced_choice, store_of
 
@@ -112,6 +114,7 @@ class ConeProgram:
         self.closed_measurements = self.closed.only if self.closed is not None else frozenset()
         self._programs: dict = {}
         self._bound: dict = {}  # (state program, dtype, device) -> its bound program (bound_class)
+        self._stacks = WeakIdKeyDictionary()  # parameter sources -> the classes' stacks (stacked.py)
         self._kept = KeptBudget(opts.max_memory)  # this step's room for kept intermediates (_run_classes)
         self._together: dict = {}  # (dtype, device, classes) -> those closed classes' ClassesTogether, or None
         self._preplanned = False  # whether the closed classes were planned together (preplan.py)
@@ -226,6 +229,7 @@ class ConeProgram:
         done = run_together(self, params, values, sources)
         # the closed classes' trees keep their intermediates for the backward while their sum fits max_memory
         self._kept = KeptBudget(self.opts.max_memory)
+        done.update(run_stacked(self, params, values, sources, done))  # state classes as one stacked state
         return [done[id(c)] if id(c) in done else self._class_values(c, params, values, sources) for c in self.classes]
 
     def _data_maps(self, tape, pos) -> dict:
@@ -297,8 +301,7 @@ class ConeProgram:
                 terms = spread_terms(ranks, self.classes, lambda c, p: self._class_values(c, p, values), params)
             else:
                 parts = self._run_classes(params, values, row_sources(self.structure, self.rows, group))
-                batch = max(p.shape[-1] for p in parts)
-                terms = torch.cat([p.expand(-1, -1, batch) for p in parts], 1)  # [rows, T, B']
+                terms = joined(parts)  # [rows, T, B']
         closed = {}
         if self.closed is not None:
             measured = sorted(self.closed.only)
@@ -332,7 +335,11 @@ class ConeProgram:
             if coefficients is (self._coeffs[1] if self._coeffs is not None else None):
                 self._stacked = stacked  # the tape's own coefficients: as long-lived as that cache
         _, matrix, constants = stacked
-        sums = torch.einsum("rtb,st->srb", terms, matrix)
+        r, t, b = terms.shape
+        if r * b == 1 and terms.dtype == matrix.dtype:  # one row, no batch: one mm (einsum: a dozen ops each way)
+            sums = torch.mm(matrix, terms.view(t, 1)).view(-1, 1, 1)
+        else:
+            sums = torch.einsum("rtb,st->srb", terms, matrix)
         if constants is not None:
             sums = sums + constants[:, None, None]
         return _to_lead(sums, lead_shape, self.stack_size).unbind(0)

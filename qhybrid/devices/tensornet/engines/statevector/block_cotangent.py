@@ -29,12 +29,13 @@ def block_cotangent(h, before, m, q, k, lead: bool):
         S, B = h.shape[1], h.shape[2]
         hv, pv = h.reshape(1 << q, D, -1, S, B), before.reshape(1 << q, D, -1, S, B)
         return sum_to(torch.einsum("aidsb,ajdsb->sbij", hv, pv), m.shape).conj()
+    if not q:  # the first wires: one GEMM over the rest, straight from the states' 2-D views
+        hv, pv = h.reshape(D, -1), before.reshape(D, -1)
+        return torch.mm(hv, pv.T).conj()
     hv, pv = h.reshape(1 << q, D, -1), before.reshape(1 << q, D, -1)
     rest = hv.shape[2]
     if rest == 1:  # the last wires, no lead: one GEMM, not 2**q outer products and their sum
         return torch.mm(hv.reshape(1 << q, D).T, pv.reshape(1 << q, D)).conj()
-    if not q:
-        return torch.mm(hv[0], pv[0].T).conj()
     if rest <= COTANGENT_TRACE_MAX_REST:  # one GEMM over the wires after the block too, then their trace
         full = torch.mm(hv.reshape(1 << q, D * rest).T, pv.reshape(1 << q, D * rest)).view(D, rest, D, rest)
         return torch.diagonal(full, dim1=1, dim2=3).sum(-1).conj()

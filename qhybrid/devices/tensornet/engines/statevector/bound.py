@@ -25,7 +25,7 @@ import torch
 
 from . import bound_vjp, diagonal, gate_grads
 from ..._gates import constant_matrix
-from .kron_tables import kron_gather as _kron
+from .kron_tables import kron_gather as _kron, mm2
 from .bound_inputs import Layout
 from .kernels import Action
 from .permutation import monomial_on
@@ -206,7 +206,7 @@ class BoundProgram:
         fused = [self._fuse(chain, mats, dtype, device) for chain in self.chains]
         F = [partial[-1] for _, partial in fused]
         members = {size: self._members(refs, F).reshape(-1, size, 2, 2) for size, refs in self.krons.items()}
-        K = {size: _kron(m) for size, m in members.items()}
+        K = {size: _kron(m).unbind(0) for size, m in members.items()}  # one unbind a size, not a select a block
         columns: dict = {}
         actions, tensors, origins = [], [], []
 
@@ -220,8 +220,8 @@ class BoundProgram:
                 add("product", None, [self._product0(data, F, dtype, device)], [None])
             elif kind == "product" and self._stacked_product(data):
                 (ci, e0) = data[0]
-                if ci not in columns:
-                    columns[ci] = F[ci][..., :, 0].transpose(1, 2).unsqueeze(2)  # [entries, 2, 1, Bx]
+                if ci not in columns:  # contiguous: the stacked product reads it as a flat view, twice each way
+                    columns[ci] = F[ci][..., :, 0].transpose(1, 2).unsqueeze(2).contiguous()  # [entries, 2, 1, Bx]
                 V = columns[ci] if columns[ci].shape[0] == self.n else columns[ci][e0 : e0 + self.n]
                 add("product", None, [V], [("vecs", ci, e0)])
             elif kind == "product":
@@ -306,7 +306,7 @@ class BoundProgram:
         elems = [self._elem(e, mats, dtype, device) for e in chain.elems]
         partial = [elems[0]]
         for m in elems[1:]:
-            partial.append(torch.matmul(m, partial[-1]))
+            partial.append(mm2(m, partial[-1]) if m.shape[-1] == 2 else torch.matmul(m, partial[-1]))
         if chain.const:
             self._consts[key] = (elems, partial)
         return elems, partial

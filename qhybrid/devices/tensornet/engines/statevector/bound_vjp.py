@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from . import gate_grads, kernels
-from .kron_tables import kron_gather_vjp as _kron_vjp
+from .kron_tables import kron_gather_vjp as _kron_vjp, mm2
 from .product import sum_to
 
 
@@ -107,15 +107,21 @@ def _chain_vjp(bp, chain, elems, partial, gF, g_mats, mats) -> None:
     device = gF.device
     g = gF
     for j in range(len(elems) - 1, -1, -1):
-        gm = g if j == 0 else torch.matmul(g, partial[j - 1].mH)
+        gm = g if j == 0 else mm2(g, partial[j - 1].mH)
         e = chain.elems[j]
         if e[0] == "g":
             gm = sum_to(gm, elems[j].shape)
             if not bp.groups[e[1]][1]:
                 gm = gm.squeeze(1)
-            _accumulate(g_mats, mats, e[1], bp._on(e[2], device), gm)
+            whole = bp._consts.get(("whole", id(e[2])))
+            if whole is None:  # the chain's entries are every gate of the group, in order (once per plan)
+                whole = bp._consts[("whole", id(e[2]))] = e[2].tolist() == list(range(len(mats[e[1]])))
+            if whole and g_mats[e[1]] is None and gm.shape == mats[e[1]].shape and gm.dtype == mats[e[1]].dtype:
+                g_mats[e[1]] = gm  # no zeros and scatter: the cotangents are the group's, in its order
+            else:
+                _accumulate(g_mats, mats, e[1], bp._on(e[2], device), gm)
         if j:
-            g = sum_to(torch.matmul(elems[j].mH, g), partial[j - 1].shape)
+            g = sum_to(mm2(elems[j].mH, g), partial[j - 1].shape)
 
 
 def _accumulate(g_mats, mats, gid, positions, g) -> None:

@@ -58,12 +58,17 @@ def build(name: str, columns: Sequence[torch.Tensor], dtype, device, with_deriva
 def build_stacked(name: str, stacked: torch.Tensor, dtype, device, with_derivatives: bool = False):
     """``build`` from the columns stacked, ``[k, n, *lead]``: (matrices, derivatives or None)."""
     if not with_derivatives:
+        if name == "Rot":
+            return rot_stacked(stacked.unsqueeze(0), dtype)[0], None
         return fast_matrix(name, list(stacked.unbind(0)), dtype, device), None
     (shift, factor), fixed = SHIFT_RULES[name]
     k = stacked.shape[0]
     shifts = _shifts(k, shift, stacked.dtype, stacked.device)
     angles = stacked + shifts.reshape(k + 1, k, *(1,) * (stacked.ndim - 1))  # [1 + k (which shifted), k, n, *lead]
-    every = fast_matrix(name, list(angles.unbind(1)), dtype, device)  # [1 + k, n, *lead, D, D]
+    if name == "Rot":
+        every = rot_stacked(angles, dtype)
+    else:
+        every = fast_matrix(name, list(angles.unbind(1)), dtype, device)  # [1 + k, n, *lead, D, D]
     dm = every[1:]
     if fixed:
         dm = dm.clone()
@@ -71,6 +76,38 @@ def build_stacked(name: str, stacked: torch.Tensor, dtype, device, with_derivati
     if factor != 1.0:
         dm = dm * factor
     return every[0], dm
+
+
+_ROT: dict = {}
+
+
+def rot_stacked(angles: torch.Tensor, dtype) -> torch.Tensor:
+    """``Rot(phi, theta, omega)`` matrices ``[L, *rest, 2, 2]`` from ``angles`` ``[L, 3, *rest]`` in ~15 ops (the
+    builder's closed form, one op per term, is ~27): the half sums ``a = (phi + omega) / 2``, ``b = (phi - omega)
+    / 2``, ``t = theta / 2`` by one product with a 3 x 3 table, their cosines and sines, and every entry's real and
+    imaginary part as a signed product of two of them, gathered by index tables.
+
+    >>> from qhybrid.devices.tensornet._gates import fast_matrix
+    >>> p = torch.randn(2, 3, 4, dtype=torch.float64)
+    >>> want = torch.stack([fast_matrix("Rot", list(q.unbind(0)), torch.complex128, "cpu") for q in p])
+    >>> bool(torch.allclose(rot_stacked(p, torch.complex128), want))
+    True
+    """
+    L, rest = angles.shape[0], angles.shape[2:]
+    key = (angles.dtype, str(angles.device))
+    hit = _ROT.get(key)
+    if hit is None:
+        mix = torch.tensor([[0.5, 0.0, 0.5], [0.5, 0.0, -0.5], [0.0, 0.5, 0.0]], dtype=angles.dtype)
+        sign = torch.tensor([1.0, -1.0, -1.0, -1.0, 1.0, -1.0, 1.0, 1.0], dtype=angles.dtype)
+        # rows of Y = (cos a, cos b, cos t, sin a, sin b, sin t): (re, im) of entries 00, 01, 10, 11
+        first, second = torch.tensor([0, 3, 1, 4, 1, 4, 0, 3]), torch.tensor([2, 2, 5, 5, 5, 5, 2, 2])
+        hit = _ROT[key] = tuple(t.to(angles.device) for t in (mix[:, :, None], sign, first, second))
+    mix, sign, first, second = hit
+    x = (mix * angles.reshape(L, 1, 3, -1)).sum(2)  # [L, 3, R]: a, b, t
+    y = torch.cat([torch.cos(x), torch.sin(x)], 1).transpose(1, 2)  # [L, R, 6]
+    parts = y.index_select(2, first) * y.index_select(2, second) * sign  # [L, R, 8], contiguous
+    m = torch.view_as_complex(parts.view(L, *rest, 2, 2, 2))
+    return m if m.dtype == dtype else m.to(dtype)
 
 
 _SHIFTS: dict = {}

@@ -82,7 +82,9 @@ def _real_part(psi, m, real: bool):
     """``m``'s real part when ``m`` is real-valued (``real``: known from the plan, never read from its values,
     which would wait for the device) and multiplying the state's real view pays (a large state, nothing
     recorded by autograd: a real GEMM would drop the imaginary direction of ``m``'s gradient), else None."""
-    if not real or not m.is_complex() or psi.numel() < REAL_GEMM_MIN_AMPLITUDES or m.requires_grad or psi.requires_grad:
+    if not real or not m.is_complex() or psi.numel() < REAL_GEMM_MIN_AMPLITUDES:
+        return None
+    if torch.is_grad_enabled() and (m.requires_grad or psi.requires_grad):  # recorded (a view under no_grad is not)
         return None
     return m.resolve_conj().real.contiguous()
 
@@ -223,14 +225,15 @@ def run(actions: Sequence[Action], tensors: Sequence[torch.Tensor], n: int, S: i
     Without a recorded graph each action writes into a state the run made and no longer needs (``buffers``)."""
     first = actions[0]
     vectors = tensors[first.start : first.stop]
+    halves = [] if keep is not None else None  # kept for the product's VJP (``adjoint``: ``states[0]``)
     if len(vectors) == 1 and vectors[0].ndim == 4:  # one stacked tensor of wire vectors (product_stacked)
-        psi = stacked_state(vectors[0], S, B)
+        psi = stacked_state(vectors[0], S, B, halves)
     else:
         psi = product_state(vectors, S, B, dtype, device)
     pool = None if differentiable else StatePool()
     owned = pool is not None and fresh(psi, vectors)
     if keep is not None:
-        keep.append(None)
+        keep.append(halves or None)
     for a in actions[1:]:
         kept = False
         if keep is not None:
@@ -284,7 +287,10 @@ def unapply(psi, h, action: Action, ts, needs, n, keep_state: bool = True, pool:
         g_m = block_cotangent(h, before, m, q, k, kind == "lead") if needs[0] else None
         if own_psi and keep_state:
             pool.give(psi)
-        h_new = into(pool, h, fn, h, _small(m.mT), *at)
+        # on a small state a plain block's transpose as a view (``_small``'s copy is two ops a block, which there
+        # cost more than the arithmetic); a large state's GEMMs take the plain operand
+        view = kind == "plain" and h.numel() < REAL_GEMM_MIN_AMPLITUDES
+        h_new = into(pool, h, fn, h, m.mT if view else _small(m.mT), *at)
         if own_h:
             pool.give(h)
         return before, h_new, [g_m]
@@ -383,7 +389,8 @@ def adjoint(actions: Sequence[Action], tensors: Sequence[torch.Tensor], psi: tor
         pool = psi = None  # the product-state VJP needs neither: their memory is free for its temporaries
         vectors = tensors[a.start : a.stop]
         if len(vectors) == 1 and vectors[0].ndim == 4:
-            grads[a.start : a.stop] = [stacked_vjp(vectors[0], h) if needs[a.start] else None]
+            halves = states[0] if states is not None else None
+            grads[a.start : a.stop] = [stacked_vjp(vectors[0], h, halves) if needs[a.start] else None]
         else:
             grads[a.start : a.stop] = product_vjp(vectors, h, needs[a.start : a.stop])
     return grads

@@ -60,9 +60,12 @@ def _half_state(Vh: torch.Tensor) -> torch.Tensor:
     return Vh.reshape(2 * a, *Vh.shape[2:])[entries].prod(1)
 
 
-def stacked_state(V: torch.Tensor, S: int, B: int) -> torch.Tensor:
-    """``[2**n, S, B]``: the Kronecker product of ``V``'s ``n`` (at least 2) wire vectors."""
+def stacked_state(V: torch.Tensor, S: int, B: int, halves: list | None = None) -> torch.Tensor:
+    """``[2**n, S, B]``: the Kronecker product of ``V``'s ``n`` (at least 2) wire vectors (``halves``: a list that
+    receives the two halves' products, which ``stacked_vjp`` then need not recompute)."""
     left, right = (_half_state(h) for h in _halves(V))
+    if halves is not None:
+        halves.extend((left, right))
     lead = (max(left.shape[1], right.shape[1]), max(left.shape[2], right.shape[2]))
     psi = (left[:, None] * right[None]).reshape(-1, *lead)
     return psi.expand(psi.shape[0], S, B).contiguous() if psi.shape[1:] != (S, B) else psi
@@ -82,11 +85,11 @@ def _half_vjp(Vh: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     return sum_to(out.permute(0, 2, 1).reshape(a, 2, *lead), Vh.shape)
 
 
-def stacked_vjp(V: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+def stacked_vjp(V: torch.Tensor, h: torch.Tensor, halves: list | None = None) -> torch.Tensor:
     """The cotangent of ``V`` from ``h``, the conjugated cotangent of ``stacked_state(V, S, B)`` (as
     ``product.product_vjp``: ``conj(sum over the other wires of h * their vectors)``)."""
     Vl, Vr = _halves(V)
-    left, right = _half_state(Vl), _half_state(Vr)
+    left, right = halves if halves else (_half_state(Vl), _half_state(Vr))
     hv = h.reshape(left.shape[0], right.shape[0], *h.shape[1:])
     g_left = (hv * right[None]).sum(1)  # [2**a, S, B]
     g_right = (hv * left[:, None]).sum(0)
