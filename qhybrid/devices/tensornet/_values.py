@@ -212,7 +212,11 @@ class _Values:
             if not isinstance(x, torch.Tensor):
                 return None
             out.append(x.reshape(-1)[gather.index_on(index, x.device)].to(device=self.device, dtype=self.real_dtype))
-        return out
+        # [gates, *its shape] per column: a scalar column must meet a broadcast one along the broadcast axis (as the
+        # per-gate expand above does), not along the gates' axis, which a bare [gates] would align with
+        shape = broadcast_shape(*(c.shape[1:] for c in out))
+        return [c.reshape(c.shape[0], *(1,) * (len(shape) - c.dim() + 1), *c.shape[1:]).expand(c.shape[0], *shape)
+                if c.shape[1:] != shape else c for c in out]
 
     def stacked_matrix(self, si: int) -> tuple[torch.Tensor, int] | None:
         """``(matrices, k)`` when ``prefetch`` built the slot's matrix as ``matrices[k]`` of one builder call
