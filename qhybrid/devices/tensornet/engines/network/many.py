@@ -239,6 +239,8 @@ class ManyTrees:
         if arena is not None and arena.sequence is not None:
             keep["gathered"] = None
             held = arena.sequence.run_forward(small)
+            if arena.sequence.joined:
+                return arena.sequence.outputs(small), small, keep
         else:
             held = sequence.forward(small, keep)
         return roots.outputs(small, held), small, keep
@@ -253,7 +255,10 @@ class ManyTrees:
         # conjugate of any operand, where g_A = g_C B^H would resolve one copy of each (a pass over the large
         # operand of every large step); conjugated here on the way in and on the table's way out
         grad = grad.conj_physical()
-        roots.backward(grad, cot, cot_held)
+        if arena is not None and arena.sequence is not None and arena.sequence.joined:
+            arena.sequence.give_roots(grad, cot, cot_held)
+        else:
+            roots.backward(grad, cot, cot_held)
         if arena is not None and arena.sequence is not None:
             arena.sequence.run_backward(cot_held, cot)
         else:

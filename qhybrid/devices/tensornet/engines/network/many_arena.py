@@ -35,11 +35,10 @@ SEQUENCE_MAX_ELEMENTS = 1 << 25
 (``many_seq_arena``; 512 MiB of complex128: an 8x8 lattice QAOA p=3 holds 17M)."""
 
 
-SEQUENCE_DEVICES = ("cuda",)
-"""Device types whose large steps run over the arena. Not the CPU: there a large step is memory-bound and a
-fresh result lands in pages the allocator just freed, still in cache, where every step's own kept buffer is
-cold (Q100 p=3, one thread, load 7-9: 682 / 1104 ms a step with it, 624 / 983 without; 8x8 lattice p=3 the
-same 715 / 717 ms), whatever the ops it saves (5918 -> 5038, 7106 -> 4594)."""
+SEQUENCE_DEVICES = ("cuda", "cpu")
+"""Device types whose large steps run over the arena. The CPU too since the arena's reads of the small buffer
+became one gather a step and its roots one read: an 8x8 lattice QAOA p=3 5,237 -> ~2,000 ops a step, no slower
+(an earlier measure, before that, had the CPU 10% slower on Q100 p=3 at load 7-9 for 5,918 -> 5,038 ops)."""
 
 
 class _Lease:
@@ -85,7 +84,8 @@ class Arena:
         self.sequence = None
         steps = trees.sequence.steps
         if steps and torch.device(device).type in SEQUENCE_DEVICES and sequence_elements(trees.sequence) <= SEQUENCE_MAX_ELEMENTS:
-            self.sequence = SequenceArena(trees._at(device)[1], dtype, device)
+            _, sequence, roots = trees._at(device)
+            self.sequence = SequenceArena(sequence, dtype, device, roots)
         self.busy = 0  # the generation of the lease that holds it (0: free)
         self._generation = 0
 
