@@ -189,7 +189,7 @@ class ManyTrees:
         got = self._on.get(key)
         if got is None:
             waves = [
-                (w.index_a.to(device), w.index_b.to(device), [(t.index_a.to(device), t.index_b.to(device)) for t in w.tiny])
+                (w.index_a.to(device), w.index_b.to(device), [(t.index_a.to(device), t.index_b.to(device), t.seg.to(device)) for t in w.tiny])
                 for w in self.waves
             ]
             roots = [r if r[0] == "held" else ("small", torch.from_numpy(np.array(r[1], order="C")).to(device)) for r in self._roots]

@@ -135,33 +135,30 @@ def _products(key: tuple, members: list) -> int:
 
 
 def _tiny_parts(tiny: dict, stored: list, offset: int) -> tuple[tuple, int]:
-    """The tiny groups as one ``Tiny`` per summed extent (each side's needing products adjoining), their
-    results placed from ``offset`` on."""
-    by_k: dict[int, list] = {}
+    """The tiny groups as one ``Tiny`` (each side's needing products adjoining), their results placed from
+    ``offset`` on."""
+    if not tiny:
+        return (), offset
+    start, ta, tb, seg, spans_a, spans_b, n_p = offset, [], [], [], [], [], 0
     for key in sorted(tiny, key=lambda key: _NEED_ORDER[key[3:]]):
-        by_k.setdefault(key[1], []).append(key)
-    parts = []
-    for k in sorted(by_k):
-        start, ta, tb, spans_a, spans_b, n_p = offset, [], [], [], [], 0
-        for key in by_k[k]:
-            m, _, n, need_a, need_b = key
-            p0, first = n_p, offset
-            ids = _ids(offset, sum(x[2].size for x in tiny[key]) // k * n)
-            for i, node, pos_a, _, order, sizes in tiny[key]:
-                size = pos_a.size // k * n
-                stored[i][node] = (ids[offset - first : offset - first + size].reshape([sizes[x] for x in order]), order)
-                offset += size
-            a, b = many_tiny.products(
-                np.concatenate([x[2].reshape(-1) for x in tiny[key]]), np.concatenate([x[3].reshape(-1) for x in tiny[key]]), m, k, n
-            )  # (the members laid end to end: their products in the same order as their results)
-            ta.append(a)
-            tb.append(b)
-            n_p += a.size
-            (spans_a if need_a else []).append((p0, n_p))
-            (spans_b if need_b else []).append((p0, n_p))
-        index_a, index_b = torch.from_numpy(np.concatenate(ta)), torch.from_numpy(np.concatenate(tb))
-        parts.append(many_tiny.Tiny(k, (start, offset), index_a, index_b, _span(spans_a), _span(spans_b)))
-    return tuple(parts), offset
+        m, k, n, need_a, need_b = key
+        p0, first = n_p, offset
+        ids = _ids(offset, sum(x[2].size for x in tiny[key]) // k * n)
+        for i, node, pos_a, _, order, sizes in tiny[key]:
+            size = pos_a.size // k * n
+            stored[i][node] = (ids[offset - first : offset - first + size].reshape([sizes[x] for x in order]), order)
+            offset += size
+        a, b = many_tiny.products(
+            np.concatenate([x[2].reshape(-1) for x in tiny[key]]), np.concatenate([x[3].reshape(-1) for x in tiny[key]]), m, k, n
+        )  # (the members laid end to end: their products in the same order as their results)
+        ta.append(a)
+        tb.append(b)
+        seg.append(np.repeat(np.arange(first - start, offset - start), k))
+        n_p += a.size
+        (spans_a if need_a else []).append((p0, n_p))
+        (spans_b if need_b else []).append((p0, n_p))
+    index_a, index_b, seg = (torch.from_numpy(np.concatenate(x)) for x in (ta, tb, seg))
+    return (many_tiny.Tiny((start, offset), index_a, index_b, seg, _span(spans_a), _span(spans_b)),), offset
 
 
 def _ids(start: int, count: int) -> np.ndarray:
@@ -181,8 +178,8 @@ def waves_forward(waves: list, indices: list, buffer: torch.Tensor, keep: list |
     """Run the waves, writing every result into ``buffer``; ``keep``: a list that gets each wave's gathered
     operands ``(a, b)`` for the backward (None: not kept, the backward gathers them again)."""
     for wave, (ia, ib, tiny) in zip(waves, indices):
-        for part, (ta, tb) in zip(wave.tiny, tiny):
-            many_tiny.tiny_forward(part, ta, tb, buffer)
+        for part, (ta, tb, seg) in zip(wave.tiny, tiny):
+            many_tiny.tiny_forward(part, ta, tb, seg, buffer)
         if not wave.groups:
             if keep is not None:
                 keep.append(None)
@@ -204,8 +201,8 @@ def waves_backward(waves: list, indices: list, buffer: torch.Tensor, cot: torch.
     gathered again: two gathers a wave over the whole buffer, by random positions."""
     for w in range(len(waves) - 1, -1, -1):
         wave, (ia, ib, tiny) = waves[w], indices[w]
-        for part, (ta, tb) in zip(wave.tiny, tiny):
-            many_tiny.tiny_backward(part, ta, tb, buffer, cot)
+        for part, (ta, tb, seg) in zip(wave.tiny, tiny):
+            many_tiny.tiny_backward(part, ta, tb, seg, buffer, cot)
         if not wave.groups:
             continue
         if kept is not None:
@@ -238,7 +235,7 @@ def waves_recorded(waves: list, indices: list, buffer: torch.Tensor) -> torch.Te
             torch.matmul(a[g.a[0] : g.a[1]].view(g.rows, g.m, g.k), b[g.b[0] : g.b[1]].view(g.rows, g.k, g.n)).reshape(-1)
             for g in wave.groups
         ]
-        outs += [many_tiny.tiny_recorded(part, ta, tb, buffer) for part, (ta, tb) in zip(wave.tiny, tiny)]
+        outs += [many_tiny.tiny_recorded(part, ta, tb, seg, buffer) for part, (ta, tb, seg) in zip(wave.tiny, tiny)]
         buffer = torch.cat([buffer, *outs])
     return buffer
 
