@@ -45,7 +45,7 @@ from .fuse import fuse_chains
 from .many_arena import Arena, arena_fits
 from .many_roots import RootLayout
 from .many_sequence import Sequence, fetch_of
-from .many_waves import NotTogether, build_waves, prod, split_step, waves_backward, waves_forward, waves_recorded
+from .many_waves import ZERO_CELL, NotTogether, build_waves, prod, split_step, waves_backward, waves_forward, waves_recorded
 
 WAVE_BUFFERS = 3
 """Buffer-sized allocations the waves hold at their peak, in units of the small buffer (the buffer, its
@@ -209,6 +209,7 @@ class ManyTrees:
         t = self.table_size
         small[:t] = table
         small[t : 2 * t] = table.conj()
+        small[2 * t : 2 * t + ZERO_CELL].zero_()  # (what padded operands read)
         return small
 
     def _arena(self, table: torch.Tensor) -> tuple:
@@ -285,7 +286,7 @@ class ManyTrees:
     def _recorded(self, table: torch.Tensor) -> torch.Tensor:
         """The forward with autograd recording (for a backward that builds its own graph)."""
         waves, sequence, roots = self._at(table.device)
-        small = waves_recorded(self.waves, waves, torch.cat([table, table.conj()]))
+        small = waves_recorded(self.waves, waves, torch.cat([table, table.conj(), table.new_zeros(ZERO_CELL)]))
         return roots.outputs(small, sequence.recorded(small))
 
 

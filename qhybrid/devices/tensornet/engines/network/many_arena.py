@@ -51,6 +51,7 @@ class Arena:
         t = trees.table_size
         new = lambda n: torch.empty(n, dtype=dtype, device=device)  # noqa: E731
         self.small = new(trees.small_size)
+        self.small[2 * t :].zero_()  # (the zero cell padded operands read; the rest written by every step)
         self.cot = torch.zeros(trees.small_size, dtype=dtype, device=device)
         self.table, self.conj = self.small[:t], self.small[t : 2 * t]
         self.cot_table, self.cot_conj = self.cot[:t], self.cot[t : 2 * t]

@@ -26,7 +26,7 @@ import torch
 from . import many_tiny
 from .many import ManyTrees
 from .many_sequence import Sequence, _Fetch, held_fetch
-from .many_waves import _Group, _Wave
+from .many_waves import ZERO_CELL, _Group, _Wave
 
 
 def to_plain(trees: ManyTrees) -> tuple[dict, np.ndarray]:
@@ -69,7 +69,7 @@ def to_plain(trees: ManyTrees) -> tuple[dict, np.ndarray]:
 def from_plain(meta: dict, flat: np.ndarray) -> ManyTrees:
     """The ``ManyTrees`` that ``to_plain`` described (its tables views of ``flat``), checked (module doc)."""
     table_size, small_size = _int(meta["table_size"]), _int(meta["small_size"])
-    if flat.dtype != np.int64 or flat.ndim != 1 or 2 * table_size > small_size:
+    if flat.dtype != np.int64 or flat.ndim != 1 or 2 * table_size + ZERO_CELL > small_size:
         raise ValueError("inconsistent sizes")
     if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= small_size):
         raise ValueError("a position outside the buffer")
@@ -80,7 +80,7 @@ def from_plain(meta: dict, flat: np.ndarray) -> ManyTrees:
             raise ValueError("a table past the positions")
         return torch.from_numpy(flat[start : start + count])
 
-    written = 2 * table_size  # results are laid out in order after the table and its conjugate
+    written = 2 * table_size + ZERO_CELL  # results are laid out in order after the table, its conjugate, the zero
     waves = []
     for ra, rb, groups, out0, a_need, b_need, tiny in meta["waves"]:
         ia, ib = take(ra), take(rb)
