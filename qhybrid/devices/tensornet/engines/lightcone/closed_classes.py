@@ -188,7 +188,8 @@ def run_together(program, params: torch.Tensor, values, sources=None) -> dict[in
     if program.rows != 1 or program.structure.batch_size is not None or program.opts.spread_slices is not False:
         return {}
     if sources is not None:  # which members share rows is known from the plan: the shared classes in a few ops
-        plan = sourced(program, sources, values.dtype, values.device)
+        build = lambda cs, rows: classes_together(program, cs, values.dtype, values.device, rows, SHARED_MIN_ROWS)  # noqa: E731
+        plan = sourced(program, sources, values.dtype, values.device, build)
         out = _run_distinct(program, plan[0], params, values)
         if plan[1] is not None:
             program.executions += plan[1].rows

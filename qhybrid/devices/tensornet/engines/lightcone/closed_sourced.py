@@ -39,17 +39,16 @@ class SourcedShared:
         return {id(c): p for c, p in zip(self.classes, parts)}
 
 
-def sourced(program, sources: torch.Tensor, dtype, device) -> tuple:
+def sourced(program, sources: torch.Tensor, dtype, device, build) -> tuple:
     """``(distinct classes, SourcedShared or None)`` of the program's closed classes under ``sources`` (made
     once per parameter plan, dtype and device); None in place of a ``SourcedShared`` where the shared classes
-    cannot run together (they run class by class)."""
+    cannot run together (they run class by class). ``build(classes, rows)``: their ``ClassesTogether`` over
+    class-local ``rows``, or None."""
     memo = program.__dict__.setdefault("_sourced", {})
     key = (dtype, str(device))
     hit = memo.get(key)
     if hit is not None and hit[0] is sources:
         return hit[1]
-    from .closed_classes import SHARED_MIN_ROWS, classes_together  # (closed_classes calls this module)
-
     distinct, shared = [], []
     for c in program.classes:
         if not program._closed_class[id(c)]:
@@ -70,7 +69,7 @@ def sourced(program, sources: torch.Tensor, dtype, device) -> tuple:
             at, row_at = at + table.size, row_at + table.shape[0]
         classes = [c for c, _ in shared]
         with collector_paused():
-            together = classes_together(program, classes, dtype, device, rows, min_networks=SHARED_MIN_ROWS)
+            together = build(classes, rows)
         if together is not None:  # (else they run class by class, as ``ConeProgram`` runs what is not done here)
             plan = (plan[0], SourcedShared(together, classes, np.concatenate(firsts), np.concatenate(members), counts, device))
     memo[key] = (sources, plan)

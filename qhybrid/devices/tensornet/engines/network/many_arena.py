@@ -101,7 +101,7 @@ class Arena:
         steps = trees.sequence.steps
         if steps and torch.device(device).type in SEQUENCE_DEVICES and sequence_elements(trees.sequence) <= SEQUENCE_MAX_ELEMENTS:
             _, sequence, roots = trees._at(device)
-            self.sequence = SequenceArena(sequence, dtype, device, roots)
+            self.sequence = SequenceArena(sequence, dtype, device, roots, junk=2 * t)
         self.busy = 0  # the generation of the lease that holds it (0: free)
         self._generation = 0
 
