@@ -16,7 +16,8 @@ lies in one flat buffer (the *pool*), and a level is:
   is read by exactly one step, whole: its cotangent is that read's inverse permutation, no zeroing needed).
 
 Cotangents a step's operand needs no (``grad`` false) are sent to a junk cell (the small buffer's zero cell,
-past the pool's end), where nothing reads them. The roots are read out of the pool (and their cotangents put
+past the pool's end), where nothing reads them. A level's operand cotangents live until its gives only: every
+level's are one scratch buffer per source. The roots are read out of the pool (and their cotangents put
 back) by one gather each way. The same products as ``Sequence``: values and gradients equal to rounding.
 """
 
@@ -30,7 +31,7 @@ from .many_sequence import permuted_positions
 
 def sequence_elements(sequence) -> int:
     """Elements an arena holds for ``sequence``: results and their cotangents, operands and theirs (and the
-    position tables of every operand, two int64 ones, as much as one complex128 element)."""
+    position tables of every operand, at most two int64 ones, as much as one complex128 element)."""
     return sum(2 * st.rows * st.m * st.n + 3 * st.rows * st.k * (st.m + st.n) for st in sequence.steps)
 
 
@@ -57,6 +58,15 @@ class SequenceArena:
                     at += steps[s].rows * steps[s].m * steps[s].n
         pool_junk = at
         self.pool, self.pool_cot = zeros(at + 1), zeros(at + 1)
+        # a level's operands' cotangents live only until its gives: one scratch per source for every level
+        most = {True: 0, False: 0}
+        for groups in by_level:
+            count = {True: 0, False: 0}
+            for (rows, m, k, n, small_a, small_b), members in groups.items():
+                count[not small_a] += len(members) * rows * k * m
+                count[not small_b] += len(members) * rows * k * n
+            most = {x: max(most[x], count[x]) for x in most}
+        self._scratch = {x: zeros(most[x]) for x in most}
         self.levels = []
         for groups in by_level:
             self.levels.append(self._level(steps, groups, offsets, zeros, junk, pool_junk, device))
@@ -92,9 +102,14 @@ class SequenceArena:
         for pool in (False, True):
             if not tables[pool]:
                 continue
-            fwd = torch.from_numpy(np.concatenate([t[0] for t in tables[pool]])).to(device)
-            back = torch.from_numpy(np.concatenate([t[1] for t in tables[pool]])).to(device)
-            bufs[pool], grads[pool] = zeros(len(fwd)), zeros(len(fwd))
+            fwd, back = (np.concatenate([t[x] for t in tables[pool]]) for x in (0, 1))
+            # int32 tables where they fit, but ``index_copy_`` takes int64 only; one table where every
+            # operand needs its cotangent (an 8x8 lattice QAOA p=3: 4M positions a table)
+            kind = np.int64 if pool or len(fwd) and max(int(fwd.max()), junk) > np.iinfo(np.int32).max else np.int32
+            same = np.array_equal(fwd, back)
+            fwd = torch.from_numpy(fwd.astype(kind)).to(device)
+            back = fwd if same else torch.from_numpy(back.astype(kind)).to(device)
+            bufs[pool], grads[pool] = zeros(len(fwd)), self._scratch[pool][: len(fwd)]
             gathers.append((pool, fwd, bufs[pool]))
             gives.append((pool, back, grads[pool]))
         products = []
