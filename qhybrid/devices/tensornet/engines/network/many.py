@@ -10,8 +10,8 @@ traffic, not dispatch. So each network's tree is split in two:
   cut into *waves* by their height in their tree and run as batched matrix products
   ``C[b, m, n] = sum_k A[b, m, k] B[b, k, n]`` over one flat buffer (``many_waves.py``): ``b`` the indices
   both operands and the result hold (hyperedges), ``m``/``n`` those only one operand and the result hold,
-  ``k`` those summed; one ``index_select`` per operand side and one ``bmm`` per distinct shape a wave,
-  whatever the number of networks;
+  ``k`` those summed; one ``index_select`` per operand side and one ``bmm`` per shape a wave (shapes padded
+  to shared ones where that pays, the tiniest as elementwise products), whatever the number of networks;
 * **large steps** (and the steps above them) run one at a time, each tree depth first, reading held
   results as permuted strided views with the shared indices leading (``many_sequence.py``): the operand a
   step reads was made just before and is still in cache.

@@ -5,8 +5,10 @@ Batched by waves (``many_waves.py``), a wave's steps are one gather per operand 
 a group forward, five views and two transposes a group backward (Q100 p=3: 337 groups, ~3,000 of a step's
 ~11,000 ops, each a few microseconds of dispatch and a kernel launch on a GPU). An ``Arena`` holds the small
 buffer, its cotangent, each wave's gathered operands and their cotangents from one step to the next, with
-those views (and the index spans the backward adds through) made when it is built: a wave is then its two
-gathers (``out=``), one ``bmm`` a group, and its two ``index_add_`` back, nothing else.
+those views made when it is built. A wave is then ONE gather (``out=``) of every group's operands and its
+tiny part's factors, one ``bmm`` a group, the tiny part's product and sum (``many_tiny``), and backward the
+groups' products and the tiny part's (the cotangents each side needs, laid end to end) and ONE ``index_add_``
+back, nothing else. Its large steps get their own (``many_seq_arena``).
 
 One step at a time owns it (``take`` / ``release``): a forward whose graph is alive keeps it, so a second
 forward before that backward (two losses, ``retain_graph``) runs on fresh buffers as before; the lease ends
