@@ -12,12 +12,13 @@ lies in one flat buffer (the *pool*), and a level is:
 * one ``bmm`` per distinct ``(rows, m, k, n)`` shape (and operand sources) among its steps, their operands and
   results laid end to end so that same-shape steps of several networks are one product;
 * backward, the two products of each shape into a cotangent buffer laid out as the gathers, then ONE
-  ``index_add_`` into the small buffer's cotangent and ONE ``index_copy_`` into the pool's (each held result
+  ``index_add_`` into the small buffer's cotangent and ONE ``scatter_`` into the pool's (each held result
   is read by exactly one step, whole: its cotangent is that read's inverse permutation, no zeroing needed).
 
-Cotangents a step's operand needs no (``grad`` false) are sent to a junk cell (the small buffer's zero cell,
-past the pool's end), where nothing reads them. A level's operand cotangents live until its gives only: every
-level's are one scratch buffer per source. The roots are read out of the pool (and their cotangents put
+A level whose operands pass ``CHUNK_ELEMENTS`` runs in chunks of its groups, a gather and a give each (so
+that a product reads operands still in cache). Cotangents a step's operand needs no (``grad`` false) are sent
+to a junk cell (the small buffer's zero cell, past the pool's end), where nothing reads them. A chunk's
+operand cotangents live until its gives only: every chunk's are one scratch buffer per source. The roots are read out of the pool (and their cotangents put
 back) by one gather each way. The same products as ``Sequence``: values and gradients equal to rounding.
 """
 
@@ -27,6 +28,13 @@ import numpy as np
 import torch
 
 from .many_sequence import permuted_positions
+
+
+CHUNK_ELEMENTS = 1 << 18
+"""Operand elements (4 MiB of complex128) up to which one gather feeds a level's products: gathered all at once,
+a level's operands were evicted before its products read them (an 8x8 lattice QAOA p=3: the large steps took
+~15% longer than reading each step's operands just before its product); past this a level runs in chunks, a
+gather and a give each."""
 
 
 def sequence_elements(sequence) -> int:
@@ -50,26 +58,36 @@ class SequenceArena:
         for s, st in enumerate(steps):  # same shape, same operand sources: one product
             key = (st.rows, st.m, st.k, st.n, st.a.slot < 0, st.b.slot < 0)
             by_level[level[s]].setdefault(key, []).append(s)
-        offsets, at = {}, 0  # the pool: level by level, group by group, its members' results end to end
+        chunks = []  # each level's groups cut into runs whose operands fit ``CHUNK_ELEMENTS``
         for groups in by_level:
+            chunk, size = {}, 0
+            for key, members in groups.items():
+                rows, m, k, n = key[:4]
+                more = len(members) * rows * k * (m + n)
+                if chunk and size + more > CHUNK_ELEMENTS:
+                    chunks.append(chunk)
+                    chunk, size = {}, 0
+                chunk[key], size = members, size + more
+            if chunk:
+                chunks.append(chunk)
+        offsets, at = {}, 0  # the pool: chunk by chunk, group by group, its members' results end to end
+        for groups in chunks:
             for members in groups.values():
                 for s in members:
                     offsets[s] = at
                     at += steps[s].rows * steps[s].m * steps[s].n
         pool_junk = at
         self.pool, self.pool_cot = zeros(at + 1), zeros(at + 1)
-        # a level's operands' cotangents live only until its gives: one scratch per source for every level
+        # a chunk's operands' cotangents live only until its gives: one scratch per source for every chunk
         most = {True: 0, False: 0}
-        for groups in by_level:
+        for groups in chunks:
             count = {True: 0, False: 0}
             for (rows, m, k, n, small_a, small_b), members in groups.items():
                 count[not small_a] += len(members) * rows * k * m
                 count[not small_b] += len(members) * rows * k * n
             most = {x: max(most[x], count[x]) for x in most}
         self._scratch = {x: zeros(most[x]) for x in most}
-        self.levels = []
-        for groups in by_level:
-            self.levels.append(self._level(steps, groups, offsets, zeros, junk, pool_junk, device))
+        self.levels = [self._level(steps, groups, offsets, zeros, junk, pool_junk, device) for groups in chunks]
         held = [(slot, shape, perm) for slot, shape, perm in roots.held]
         places = [offsets[slot] + permuted_positions(shape, perm) for slot, shape, perm in held]
         self.root_index = torch.from_numpy(np.concatenate(places).astype(np.int64)).to(device) if places else None
@@ -103,12 +121,13 @@ class SequenceArena:
             if not tables[pool]:
                 continue
             fwd, back = (np.concatenate([t[x] for t in tables[pool]]) for x in (0, 1))
-            # int32 tables where they fit, but ``index_copy_`` takes int64 only; one table where every
-            # operand needs its cotangent (an 8x8 lattice QAOA p=3: 4M positions a table)
-            kind = np.int64 if pool or len(fwd) and max(int(fwd.max()), junk) > np.iinfo(np.int32).max else np.int32
-            same = np.array_equal(fwd, back)
+            # gathers by int32 tables where they fit (a third less time than int64 here); ``scatter_`` takes
+            # int64 only, ``index_add_`` shares the gather's table where every operand needs its cotangent
+            wide = len(fwd) and max(int(fwd.max()), int(back.max())) > np.iinfo(np.int32).max
+            kind = np.int64 if wide else np.int32
+            same = not pool and np.array_equal(fwd, back)
             fwd = torch.from_numpy(fwd.astype(kind)).to(device)
-            back = fwd if same else torch.from_numpy(back.astype(kind)).to(device)
+            back = fwd if same else torch.from_numpy(back.astype(np.int64 if pool else kind)).to(device)
             bufs[pool], grads[pool] = zeros(len(fwd)), self._scratch[pool][: len(fwd)]
             gathers.append((pool, fwd, bufs[pool]))
             gives.append((pool, back, grads[pool]))
@@ -150,7 +169,7 @@ class SequenceArena:
         if n:
             cot_small.index_add_(0, r.small, grad[:n])
         if self.root_index is not None:
-            self.pool_cot.index_copy_(0, self.root_index, grad[n:] if n else grad)
+            self.pool_cot.scatter_(0, self.root_index, grad[n:] if n else grad)
 
     def run_backward(self, cot_held: list, cot_small: torch.Tensor) -> None:
         """``Sequence.backward`` over the arena, level by level in reverse (the roots' cotangents given by
@@ -165,7 +184,7 @@ class SequenceArena:
                     torch.bmm(a, gc, out=gb)
             for to_pool, index, buf in gives:
                 if to_pool:
-                    pool_cot.index_copy_(0, index, buf)
+                    pool_cot.scatter_(0, index, buf)  # (``index_copy_``: 2-5x as long here)
                 else:
                     cot_small.index_add_(0, index, buf)
 
