@@ -8,7 +8,7 @@ import torch
 
 import qhybrid
 from qhybrid.devices.tensornet import _simulate
-from qhybrid.devices.tensornet.engines.lightcone import closed_classes, whole
+from qhybrid.devices.tensornet.engines.lightcone import closed_classes, closed_sourced, whole
 
 RING = [(i, (i + 1) % 8) for i in range(8)]  # every edge's cone alike: one class of 8 members
 IRREGULAR = [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (0, 4), (2, 6), (1, 7)]
@@ -45,6 +45,8 @@ def closed_classes_runs(monkeypatch):
     monkeypatch.setattr(closed_classes.ClassesTogether, "run", lambda self, p: runs.append(1) or run(self, p))
     shared = closed_classes.SharedTogether.run
     monkeypatch.setattr(closed_classes.SharedTogether, "run", lambda self, c, d: runs.append(2) or shared(self, c, d))
+    sourced = closed_sourced.SourcedShared.run  # (shared rows known from the plan)
+    monkeypatch.setattr(closed_sourced.SourcedShared, "run", lambda self, p: runs.append(3) or sourced(self, p))
     return runs
 
 

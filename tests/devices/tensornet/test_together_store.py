@@ -165,7 +165,7 @@ def _forge(path: Path, how: str) -> None:
         if wave is not None:
             wave[2][0][3] += 1
         else:
-            next(w for w in entry["trees"]["waves"] if w[6])[6][0][1] += 1
+            next(w for w in entry["trees"]["waves"] if w[6])[6][0][0] += 1
     elif how == "another description":
         entry["description"]["classes"] = entry["description"]["classes"][::-1]
     elif how == "need beyond memory":

@@ -31,7 +31,8 @@ from ..network.many import ManyTrees, NotTogether
 from ..network.pathfind import PathSettings
 from ..network.together import gate_view
 from . import together_store
-from .shared import capturing, member_groups
+from .closed_sourced import sourced
+from .shared import capturing
 from ..._constants import on_device
 
 TOGETHER_MIN_MEMBERS = 2
@@ -186,6 +187,14 @@ def run_together(program, params: torch.Tensor, values, sources=None) -> dict[in
     members share rows (each distinct row once) in another. Empty where none does."""
     if program.rows != 1 or program.structure.batch_size is not None or program.opts.spread_slices is not False:
         return {}
+    if sources is not None:  # which members share rows is known from the plan: the shared classes in a few ops
+        build = lambda cs, rows: classes_together(program, cs, values.dtype, values.device, rows, SHARED_MIN_ROWS)  # noqa: E731
+        plan = sourced(program, sources, values.dtype, values.device, build)
+        out = _run_distinct(program, plan[0], params, values)
+        if plan[1] is not None:
+            program.executions += plan[1].rows
+            out.update(plan[1].run(params[0]))
+        return out
     distinct, shared = [], []
     for c in program.classes:
         if not program._closed_class[id(c)]:
@@ -196,28 +205,16 @@ def run_together(program, params: torch.Tensor, values, sources=None) -> dict[in
         cols = params[0][on_device(c.table, params.device)]  # [members, class parameters]
         if cols.shape[1] == 0:  # every member the same circuit without parameters: run the plain way
             continue
-        groups = None if sources is None else member_groups(sources, c.table, params.device)
-        with torch.no_grad():  # rows known equal from the plan (``sources``), else from the values
-            if groups is not None:
-                unique, inverse = cols.detach().index_select(0, groups[0]), groups[1]
-            elif sources is not None or capturing(cols):  # none known equal, or a CUDA graph (it cannot wait)
+        with torch.no_grad():  # rows known equal from the values (``sources`` None)
+            if capturing(cols):  # a CUDA graph (it cannot wait)
                 distinct.append(c)
                 continue
-            else:
-                unique, inverse = torch.unique(cols.detach(), dim=0, return_inverse=True)
+            unique, inverse = torch.unique(cols.detach(), dim=0, return_inverse=True)
         if unique.shape[0] == cols.shape[0]:
             distinct.append(c)
         else:
             shared.append((c, cols, unique, inverse))
-    out = {}
-    key = (values.dtype, str(values.device), tuple(id(c) for c in distinct))
-    if key not in program._together:
-        with collector_paused():  # (the classes' programs and their ManyTrees: millions of objects)
-            program._together[key] = classes_together(program, distinct, values.dtype, values.device)
-    together = program._together[key]
-    if together is not None:
-        program.executions += len(together.classes)
-        out.update(together.run(params[0]))
+    out = _run_distinct(program, distinct, params, values)
     if shared:
         key = ("shared", values.dtype, str(values.device), tuple((id(c), u.shape[0]) for c, _, u, _ in shared))
         if key not in program._together:
@@ -228,6 +225,19 @@ def run_together(program, params: torch.Tensor, values, sources=None) -> dict[in
             program.executions += sum(u.shape[0] for _, _, u, _ in shared)
             out.update(got.run([cols for _, cols, _, _ in shared], [(u, inv) for _, _, u, inv in shared]))
     return out
+
+
+def _run_distinct(program, distinct: list, params: torch.Tensor, values) -> dict:
+    """The values of the classes whose members read pairwise distinct rows, in one pass."""
+    key = (values.dtype, str(values.device), tuple(id(c) for c in distinct))
+    if key not in program._together:
+        with collector_paused():  # (the classes' programs and their ManyTrees: millions of objects)
+            program._together[key] = classes_together(program, distinct, values.dtype, values.device)
+    together = program._together[key]
+    if together is None:
+        return {}
+    program.executions += len(together.classes)
+    return together.run(params[0])
 
 
 def _element_limit(opts, dtype) -> float:

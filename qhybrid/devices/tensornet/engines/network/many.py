@@ -10,8 +10,8 @@ traffic, not dispatch. So each network's tree is split in two:
   cut into *waves* by their height in their tree and run as batched matrix products
   ``C[b, m, n] = sum_k A[b, m, k] B[b, k, n]`` over one flat buffer (``many_waves.py``): ``b`` the indices
   both operands and the result hold (hyperedges), ``m``/``n`` those only one operand and the result hold,
-  ``k`` those summed; one ``index_select`` per operand side and one ``bmm`` per distinct shape a wave,
-  whatever the number of networks;
+  ``k`` those summed; one ``index_select`` per operand side and one ``bmm`` per shape a wave (shapes padded
+  to shared ones where that pays, the tiniest as elementwise products), whatever the number of networks;
 * **large steps** (and the steps above them) run one at a time, each tree depth first, reading held
   results as permuted strided views with the shared indices leading (``many_sequence.py``): the operand a
   step reads was made just before and is still in cache.
@@ -45,7 +45,7 @@ from .fuse import fuse_chains
 from .many_arena import Arena, arena_fits
 from .many_roots import RootLayout
 from .many_sequence import Sequence, fetch_of
-from .many_waves import NotTogether, build_waves, prod, split_step, waves_backward, waves_forward, waves_recorded
+from .many_waves import ZERO_CELL, NotTogether, build_waves, prod, split_step, waves_backward, waves_forward, waves_recorded
 
 WAVE_BUFFERS = 3
 """Buffer-sized allocations the waves hold at their peak, in units of the small buffer (the buffer, its
@@ -189,7 +189,7 @@ class ManyTrees:
         got = self._on.get(key)
         if got is None:
             waves = [
-                (w.index_a.to(device), w.index_b.to(device), [(t.index_a.to(device), t.index_b.to(device)) for t in w.tiny])
+                (w.index_a.to(device), w.index_b.to(device), [(t.index_a.to(device), t.index_b.to(device), t.seg.to(device)) for t in w.tiny])
                 for w in self.waves
             ]
             roots = [r if r[0] == "held" else ("small", torch.from_numpy(np.array(r[1], order="C")).to(device)) for r in self._roots]
@@ -209,6 +209,7 @@ class ManyTrees:
         t = self.table_size
         small[:t] = table
         small[t : 2 * t] = table.conj()
+        small[2 * t : 2 * t + ZERO_CELL].zero_()  # (what padded operands read)
         return small
 
     def _arena(self, table: torch.Tensor) -> tuple:
@@ -239,6 +240,8 @@ class ManyTrees:
         if arena is not None and arena.sequence is not None:
             keep["gathered"] = None
             held = arena.sequence.run_forward(small)
+            if arena.sequence.joined:
+                return arena.sequence.outputs(small), small, keep
         else:
             held = sequence.forward(small, keep)
         return roots.outputs(small, held), small, keep
@@ -253,7 +256,10 @@ class ManyTrees:
         # conjugate of any operand, where g_A = g_C B^H would resolve one copy of each (a pass over the large
         # operand of every large step); conjugated here on the way in and on the table's way out
         grad = grad.conj_physical()
-        roots.backward(grad, cot, cot_held)
+        if arena is not None and arena.sequence is not None and arena.sequence.joined:
+            arena.sequence.give_roots(grad, cot, cot_held)
+        else:
+            roots.backward(grad, cot, cot_held)
         if arena is not None and arena.sequence is not None:
             arena.sequence.run_backward(cot_held, cot)
         else:
@@ -280,7 +286,7 @@ class ManyTrees:
     def _recorded(self, table: torch.Tensor) -> torch.Tensor:
         """The forward with autograd recording (for a backward that builds its own graph)."""
         waves, sequence, roots = self._at(table.device)
-        small = waves_recorded(self.waves, waves, torch.cat([table, table.conj()]))
+        small = waves_recorded(self.waves, waves, torch.cat([table, table.conj(), table.new_zeros(ZERO_CELL)]))
         return roots.outputs(small, sequence.recorded(small))
 
 

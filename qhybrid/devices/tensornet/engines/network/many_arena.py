@@ -5,8 +5,10 @@ Batched by waves (``many_waves.py``), a wave's steps are one gather per operand 
 a group forward, five views and two transposes a group backward (Q100 p=3: 337 groups, ~3,000 of a step's
 ~11,000 ops, each a few microseconds of dispatch and a kernel launch on a GPU). An ``Arena`` holds the small
 buffer, its cotangent, each wave's gathered operands and their cotangents from one step to the next, with
-those views (and the index spans the backward adds through) made when it is built: a wave is then its two
-gathers (``out=``), one ``bmm`` a group, and its two ``index_add_`` back, nothing else.
+those views made when it is built. A wave is then ONE gather (``out=``) of every group's operands and its
+tiny part's factors, one ``bmm`` a group, the tiny part's product and sum (``many_tiny``), and backward the
+groups' products and the tiny part's (the cotangents each side needs, laid end to end) and ONE ``index_add_``
+back, nothing else. Its large steps get their own (``many_seq_arena``).
 
 One step at a time owns it (``take`` / ``release``): a forward whose graph is alive keeps it, so a second
 forward before that backward (two losses, ``retain_graph``) runs on fresh buffers as before; the lease ends
@@ -22,7 +24,6 @@ import weakref
 
 import torch
 
-from . import many_tiny
 from .many_seq_arena import SequenceArena, sequence_elements
 
 ARENA_MAX_ELEMENTS = 1 << 23
@@ -35,11 +36,10 @@ SEQUENCE_MAX_ELEMENTS = 1 << 25
 (``many_seq_arena``; 512 MiB of complex128: an 8x8 lattice QAOA p=3 holds 17M)."""
 
 
-SEQUENCE_DEVICES = ("cuda",)
-"""Device types whose large steps run over the arena. Not the CPU: there a large step is memory-bound and a
-fresh result lands in pages the allocator just freed, still in cache, where every step's own kept buffer is
-cold (Q100 p=3, one thread, load 7-9: 682 / 1104 ms a step with it, 624 / 983 without; 8x8 lattice p=3 the
-same 715 / 717 ms), whatever the ops it saves (5918 -> 5038, 7106 -> 4594)."""
+SEQUENCE_DEVICES = ("cuda", "cpu")
+"""Device types whose large steps run over the arena. The CPU too since the arena's reads of the small buffer
+became one gather a step and its roots one read: an 8x8 lattice QAOA p=3 5,237 -> ~2,000 ops a step, no slower
+(an earlier measure, before that, had the CPU 10% slower on Q100 p=3 at load 7-9 for 5,918 -> 5,038 ops)."""
 
 
 class _Lease:
@@ -51,68 +51,61 @@ class Arena:
 
     def __init__(self, trees, indices: list, dtype, device):
         t = trees.table_size
-        self.small = torch.empty(trees.small_size, dtype=dtype, device=device)
+        new = lambda n: torch.empty(n, dtype=dtype, device=device)  # noqa: E731
+        self.small = new(trees.small_size)
+        self.small[2 * t :].zero_()  # (the zero cell padded operands read; the rest written by every step)
         self.cot = torch.zeros(trees.small_size, dtype=dtype, device=device)
         self.table, self.conj = self.small[:t], self.small[t : 2 * t]
         self.cot_table, self.cot_conj = self.cot[:t], self.cot[t : 2 * t]
-        self.forward: list = []  # per wave: None, or (ia, ib, a, b, [(a3, b3, c3) per group])
-        self.backward: list = []  # per wave: None, or ([(gc3, bT, ga3, aT, gb3, need_a, need_b)], adds)
-        for wave, (ia, ib, _) in zip(trees.waves, indices):
-            if not wave.groups:
-                self.forward.append(None)
-                self.backward.append(None)
-                continue
-            a, b = torch.empty(len(ia), dtype=dtype, device=device), torch.empty(len(ib), dtype=dtype, device=device)
-            ga, gb = torch.empty_like(a), torch.empty_like(b)
+        most = max((p.out[1] - p.out[0] for w in trees.waves for p in w.tiny), default=0)
+        zeros = torch.zeros(most, dtype=dtype, device=device)  # (never written: what tiny sums start from)
+        self.forward: list = []  # per wave: (gather table, its buffer, [(a3, b3, c3)], tiny run or None)
+        self.backward: list = []  # per wave: ([(gc3, bT, ga3, aT, gb3)], tiny run or None, add table, its buffer)
+        for wave, (ia, ib, tiny) in zip(trees.waves, indices):
+            # ONE gather a wave: every group's left and right operands, then the tiny products' factors
+            tables = [ia, ib] + [x for ta, tb, _ in tiny for x in (ta, tb)]
+            index = torch.cat(tables)
+            gathered = new(len(index))
+            a, b, *factors = gathered.split([len(x) for x in tables])
             c = self.small[wave.out[0] : wave.out[1]]
             gc = self.cot[wave.out[0] : wave.out[1]]
-            parts = zip(
-                wave.groups, a.split(wave.a_sizes), b.split(wave.b_sizes), c.split(wave.out_sizes),
-                gc.split(wave.out_sizes), ga.split(wave.a_sizes), gb.split(wave.b_sizes),
-            )  # fmt: skip
+            (a0, a1), (b0, b1) = wave.a_need, wave.b_need
+            adds = [ia[a0:a1], ib[b0:b1]]  # ONE index_add_ back a wave: the needed cotangents, laid as gathered
+            for part, (ta, tb, _) in zip(wave.tiny, tiny):
+                (p0, p1), (q0, q1) = part.a_need, part.b_need
+                adds += [ta[p0:p1], tb[q0:q1]]
+            add_index = torch.cat(adds)
+            given = new(len(add_index))
+            ga_need, gb_need, *tiny_given = given.split([len(x) for x in adds])
+            parts = zip(wave.groups, a.split(wave.a_sizes), b.split(wave.b_sizes), c.split(wave.out_sizes), gc.split(wave.out_sizes))
             fwd, bwd = [], []
-            for g, ag, bg, cg, gcg, gag, gbg in parts:
+            for g, ag, bg, cg, gcg in parts:
                 a3, b3, c3 = ag.view(g.rows, g.m, g.k), bg.view(g.rows, g.k, g.n), cg.view(g.rows, g.m, g.n)
                 fwd.append((a3, b3, c3))
-                gc3 = gcg.view(g.rows, g.m, g.n)
-                bwd.append((gc3, b3.mT, gag.view(g.rows, g.m, g.k), a3.mT, gbg.view(g.rows, g.k, g.n), g.need_a, g.need_b))
-            (a0, a1), (b0, b1) = wave.a_need, wave.b_need
-            adds = [(ia[a0:a1], ga[a0:a1])] if a1 > a0 else []
-            adds += [(ib[b0:b1], gb[b0:b1])] if b1 > b0 else []
-            self.forward.append((ia, ib, a, b, fwd))
-            self.backward.append((bwd, adds))
-        self._tiny(trees, indices, dtype, device)
+                ga3 = ga_need[g.a[0] - a0 : g.a[1] - a0].view(g.rows, g.m, g.k) if g.need_a else None
+                gb3 = gb_need[g.b[0] - b0 : g.b[1] - b0].view(g.rows, g.k, g.n) if g.need_b else None
+                bwd.append((gcg.view(g.rows, g.m, g.n), b3.mT, ga3, a3.mT, gb3))
+            tiny_fwd = tiny_bwd = None
+            for part, (_, _, seg) in zip(wave.tiny, tiny):  # (one a wave at most)
+                fa, fb = factors
+                count = part.out[1] - part.out[0]
+                products = new(len(seg))
+                tiny_fwd = (fa, fb, products, zeros[:count], seg, self.small[part.out[0] : part.out[1]])
+                (p0, p1), (q0, q1) = part.a_need, part.b_need
+                lo, hi = (min(p0, q0), max(p1, q1)) if p1 > p0 and q1 > q0 else ((p0, p1) if p1 > p0 else (q0, q1))
+                hc = new(hi - lo)
+                ya, yb = tiny_given
+                tiny_bwd = (self.cot[part.out[0] : part.out[1]], seg[lo:hi], hc, hc[p0 - lo : p1 - lo], fb[p0:p1], ya,
+                            hc[q0 - lo : q1 - lo], fa[q0:q1], yb)  # fmt: skip
+            self.forward.append((index, gathered, fwd, tiny_fwd))
+            self.backward.append((bwd, tiny_bwd, add_index, given))
         self.sequence = None
         steps = trees.sequence.steps
         if steps and torch.device(device).type in SEQUENCE_DEVICES and sequence_elements(trees.sequence) <= SEQUENCE_MAX_ELEMENTS:
-            self.sequence = SequenceArena(trees._at(device)[1], dtype, device)
+            _, sequence, roots = trees._at(device)
+            self.sequence = SequenceArena(sequence, dtype, device, roots, junk=2 * t)
         self.busy = 0  # the generation of the lease that holds it (0: free)
         self._generation = 0
-
-    def _tiny(self, trees, indices: list, dtype, device) -> None:
-        """Per wave, its tiny parts' runs over two scratch buffers shared by every part (``many_tiny``):
-        forward ``(ta, tb, a, b, results, a as [-1, k] or None where k is 1)``, backward per side ``(index, other factors' positions, gathered, the results' cotangents [-1, 1],
-        products [-1, k])``."""
-        size = max((len(t.index_a) for w in trees.waves for t in w.tiny), default=0)
-        one = torch.empty(size, dtype=dtype, device=device)
-        two = torch.empty(size, dtype=dtype, device=device)
-        self.tiny_forward, self.tiny_backward = [], []
-        for wave, (_, _, tiny) in zip(trees.waves, indices):
-            fwd, bwd = [], []
-            for part, (ta, tb) in zip(wave.tiny, tiny):
-                n, k = len(ta), part.k
-                out = self.small[part.out[0] : part.out[1]]
-                a, b = one[:n], two[:n]
-                fwd.append((ta, tb, a, b, out, a.view(-1, k) if k > 1 else None))
-                sides = []
-                for (p0, p1), mine, other in ((part.a_need, ta, tb), (part.b_need, tb, ta)):
-                    if p1 > p0:
-                        hc = self.cot[part.out[0] + p0 // k : part.out[0] + p1 // k].view(-1, 1)
-                        gathered, products = one[: p1 - p0], two[: p1 - p0]
-                        sides.append((mine[p0:p1], other[p0:p1], gathered, hc, gathered.view(-1, k), products, products.view(-1, k)))
-                bwd.append(sides)
-            self.tiny_forward.append(fwd)
-            self.tiny_backward.append(bwd)
 
     def take(self) -> _Lease | None:
         """A lease on the arena, or None while a step holds it."""
@@ -136,49 +129,41 @@ class Arena:
 
     def waves_forward(self, waves: list, indices: list) -> None:
         small = self.small
-        for run, tiny in zip(self.forward, self.tiny_forward):
-            for ta, tb, a, b, out, rows in tiny:  # C[o] = sum_l A[pa(o, l)] B[pb(o, l)]
-                torch.index_select(small, 0, ta, out=a)
-                torch.index_select(small, 0, tb, out=b)
-                if rows is None:  # one product a result
-                    torch.mul(a, b, out=out)
-                else:
-                    a.mul_(b)
-                    torch.sum(rows, 1, out=out)
-            if run is None:
-                continue
-            ia, ib, a, b, groups = run
-            torch.index_select(small, 0, ia, out=a)
-            torch.index_select(small, 0, ib, out=b)
+        for index, gathered, groups, tiny in self.forward:
+            if len(index):
+                torch.index_select(small, 0, index, out=gathered)
             for a3, b3, c3 in groups:
                 torch.bmm(a3, b3, out=c3)
+            if tiny is not None:  # C[o] = sum_l A[pa(o, l)] B[pb(o, l)]
+                fa, fb, products, zeros, seg, out = tiny
+                torch.mul(fa, fb, out=products)
+                torch.index_add(zeros, 0, seg, products, out=out)
 
     def waves_backward(self, waves: list, indices: list) -> None:
         """``many_waves.waves_backward`` over the arena's buffers (the forward's gathers are still there)."""
-        small, cot = self.small, self.cot
+        cot = self.cot
         for w in range(len(waves) - 1, -1, -1):
-            for sides in self.tiny_backward[w]:  # h_A[pa] += h_C[o] B[pb], and the same for B
-                for mine, other, gathered, hc, gathered2, products, products2 in sides:
-                    torch.index_select(small, 0, other, out=gathered)
-                    torch.mul(hc, gathered2, out=products2)
-                    cot.index_add_(0, mine, products)
-            run = self.backward[w]
-            if run is None:
-                continue
-            groups, adds = run
-            for gc3, bT, ga3, aT, gb3, need_a, need_b in groups:
-                if need_a:
+            groups, tiny, add_index, given = self.backward[w]
+            for gc3, bT, ga3, aT, gb3 in groups:
+                if ga3 is not None:
                     torch.bmm(gc3, bT, out=ga3)
-                if need_b:
+                if gb3 is not None:
                     torch.bmm(aT, gc3, out=gb3)
-            for index, values in adds:
-                cot.index_add_(0, index, values)
+            if tiny is not None:  # h_A[pa] += h_C[o] B[pb], and the same for B
+                hc_all, seg, hc, hc_a, fb, ya, hc_b, fa, yb = tiny
+                torch.index_select(hc_all, 0, seg, out=hc)
+                if len(ya):
+                    torch.mul(hc_a, fb, out=ya)
+                if len(yb):
+                    torch.mul(hc_b, fa, out=yb)
+            if len(add_index):
+                cot.index_add_(0, add_index, given)
 
 
 def arena_fits(trees) -> bool:
     """Whether ``trees`` keeps an arena: its waves' buffers kept anyway (``keep_waves``) and within the cap."""
-    products = max((len(t.index_a) for w in trees.waves for t in w.tiny), default=0)
-    size = 2 * (trees.small_size + trees.small_read + products)
+    products = sum(len(t.index_a) for w in trees.waves for t in w.tiny)  # (their factors, products, cotangents)
+    size = 2 * (trees.small_size + trees.small_read) + 3 * products
     return bool(getattr(trees, "keep_waves", False)) and size <= ARENA_MAX_ELEMENTS
 
 

@@ -1,124 +1,201 @@
-"""A ``ManyTrees``' large steps over buffers kept from step to step (``many_arena``'s for the sequence).
+"""A ``ManyTrees``' large steps over buffers kept from step to step, batched by levels (``many_arena``'s for
+the sequence).
 
-A large step (``many_sequence``) reads each operand as a view, a permuted copy or a gather, multiplies them,
-and its backward makes two products and hands each cotangent back through the inverse read: ~24 ops a step,
-most of them views, transposes and reshapes of fresh tensors (an 8x8 lattice QAOA p=3: 277 steps, ~6,500 of a
-step's ops). Here every step's result, operands, cotangents and their views are made once: a read is one
-``copy_`` (a permutation), one ``index_select`` (a table), or nothing (read as it lies), a product one ``bmm``
-into its result, and each cotangent one ``bmm`` into a buffer laid out as its fetch reads, given back by one
-``copy_``, ``index_select`` or ``index_add_`` (or nothing). The same products as ``Sequence``: values and
-gradients equal to rounding.
+Run one at a time (``many_sequence``), a large step reads each operand as a view, a permuted copy or a gather,
+multiplies them, and its backward makes two products and hands each cotangent back through the inverse read:
+~7 ops a step at best, one or two of them per operand (an 8x8 lattice QAOA p=3: 277 steps, ~1,300 of a step's
+ops). Here the steps are cut into *levels* (a step's level is one past its operands' producers'), every result
+lies in one flat buffer (the *pool*), and a level is:
+
+* ONE gather of all its steps' operands read from the small buffer, ONE of those read from held results (a
+  permutation, or any position table, is a table into the pool), into the level's own buffer;
+* one ``bmm`` per distinct ``(rows, m, k, n)`` shape (and operand sources) among its steps, their operands and
+  results laid end to end so that same-shape steps of several networks are one product;
+* backward, the two products of each shape into a cotangent buffer laid out as the gathers, then ONE
+  ``index_add_`` into the small buffer's cotangent and ONE ``scatter_`` into the pool's (each held result
+  is read by exactly one step, whole: its cotangent is that read's inverse permutation, no zeroing needed).
+
+A level whose operands pass ``CHUNK_ELEMENTS`` runs in chunks of its groups, a gather and a give each (so
+that a product reads operands still in cache). Cotangents a step's operand needs no (``grad`` false) are sent
+to a junk cell (the small buffer's zero cell, past the pool's end), where nothing reads them. A chunk's
+operand cotangents live until its gives only: every chunk's are one scratch buffer per source. The roots are read out of the pool (and their cotangents put
+back) by one gather each way. The same products as ``Sequence``: values and gradients equal to rounding.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
+
+from .many_sequence import permuted_positions
+
+
+CHUNK_ELEMENTS = 1 << 18
+"""Operand elements (4 MiB of complex128) up to which one gather feeds a level's products: gathered all at once,
+a level's operands were evicted before its products read them (an 8x8 lattice QAOA p=3: the large steps took
+~15% longer than reading each step's operands just before its product); past this a level runs in chunks, a
+gather and a give each."""
 
 
 def sequence_elements(sequence) -> int:
-    """Elements an arena holds for ``sequence``: results and their cotangents, operands and theirs."""
-    return sum(2 * st.rows * st.m * st.n + 2 * st.rows * st.k * (st.m + st.n) for st in sequence.steps)
+    """Elements an arena holds for ``sequence``: results and their cotangents, operands and theirs (and the
+    position tables of every operand, at most two int64 ones, as much as one complex128 element)."""
+    return sum(2 * st.rows * st.m * st.n + 3 * st.rows * st.k * (st.m + st.n) for st in sequence.steps)
 
 
 class SequenceArena:
-    """Buffers and views of one sequence on one device and dtype (see the module)."""
+    """Buffers, views and tables of one sequence on one device and dtype (see the module). ``junk``: a
+    position of the small buffer whose cotangent nothing reads."""
 
-    def __init__(self, sequence, dtype, device):
-        new = lambda *shape: torch.empty(*shape, dtype=dtype, device=device)  # noqa: E731
+    def __init__(self, sequence, dtype, device, roots, junk: int):
         steps = sequence.steps
-        self.held = [new(st.rows, st.m, st.n) for st in steps]
-        self.cot = [new(st.rows * st.m * st.n) for st in steps]
-        self.forward, self.backward = [], []
-        self.views = []  # per step: (its cotangent's flat buffer, as [rows, m, n], transposed)
+        zeros = lambda n: torch.zeros(n, dtype=dtype, device=device)  # noqa: E731
+        self.roots = roots
+        level = [0] * len(steps)
         for s, st in enumerate(steps):
-            gc = self.cot[s].view(st.rows, st.m, st.n)
-            self.views.append((self.cot[s], gc, gc.mT))
-        for s, st in enumerate(steps):
-            a, read_a = self._operand(st.a, st.rows, st.k, st.m, new)
-            b, read_b = self._operand(st.b, st.rows, st.k, st.n, new)
-            self.forward.append((read_a, read_b, a.mT, b, self.held[s]))
-            ga = new(st.rows, st.k, st.m) if st.a.grad else None  # in the fetch's order: B gc^T
-            gb = new(st.rows, st.k, st.n) if st.b.grad else None
-            give_a = self._give(st.a, ga) if ga is not None else None
-            give_b = self._give(st.b, gb) if gb is not None else None
-            self.backward.append((b, ga, give_a, a, gb, give_b))
-            for give in (give_a, give_b):
-                if give is not None and give[0] == "alias":  # the producer's cotangent IS this buffer
-                    slot = steps[give[1]]
-                    gc = give[2].view(slot.rows, slot.m, slot.n)
-                    self.views[give[1]] = (give[2], gc, gc.mT)
+            level[s] = max([level[f.slot] + 1 for f in (st.a, st.b) if f.slot >= 0], default=0)
+        by_level: list[dict] = [{} for _ in range(max(level, default=-1) + 1)]
+        for s, st in enumerate(steps):  # same shape, same operand sources: one product
+            key = (st.rows, st.m, st.k, st.n, st.a.slot < 0, st.b.slot < 0)
+            by_level[level[s]].setdefault(key, []).append(s)
+        chunks = []  # each level's groups cut into runs whose operands fit ``CHUNK_ELEMENTS``
+        for groups in by_level:
+            chunk, size = {}, 0
+            for key, members in groups.items():
+                rows, m, k, n = key[:4]
+                more = len(members) * rows * k * (m + n)
+                if chunk and size + more > CHUNK_ELEMENTS:
+                    chunks.append(chunk)
+                    chunk, size = {}, 0
+                chunk[key], size = members, size + more
+            if chunk:
+                chunks.append(chunk)
+        offsets, at = {}, 0  # the pool: chunk by chunk, group by group, its members' results end to end
+        for groups in chunks:
+            for members in groups.values():
+                for s in members:
+                    offsets[s] = at
+                    at += steps[s].rows * steps[s].m * steps[s].n
+        pool_junk = at
+        self.pool, self.pool_cot = zeros(at + 1), zeros(at + 1)
+        # a chunk's operands' cotangents live only until its gives: one scratch per source for every chunk
+        most = {True: 0, False: 0}
+        for groups in chunks:
+            count = {True: 0, False: 0}
+            for (rows, m, k, n, small_a, small_b), members in groups.items():
+                count[not small_a] += len(members) * rows * k * m
+                count[not small_b] += len(members) * rows * k * n
+            most = {x: max(most[x], count[x]) for x in most}
+        self._scratch = {x: zeros(most[x]) for x in most}
+        self.levels = [self._level(steps, groups, offsets, zeros, junk, pool_junk, device) for groups in chunks]
+        held = [(slot, shape, perm) for slot, shape, perm in roots.held]
+        places = [offsets[slot] + permuted_positions(shape, perm) for slot, shape, perm in held]
+        self.root_index = torch.from_numpy(np.concatenate(places).astype(np.int64)).to(device) if places else None
+        self.held = [self.pool[offsets[s] : offsets[s] + st.rows * st.m * st.n].view(st.rows, st.m, st.n) for s, st in enumerate(steps)]
+        self.joined = True
 
-    def _operand(self, fetch, rows: int, k: int, free: int, new) -> tuple:
-        """``(buffer [rows, k, free], how to fill it)``: ``None`` where it is a view of a held result."""
-        if fetch.slot < 0:
-            buf = new(rows, k, free)
-            return buf, ("gather", None, fetch.index, buf.view(-1))
-        src = self.held[fetch.slot]
-        if fetch.index is not None:
-            buf = new(rows, k, free)
-            return buf, ("gather", src.view(-1), fetch.index, buf.view(-1))
-        if fetch.perm is None:
-            return src.view(rows, k, free), None
-        permuted = src.view(fetch.shape).permute(fetch.perm)
-        buf = new(rows, k, free)
-        return buf, ("copy", buf.view(permuted.shape), permuted)
-
-    def _give(self, fetch, g: torch.Tensor) -> tuple:
-        """How cotangent ``g`` (``[rows, k, free]``) goes back to where the fetch read."""
-        if fetch.slot < 0:
-            return ("add", fetch.index, g.view(-1))
-        target = self.cot[fetch.slot]
-        if fetch.index is not None:
-            return ("gather", fetch.slot, g.view(-1), fetch.inverse, target)
-        if fetch.perm is None:
-            return ("alias", fetch.slot, g.view(-1))
-        shape = [fetch.shape[p] for p in fetch.perm]
-        return ("copy", fetch.slot, target.view(fetch.shape).permute(fetch.perm), g.view(shape), target)
+    def _level(self, steps, groups: dict, offsets: dict, zeros, junk: int, pool_junk: int, device) -> tuple:
+        """``(gathers, products, gives)`` of one level: ``gathers`` ``[(source is the pool, table, buffer)]``,
+        ``products`` per shape ``(a [R, k, m], b [R, k, n], out [R, m, n], gc [R, m, n], ga, gb)`` (``ga``/``gb``
+        None where no member's operand needs a cotangent), ``gives`` ``[(to the pool, table, buffer)]``."""
+        tables = {True: [], False: []}  # by source (the pool?): [(forward positions, backward positions)]
+        sizes = {True: 0, False: 0}
+        plan = []
+        for (rows, m, k, n, small_a, small_b), members in groups.items():
+            sides = []
+            for small, free, which in ((small_a, m, "a"), (small_b, n, "b")):
+                pool = not small
+                start = sizes[pool]
+                need = False
+                for s in members:
+                    f = getattr(steps[s], which)
+                    fwd = f.index.cpu().numpy() if small else offsets[f.slot] + _positions(f, rows * k * free)
+                    back = fwd if f.grad else np.full(fwd.shape, pool_junk if pool else junk, dtype=np.int64)
+                    tables[pool].append((fwd.astype(np.int64), back.astype(np.int64)))
+                    sizes[pool] += fwd.size
+                    need = need or f.grad
+                sides.append((pool, start, sizes[pool], need, free))
+            plan.append((rows * len(members), m, k, n, offsets[members[0]], sides))
+        bufs, grads, gathers, gives = {}, {}, [], []
+        for pool in (False, True):
+            if not tables[pool]:
+                continue
+            fwd, back = (np.concatenate([t[x] for t in tables[pool]]) for x in (0, 1))
+            # gathers by int32 tables where they fit (a third less time than int64 here); ``scatter_`` takes
+            # int64 only, ``index_add_`` shares the gather's table where every operand needs its cotangent
+            wide = len(fwd) and max(int(fwd.max()), int(back.max())) > np.iinfo(np.int32).max
+            kind = np.int64 if wide else np.int32
+            same = not pool and np.array_equal(fwd, back)
+            fwd = torch.from_numpy(fwd.astype(kind)).to(device)
+            back = fwd if same else torch.from_numpy(back.astype(np.int64 if pool else kind)).to(device)
+            bufs[pool], grads[pool] = zeros(len(fwd)), self._scratch[pool][: len(fwd)]
+            gathers.append((pool, fwd, bufs[pool]))
+            gives.append((pool, back, grads[pool]))
+        products = []
+        for rows, m, k, n, at, sides in plan:
+            (pa, a0, a1, need_a, _), (pb, b0, b1, need_b, _) = sides
+            a, b = bufs[pa][a0:a1].view(rows, k, m), bufs[pb][b0:b1].view(rows, k, n)
+            out = self.pool[at : at + rows * m * n].view(rows, m, n)
+            gc = self.pool_cot[at : at + rows * m * n].view(rows, m, n)
+            ga = grads[pa][a0:a1].view(rows, k, m) if need_a else None
+            gb = grads[pb][b0:b1].view(rows, k, n) if need_b else None
+            products.append((a.mT, b, out, gc, gc.mT, a, ga, gb))
+        return gathers, products, gives
 
     def run_forward(self, small: torch.Tensor) -> list:
-        """Every step's result (the arena's own buffers)."""
-        for read_a, read_b, aT, b, out in self.forward:
-            for read in (read_a, read_b):
-                if read is None:
-                    continue
-                if read[0] == "gather":
-                    torch.index_select(small if read[1] is None else read[1], 0, read[2], out=read[3])
-                else:
-                    read[1].copy_(read[2])
-            torch.bmm(aT, b, out=out)
+        """Every step's result (views of the pool)."""
+        pool = self.pool
+        for gathers, products, _ in self.levels:
+            for from_pool, index, buf in gathers:
+                torch.index_select(pool if from_pool else small, 0, index, out=buf)
+            for aT, b, out, *_ in products:
+                torch.bmm(aT, b, out=out)
         return self.held
 
+    def outputs(self, small: torch.Tensor) -> torch.Tensor:
+        """Every network's result, in the roots' order."""
+        r = self.roots
+        parts = [] if r.small is None else [small.index_select(0, r.small)]
+        parts += [] if self.root_index is None else [self.pool.index_select(0, self.root_index)]
+        out = parts[0] if len(parts) == 1 else torch.cat(parts)
+        return out if r.order is None else out.index_select(0, r.order)
+
+    def give_roots(self, grad: torch.Tensor, cot_small: torch.Tensor, cot_held: list) -> None:
+        """``outputs``' cotangent ``grad`` into ``cot_small`` and the pool's cotangent."""
+        r = self.roots
+        if r.inverse is not None:
+            grad = grad.index_select(0, r.inverse)
+        n = 0 if r.small is None else len(r.small)
+        if n:
+            cot_small.index_add_(0, r.small, grad[:n])
+        if self.root_index is not None:
+            self.pool_cot.scatter_(0, self.root_index, grad[n:] if n else grad)
+
     def run_backward(self, cot_held: list, cot_small: torch.Tensor) -> None:
-        """``Sequence.backward`` over the arena (``cot_held``: the roots' cotangents, filled here for the rest)."""
-        for s in range(len(self.backward) - 1, -1, -1):
-            t = cot_held[s]
-            cot_held[s] = None
-            if t is None:
-                continue
-            mine, gc, gcT = self.views[s]
-            if t is not mine:  # a root's cotangent: a fresh tensor
-                gc = t.view(gc.shape)
-                gcT = gc.mT
-            b, ga, give_a, a, gb, give_b = self.backward[s]
-            if ga is not None:
-                torch.bmm(b, gcT, out=ga)
-                _give(give_a, cot_held, cot_small)
-            if gb is not None:
-                torch.bmm(a, gc, out=gb)
-                _give(give_b, cot_held, cot_small)
+        """``Sequence.backward`` over the arena, level by level in reverse (the roots' cotangents given by
+        ``give_roots``)."""
+        pool_cot = self.pool_cot
+        for l in range(len(self.levels) - 1, -1, -1):
+            _, products, gives = self.levels[l]
+            for aT, b, out, gc, gcT, a, ga, gb in products:
+                if ga is not None:
+                    torch.bmm(b, gcT, out=ga)  # h_A = (h_C B^T)^T = B h_C^T, as [rows, k, m]
+                if gb is not None:
+                    torch.bmm(a, gc, out=gb)
+            for to_pool, index, buf in gives:
+                if to_pool:
+                    pool_cot.scatter_(0, index, buf)  # (``index_copy_``: 2-5x as long here)
+                else:
+                    cot_small.index_add_(0, index, buf)
 
 
-def _give(how: tuple, cot_held: list, cot_small: torch.Tensor) -> None:
-    kind = how[0]
-    if kind == "add":
-        cot_small.index_add_(0, how[1], how[2])
-    elif kind == "alias":
-        cot_held[how[1]] = how[2]
-    elif kind == "gather":
-        cot_held[how[1]] = torch.index_select(how[2], 0, how[3], out=how[4])
-    else:
-        how[2].copy_(how[3])
-        cot_held[how[1]] = how[4]
+def _positions(fetch, count: int) -> np.ndarray:
+    """A held fetch's read order as positions in its held result."""
+    if fetch.index is not None:
+        return fetch.index.cpu().numpy().astype(np.int64)
+    if fetch.perm is None:
+        return np.arange(count, dtype=np.int64)
+    return permuted_positions(fetch.shape, fetch.perm, np.int64)
 
 
 __all__ = ["SequenceArena", "sequence_elements"]

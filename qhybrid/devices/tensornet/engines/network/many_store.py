@@ -26,7 +26,7 @@ import torch
 from . import many_tiny
 from .many import ManyTrees
 from .many_sequence import Sequence, _Fetch, held_fetch
-from .many_waves import _Group, _Wave
+from .many_waves import ZERO_CELL, _Group, _Wave
 
 
 def to_plain(trees: ManyTrees) -> tuple[dict, np.ndarray]:
@@ -43,7 +43,7 @@ def to_plain(trees: ManyTrees) -> tuple[dict, np.ndarray]:
     waves = []
     for w in trees.waves:
         groups = [[g.m, g.k, g.n, g.rows, g.need_a, g.need_b] for g in w.groups]
-        tiny = [[t.k, t.out[1] - t.out[0], ref(t.index_a), ref(t.index_b), list(t.a_need), list(t.b_need)] for t in w.tiny]
+        tiny = [[t.out[1] - t.out[0], ref(t.index_a), ref(t.index_b), ref(t.seg), list(t.a_need), list(t.b_need)] for t in w.tiny]
         out0 = w.groups[0].out[0] if w.groups else w.out[0]
         waves.append([ref(w.index_a), ref(w.index_b), groups, out0, list(w.a_need), list(w.b_need), tiny])
     steps = []
@@ -69,7 +69,7 @@ def to_plain(trees: ManyTrees) -> tuple[dict, np.ndarray]:
 def from_plain(meta: dict, flat: np.ndarray) -> ManyTrees:
     """The ``ManyTrees`` that ``to_plain`` described (its tables views of ``flat``), checked (module doc)."""
     table_size, small_size = _int(meta["table_size"]), _int(meta["small_size"])
-    if flat.dtype != np.int64 or flat.ndim != 1 or 2 * table_size > small_size:
+    if flat.dtype != np.int64 or flat.ndim != 1 or 2 * table_size + ZERO_CELL > small_size:
         raise ValueError("inconsistent sizes")
     if flat.size and (int(flat.min()) < 0 or int(flat.max()) >= small_size):
         raise ValueError("a position outside the buffer")
@@ -80,7 +80,7 @@ def from_plain(meta: dict, flat: np.ndarray) -> ManyTrees:
             raise ValueError("a table past the positions")
         return torch.from_numpy(flat[start : start + count])
 
-    written = 2 * table_size  # results are laid out in order after the table and its conjugate
+    written = 2 * table_size + ZERO_CELL  # results are laid out in order after the table, its conjugate, the zero
     waves = []
     for ra, rb, groups, out0, a_need, b_need, tiny in meta["waves"]:
         ia, ib = take(ra), take(rb)
@@ -97,11 +97,11 @@ def from_plain(meta: dict, flat: np.ndarray) -> ManyTrees:
             raise ValueError("a wave's gathers do not match its groups")
         bmm = (_int(out0), written)
         parts = []
-        for k, count, ta_ref, tb_ref, ta_need, tb_need in tiny:
-            ta, tb, k, count = take(ta_ref), take(tb_ref), _int(k), _int(count)
-            if len(ta) != count * k or len(tb) != count * k:
+        for count, ta_ref, tb_ref, seg_ref, ta_need, tb_need in tiny:
+            ta, tb, seg, count = take(ta_ref), take(tb_ref), take(seg_ref), _int(count)
+            if len(ta) != len(seg) or len(tb) != len(seg) or (len(seg) and int(seg.max()) >= count):
                 raise ValueError("a tiny part's factors do not match its results")
-            parts.append(many_tiny.Tiny(k, (written, written + count), ta, tb, _span(ta_need, len(ta)), _span(tb_need, len(tb))))
+            parts.append(many_tiny.Tiny((written, written + count), ta, tb, seg, _span(ta_need, len(ta)), _span(tb_need, len(tb))))
             written += count
         sizes = [tuple(g.a[1] - g.a[0] for g in made), tuple(g.b[1] - g.b[0] for g in made), tuple(g.out[1] - g.out[0] for g in made)]
         waves.append(_Wave(ia, ib, tuple(made), bmm, *sizes, _span(a_need, len(ia)), _span(b_need, len(ib)), tuple(parts)))

@@ -1,13 +1,14 @@
-"""A wave's tiniest step groups as elementwise products summed over the contracted extent (``many_waves.py``).
+"""A wave's tiniest step groups as elementwise products summed into their results (``many_waves.py``).
 
 Batched by waves, a wave's steps still make one ``bmm`` per distinct ``(m, k, n)`` shape, and on a deep
 QAOA most shapes hold a few matrices: Q100 p=3's 31 waves hold 1340 shapes, 795 of them with at most 1024
 multiply-adds in all, each a ``bmm`` call and its views (~5-10 us) forward and two backward for
 nanoseconds of arithmetic. Here the groups of at most ``TINY_PRODUCTS`` products are written out as their
-products, one pair of positions each: ``C[o] = sum_l A[pa(o, l)] B[pb(o, l)]``, the products of one summed
-extent ``K`` laid out with ``l`` innermost. A wave then runs them as one gather per side, one product and one
-sum over ``K`` per distinct ``K`` (a few), whatever the number of shapes; the backward
-(conjugated cotangents ``h``, as in ``many.py``) is ``h_A[pa] += h_C[o] B[pb]``, one ``index_add`` a side.
+products, one pair of positions each: ``C[o] = sum_l A[pa(o, l)] B[pb(o, l)]``, each product's result
+``o`` in a table (``seg``). A wave runs ALL its tiny groups, whatever their shapes and summed extents, as
+one gather per side, one product and one ``index_add`` into the results; the backward (conjugated
+cotangents ``h``, as in ``many.py``) is ``h_A[pa] += h_C[o] B[pb]``: one gather of ``h_C`` by ``seg``, a
+product a side, one ``index_add`` (Q100 p=3: ~1,100 ops a step were tiny parts, one per summed extent).
 """
 
 from __future__ import annotations
@@ -26,13 +27,13 @@ views, one thread). Q100 p=3 steps (medians of 7, load 2): 0.15 / 0.23 s all ``b
 
 @dataclass(frozen=True)
 class Tiny:
-    """The tiny groups of one wave with one summed extent ``k``: ``index_a``/``index_b`` the buffer
-    positions of each product's factors (``[results, k]``, flattened), results at ``out`` in the buffer."""
+    """The tiny groups of one wave: ``index_a``/``index_b`` the buffer positions of each product's factors,
+    ``seg`` its result's (relative to ``out[0]``; results at ``out`` in the buffer)."""
 
-    k: int
     out: tuple[int, int]
     index_a: torch.Tensor
     index_b: torch.Tensor
+    seg: torch.Tensor
     a_need: tuple[int, int]  # the spans of products whose left / right factor needs a cotangent
     b_need: tuple[int, int]
 
@@ -45,31 +46,28 @@ def products(pos_a: np.ndarray, pos_b: np.ndarray, m: int, k: int, n: int) -> tu
     return a.reshape(-1), b.reshape(-1)
 
 
-def tiny_forward(part: Tiny, ta: torch.Tensor, tb: torch.Tensor, buffer: torch.Tensor) -> None:
+def tiny_forward(part: Tiny, ta: torch.Tensor, tb: torch.Tensor, seg: torch.Tensor, buffer: torch.Tensor) -> None:
     a = buffer.index_select(0, ta)
     a.mul_(buffer.index_select(0, tb))
     out = buffer[part.out[0] : part.out[1]]
-    if part.k == 1:
-        out.copy_(a)
-    else:
-        torch.sum(a.view(-1, part.k), 1, out=out)
+    out.zero_()
+    out.index_add_(0, seg, a)
 
 
-def tiny_backward(part: Tiny, ta: torch.Tensor, tb: torch.Tensor, buffer: torch.Tensor, cot: torch.Tensor) -> None:
+def tiny_backward(part: Tiny, ta: torch.Tensor, tb: torch.Tensor, seg: torch.Tensor, buffer: torch.Tensor, cot: torch.Tensor) -> None:
     """Conjugated cotangents of the part's factors added into ``cot``: ``h_A[pa] += h_C[o] B[pb]``."""
     hc = cot[part.out[0] : part.out[1]]
-    if part.k > 1:
-        hc = hc.view(-1, 1).expand(-1, part.k).reshape(-1)
     (a0, a1), (b0, b1) = part.a_need, part.b_need
     if a1 > a0:
-        cot.index_add_(0, ta[a0:a1], hc[a0:a1] * buffer.index_select(0, tb[a0:a1]))
+        cot.index_add_(0, ta[a0:a1], hc.index_select(0, seg[a0:a1]) * buffer.index_select(0, tb[a0:a1]))
     if b1 > b0:
-        cot.index_add_(0, tb[b0:b1], hc[b0:b1] * buffer.index_select(0, ta[b0:b1]))
+        cot.index_add_(0, tb[b0:b1], hc.index_select(0, seg[b0:b1]) * buffer.index_select(0, ta[b0:b1]))
 
 
-def tiny_recorded(part: Tiny, ta: torch.Tensor, tb: torch.Tensor, buffer: torch.Tensor) -> torch.Tensor:
+def tiny_recorded(part: Tiny, ta: torch.Tensor, tb: torch.Tensor, seg: torch.Tensor, buffer: torch.Tensor) -> torch.Tensor:
     """The part's results with autograd recording."""
-    return (buffer[ta] * buffer[tb]).view(-1, part.k).sum(1)
+    zeros = buffer.new_zeros(part.out[1] - part.out[0])
+    return zeros.index_add(0, seg, buffer[ta] * buffer[tb])
 
 
 __all__ = ["Tiny", "TINY_PRODUCTS", "products", "tiny_forward", "tiny_backward", "tiny_recorded"]

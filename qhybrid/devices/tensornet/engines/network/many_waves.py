@@ -87,8 +87,10 @@ def build_waves(steps_by_wave: dict, stored: list, offset: int, needs: list | No
     """The waves of ``steps_by_wave`` (height -> ``(network, node, left, right, result indices, sizes)``),
     reading operands at ``stored[network][tensor] = (positions, index order)`` and placing each result in
     the buffer from ``offset`` on (recorded in ``stored``); ``needs[network][tensor]``: whether a cotangent
-    must reach it (None: always). Returns the waves and the buffer's new end."""
-    waves = []
+    must reach it (None: always). Returns the waves and the buffer's new end. Position ``offset`` itself is
+    left to hold a zero (``ZERO_CELL``: padded operands read it), results start after it."""
+    waves, zero = [], offset
+    offset += ZERO_CELL
     for h in sorted(steps_by_wave):
         by_shape: dict[tuple, list] = {}
         for i, node, left, right, out, sizes in steps_by_wave[h]:
@@ -104,19 +106,23 @@ def build_waves(steps_by_wave: dict, stored: list, offset: int, needs: list | No
         tiny = {key: ms for key, ms in by_shape.items() if _products(key, ms) <= many_tiny.TINY_PRODUCTS}
         by_shape = {key: ms for key, ms in by_shape.items() if key not in tiny}
         groups, index_a, index_b, n_a, n_b, start = [], [], [], 0, 0, offset
-        for (m, k, n, need_a, need_b), members in sorted(by_shape.items(), key=lambda kv: _NEED_ORDER[kv[0][3:]]):
+        for (m_, k_, n_, need_a, need_b), shapes in _padded(by_shape):
             rows, start, a0, b0 = 0, offset, n_a, n_b
-            ids = _ids(offset, sum(pos_a.size for _, _, pos_a, _, _, _ in members) // k * n)
-            for i, node, pos_a, pos_b, order, sizes in members:
-                rows += pos_a.size // (m * k)
-                size = pos_a.size // (m * k) * m * n
-                stored[i][node] = (ids[offset - start : offset - start + size].reshape([sizes[x] for x in order]), order)
-                offset += size
-                index_a.append(pos_a.reshape(-1))
-                index_b.append(pos_b.reshape(-1))
-                n_a += pos_a.size
-                n_b += pos_b.size
-            groups.append(_Group(m, k, n, rows, (a0, n_a), (b0, n_b), (start, offset), need_a, need_b))
+            ids = _ids(offset, sum(pos_a.size // (m * k) for (m, k, _), ms in shapes for _, _, pos_a, _, _, _ in ms) * m_ * n_)
+            for (m, k, n), members in shapes:
+                for i, node, pos_a, pos_b, order, sizes in members:
+                    r = pos_a.size // (m * k)
+                    size = r * m_ * n_
+                    mine = ids[offset - start : offset - start + size]
+                    if (m, n) != (m_, n_):  # its results in the first m rows and n columns of each padded matrix
+                        mine = mine.reshape(r, m_, n_)[:, :m, :n]
+                    stored[i][node] = (mine.reshape([sizes[x] for x in order]), order)
+                    offset += size
+                    index_a.append(_pad(pos_a.reshape(r, m, k), m_, k_, zero))
+                    index_b.append(_pad(pos_b.reshape(r, k, n), k_, n_, zero))
+                    rows += r
+            n_a, n_b = n_a + rows * m_ * k_, n_b + rows * k_ * n_
+            groups.append(_Group(m_, k_, n_, rows, (a0, n_a), (b0, n_b), (start, offset), need_a, need_b))
         first = groups[0].out[0] if groups else offset
         ia, ib = (torch.from_numpy(np.concatenate(x)) if x else torch.zeros(0, dtype=torch.long) for x in (index_a, index_b))
         sizes_ = [tuple(g.a[1] - g.a[0] for g in groups), tuple(g.b[1] - g.b[0] for g in groups)]
@@ -129,39 +135,84 @@ def build_waves(steps_by_wave: dict, stored: list, offset: int, needs: list | No
     return waves, offset
 
 
+ZERO_CELL = 1
+"""Positions the small buffer keeps zero past the leaf table and its conjugate (``build_waves``): where padded
+operand entries read (and their cotangents, all zero, go)."""
+
+PAD_CALL_NS = 24_000
+"""What one more ``bmm`` group costs a step (its product forward, two backward, their dispatch), against
+``PAD_MATRIX_NS`` a matrix and ``PAD_PRODUCT_NS`` a multiply-add of the three: groups of one wave are padded
+to one shape (zeros read from the zero cell, results past each matrix's corner unread) where that costs less.
+Small complex ``bmm`` here: ~150-200 ns a matrix of a few products, ~1 ns a product (one thread); Q100 p=3's
+337 groups become ~100."""
+PAD_MATRIX_NS = 450
+PAD_PRODUCT_NS = 4
+
+
+def _padded(by_shape: dict) -> list:
+    """The wave's groups as ``[(padded key, [((m, k, n), members), ...]), ...]``, each side's needing groups
+    adjoining: shapes merged greedily into their elementwise largest (needs or-ed) while that lowers the cost."""
+    clusters = []  # [key, rows, [((m, k, n), members)]]
+    for key, members in by_shape.items():
+        rows = sum(pos_a.size for _, _, pos_a, _, _, _ in members) // (key[0] * key[1])
+        clusters.append([key, rows, [(key[:3], members)]])
+    cost = lambda key, rows: PAD_CALL_NS + rows * (PAD_MATRIX_NS + PAD_PRODUCT_NS * key[0] * key[1] * key[2])  # noqa: E731
+    while len(clusters) > 1:
+        best = None
+        for x in range(len(clusters)):
+            for y in range(x + 1, len(clusters)):
+                (kx, rx, _), (ky, ry, _) = clusters[x], clusters[y]
+                key = (*(max(a, b) for a, b in zip(kx[:3], ky[:3])), kx[3] or ky[3], kx[4] or ky[4])
+                gain = cost(kx, rx) + cost(ky, ry) - cost(key, rx + ry)
+                if gain > 0 and (best is None or gain > best[0]):
+                    best = (gain, x, y, key)
+        if best is None:
+            break
+        _, x, y, key = best
+        merged = [key, clusters[x][1] + clusters[y][1], clusters[x][2] + clusters[y][2]]
+        clusters = [c for i, c in enumerate(clusters) if i not in (x, y)] + [merged]
+    return sorted(((key, shapes) for key, _, shapes in clusters), key=lambda kv: _NEED_ORDER[kv[0][3:]])
+
+
+def _pad(pos: np.ndarray, rows: int, cols: int, zero: int) -> np.ndarray:
+    """``pos`` (``[r, p, q]``) padded to ``[r, rows, cols]`` with the zero cell, flattened."""
+    if pos.shape[1:] == (rows, cols):
+        return pos.reshape(-1)
+    out = np.full((pos.shape[0], rows, cols), zero, dtype=pos.dtype)
+    out[:, : pos.shape[1], : pos.shape[2]] = pos
+    return out.reshape(-1)
+
+
 def _products(key: tuple, members: list) -> int:
     m, k, n = key[:3]
     return sum(pos_a.size for _, _, pos_a, _, _, _ in members) // (m * k) * m * k * n
 
 
 def _tiny_parts(tiny: dict, stored: list, offset: int) -> tuple[tuple, int]:
-    """The tiny groups as one ``Tiny`` per summed extent (each side's needing products adjoining), their
-    results placed from ``offset`` on."""
-    by_k: dict[int, list] = {}
+    """The tiny groups as one ``Tiny`` (each side's needing products adjoining), their results placed from
+    ``offset`` on."""
+    if not tiny:
+        return (), offset
+    start, ta, tb, seg, spans_a, spans_b, n_p = offset, [], [], [], [], [], 0
     for key in sorted(tiny, key=lambda key: _NEED_ORDER[key[3:]]):
-        by_k.setdefault(key[1], []).append(key)
-    parts = []
-    for k in sorted(by_k):
-        start, ta, tb, spans_a, spans_b, n_p = offset, [], [], [], [], 0
-        for key in by_k[k]:
-            m, _, n, need_a, need_b = key
-            p0, first = n_p, offset
-            ids = _ids(offset, sum(x[2].size for x in tiny[key]) // k * n)
-            for i, node, pos_a, _, order, sizes in tiny[key]:
-                size = pos_a.size // k * n
-                stored[i][node] = (ids[offset - first : offset - first + size].reshape([sizes[x] for x in order]), order)
-                offset += size
-            a, b = many_tiny.products(
-                np.concatenate([x[2].reshape(-1) for x in tiny[key]]), np.concatenate([x[3].reshape(-1) for x in tiny[key]]), m, k, n
-            )  # (the members laid end to end: their products in the same order as their results)
-            ta.append(a)
-            tb.append(b)
-            n_p += a.size
-            (spans_a if need_a else []).append((p0, n_p))
-            (spans_b if need_b else []).append((p0, n_p))
-        index_a, index_b = torch.from_numpy(np.concatenate(ta)), torch.from_numpy(np.concatenate(tb))
-        parts.append(many_tiny.Tiny(k, (start, offset), index_a, index_b, _span(spans_a), _span(spans_b)))
-    return tuple(parts), offset
+        m, k, n, need_a, need_b = key
+        p0, first = n_p, offset
+        ids = _ids(offset, sum(x[2].size for x in tiny[key]) // k * n)
+        for i, node, pos_a, _, order, sizes in tiny[key]:
+            size = pos_a.size // k * n
+            stored[i][node] = (ids[offset - first : offset - first + size].reshape([sizes[x] for x in order]), order)
+            offset += size
+        a, b = many_tiny.products(
+            np.concatenate([x[2].reshape(-1) for x in tiny[key]]), np.concatenate([x[3].reshape(-1) for x in tiny[key]]), m, k, n
+        )  # (the members laid end to end: their products in the same order as their results)
+        ta.append(a)
+        tb.append(b)
+        seg.append(np.repeat(np.arange(first - start, offset - start), k))
+        n_p += a.size
+        (spans_a if need_a else []).append((p0, n_p))
+        (spans_b if need_b else []).append((p0, n_p))
+    index_a, index_b, seg = (torch.from_numpy(np.concatenate(x)) for x in (ta, tb, seg))
+    return (many_tiny.Tiny((start, offset), index_a, index_b, seg, _span(spans_a), _span(spans_b)),), offset
 
 
 def _ids(start: int, count: int) -> np.ndarray:
@@ -181,8 +232,8 @@ def waves_forward(waves: list, indices: list, buffer: torch.Tensor, keep: list |
     """Run the waves, writing every result into ``buffer``; ``keep``: a list that gets each wave's gathered
     operands ``(a, b)`` for the backward (None: not kept, the backward gathers them again)."""
     for wave, (ia, ib, tiny) in zip(waves, indices):
-        for part, (ta, tb) in zip(wave.tiny, tiny):
-            many_tiny.tiny_forward(part, ta, tb, buffer)
+        for part, (ta, tb, seg) in zip(wave.tiny, tiny):
+            many_tiny.tiny_forward(part, ta, tb, seg, buffer)
         if not wave.groups:
             if keep is not None:
                 keep.append(None)
@@ -204,8 +255,8 @@ def waves_backward(waves: list, indices: list, buffer: torch.Tensor, cot: torch.
     gathered again: two gathers a wave over the whole buffer, by random positions."""
     for w in range(len(waves) - 1, -1, -1):
         wave, (ia, ib, tiny) = waves[w], indices[w]
-        for part, (ta, tb) in zip(wave.tiny, tiny):
-            many_tiny.tiny_backward(part, ta, tb, buffer, cot)
+        for part, (ta, tb, seg) in zip(wave.tiny, tiny):
+            many_tiny.tiny_backward(part, ta, tb, seg, buffer, cot)
         if not wave.groups:
             continue
         if kept is not None:
@@ -238,7 +289,7 @@ def waves_recorded(waves: list, indices: list, buffer: torch.Tensor) -> torch.Te
             torch.matmul(a[g.a[0] : g.a[1]].view(g.rows, g.m, g.k), b[g.b[0] : g.b[1]].view(g.rows, g.k, g.n)).reshape(-1)
             for g in wave.groups
         ]
-        outs += [many_tiny.tiny_recorded(part, ta, tb, buffer) for part, (ta, tb) in zip(wave.tiny, tiny)]
+        outs += [many_tiny.tiny_recorded(part, ta, tb, seg, buffer) for part, (ta, tb, seg) in zip(wave.tiny, tiny)]
         buffer = torch.cat([buffer, *outs])
     return buffer
 

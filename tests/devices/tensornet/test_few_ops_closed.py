@@ -1,0 +1,71 @@
+"""Few, large ops on the closed-network engine (issue 39, item 3): a steady value + gradient step of deep QAOA
+(Q100p3's kind: a Hamiltonian's words as closed networks contracted together; L8p3's: cone classes whose
+members share rows) dispatches a bounded number of aten ops, and the compact step (wave groups padded to
+shared shapes, one tiny part a wave, large steps batched by levels over one pool, shared classes read by one
+gather) gives the values and gradients of the per-step buffers' path.
+
+Before (main 396b854), under this test's fresh plans: Q40p3 5,693 ops a step, L6p3 2,942; after: 1,653 and
+~990 (Q100p3 4,028 -> 1,317 and L8p3 5,237 -> 1,296 under the benchmarks' kept plans)."""
+
+from __future__ import annotations
+
+import collections
+
+import networkx as nx
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import qhybrid
+from benchmarks.workloads import lattice_edges, qaoa_function
+from qhybrid.devices.tensornet.engines.network import many_arena
+
+P = 3
+
+
+class _Count(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[func.__name__.split(".")[0]] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _edges(kind: str) -> tuple[int, list]:
+    if kind == "Q40p3":  # a random 3-regular graph (Q100p3's kind, smaller)
+        return 40, [(int(u), int(v)) for u, v in nx.random_regular_graph(3, 40, seed=1).edges()]
+    return 36, lattice_edges(6)  # a 6x6 lattice (L8p3's kind)
+
+
+def _step(kind: str):
+    n, edges = _edges(kind)
+    node = qhybrid.qnode(qhybrid.device("tensornet", wires=n))(qaoa_function(edges, n))
+
+    def step():
+        gamma = torch.linspace(0.15, 0.5, P, dtype=torch.float64).requires_grad_()
+        beta = torch.linspace(-0.4, -0.1, P, dtype=torch.float64).requires_grad_()
+        value = node(gamma, beta)
+        return (value.detach(), *torch.autograd.grad(value, (gamma, beta)))
+
+    return step
+
+
+@pytest.mark.parametrize("kind,most", [("Q40p3", 2200), ("L6p3", 1500)])  # (fresh plans here: counts vary by plan)
+def test_a_deep_qaoa_step_is_few_ops_and_matches_the_per_step_buffers(kind, most, monkeypatch):
+    step = _step(kind)
+    for _ in range(2):  # plans, then the arena's first step
+        got = step()
+    count = _Count()
+    with count:
+        again = step()
+    total = sum(count.ops.values())
+    assert total <= most, f"{kind}: {total} ops a step, {count.ops.most_common(6)}"
+    for a, b in zip(got, again):
+        torch.testing.assert_close(a, b, atol=1e-12, rtol=0)
+    # the same schedules over fresh buffers every step (no arena: ``many_sequence``, ``many_waves``' own passes)
+    monkeypatch.setattr(many_arena, "ARENA_MAX_ELEMENTS", 0)
+    fresh = _step(kind)()
+    for a, b in zip(got, fresh):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=0)
