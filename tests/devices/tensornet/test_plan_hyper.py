@@ -291,41 +291,11 @@ def test_costly_trees_get_partitioned_trials_while_they_pay(monkeypatch):
     assert built == []
 
 
-def test_step_four_trials_go_to_two_searches_or_three_where_each_gets_enough(monkeypatch):
-    """The trials that pay (summed over the searches, at most PARTITION_TRIAL_BUDGET) go to two seeded searches, or
-    to three where each of three gets THIRD_SEARCH_MIN_TRIALS (on L8p4's costliest classes a further search gains
-    more than trials past ~48), each at most MAX_PARTITION_TRIALS; the count follows the payback."""
-    from qhybrid.devices.tensornet.engines.network.problem import FLOP_RATE, Found
-
-    m = hyper.THIRD_SEARCH_MIN_TRIALS
-    assert hyper.partition_searches(0) == () and hyper.partition_searches(1) == (1,)
-    assert hyper.partition_searches(18) == (9, 9) and hyper.partition_searches(19) == (9, 9)
-    assert hyper.partition_searches(3 * m - 1) == ((3 * m - 1) // 2,) * 2
-    assert hyper.partition_searches(3 * m) == (m, m, m)
-    budget = hyper.PARTITION_TRIAL_BUDGET
-    assert hyper.partition_searches(budget) == (budget // 3,) * 3 and 3 * (budget // 3) > 2 * hyper.MAX_PARTITION_TRIALS
-    monkeypatch.setattr(hyper, "MAX_PARTITION_TRIALS", 10)
-    assert hyper.partition_searches(3 * m) == (10, 10, 10) and hyper.partition_searches(40) == (10, 10)
-
-    problem = _random_network(5, n=20)
-    trial_s = hyper.PARTITION_SECONDS_PER_TENSOR * problem.n
-    costly = Found(((0, 1),), int(FLOP_RATE), 1)  # a second a contraction: PAYBACK_CALLS seconds pay
-    monkeypatch.setattr(hyper, "PARTITION_MIN_FLOPS", 0.0)
-    for paying in (0, 1, 7, 150):
-        monkeypatch.setattr(hyper, "PAYBACK_CALLS", (paying + 0.5) * trial_s)
-        assert hyper._partition_trials(problem, costly, 0.0) == paying
-    monkeypatch.setattr(hyper, "PAYBACK_CALLS", math.inf)
-    assert hyper._partition_trials(problem, costly, 0.0) == budget
-    monkeypatch.setattr(hyper, "PARTITION_MIN_FLOPS", 2.0 * FLOP_RATE)  # cheaper than step 4's floor: none
-    assert hyper._partition_trials(problem, costly, 0.0) == 0
-
-
 def test_a_seeded_search_gives_its_tree_whatever_the_global_random_state(monkeypatch):
     """cotengra's partitioned trials also draw from Python's global ``random``: ``partition_search`` seeds it for
     the search (the same tree in every process) and gives the caller's state back."""
     import random
 
-    monkeypatch.setattr(hyper, "MAX_PARTITION_TRIALS", 3)
     problem = _random_network(5, n=20)
     trees = []
     for state in (1, 2, 3):

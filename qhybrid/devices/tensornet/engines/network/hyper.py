@@ -120,27 +120,21 @@ PARTITION_SECONDS_PER_TENSOR = 3.5e-3
 8x8 p=4 cones of 424-518 tensors (64 trials in 83-115 s, one thread, 2026-11-27)."""
 
 MAX_PARTITION_TRIALS = 64
-"""Most step-4 trials of one search (``PARTITION_SEEDS``; ``PARTITION_TRIAL_BUDGET`` caps a network's sum). The sampler first settles
+"""Most step-4 trials of one network in each of its searches (``PARTITION_SEEDS``). The sampler first settles
 after 16-32 trials and finds the cheaper trees after 32 (L8p4's costliest classes, seeded, best after 32 / 64
 trials: 2^32.7 / 2^31.7 flops on three classes that steps 1-3 left at 2^33.7-2^34.3; 2^32.7 / 2^32.2 on a fourth;
 2^29.9 / 2^29.7 on a 2^30.9 class); 32 unseeded trials had left them at 2^33.7-2^35.7, sliced 2-32 times."""
 
-PARTITION_SEEDS = (0, 1, 2)
-"""Step 4's seeded searches, best tree kept: the first two for every step-4 network, the third only where the
-trials that pay leave each of three at least ``THIRD_SEARCH_MIN_TRIALS`` (``partition_searches``). A seed goes to
-cotengra's sampler (``PARTITION_OPTLIB``) and, through ``constants``, to every trial's partitioner. Which search
-finds the cheap tree is close to a coin toss, far more than the trial count: 64 trials on L8p4's costliest class
-gave 2^31.7 flops with seeds 0 and 1 and no gain (2^33.9-2^34.0) with seeds 2 and 7 (2026-11-27)."""
-
-PARTITION_TRIAL_BUDGET = 160
-"""Most step-4 trials of one network over all its searches. L8p4's costliest classes: best score of a search after
-32 / 48 / 64 / 96 trials 33.8 / 33.1 / 33.0 / 32.9 and 31.9 / 31.9 / 31.8 / 31.8 (two seeds of one class),
-33.4 / 33.2 / 33.1 / 33.1 and 34.0 / 33.1 / 33.1 / 33.1 (another): past ~48 trials a search gains little, a further
-search a coin toss (2026-11-27). So a class the payback rates at this budget or more gets three searches of 53
-trials (before: two of 64, 20% fewer trials)."""
-
-THIRD_SEARCH_MIN_TRIALS = 36
-"""Trials each of three searches must get for the third search to run (below, two searches share the trials)."""
+PARTITION_SEEDS = (0, 1)
+"""Step 4 runs one seeded search per seed here and keeps the best tree. A seed goes to cotengra's sampler
+(``PARTITION_OPTLIB``), through ``constants`` to every trial's partitioner, and to Python's global ``random``
+for the search (the trials read it too), so the tree is the same in every process. Which seed matters more than
+the trial count: 64 trials on L8p4's costliest class gave 2^31.7 flops with seeds 0 and 1 and no gain
+(2^33.9-2^34.0) with seeds 2 and 7; seed 7 improved one of six costly classes, seed 0 all six, seed 1 was the
+better of the two on two of them (2^31.0 / 2^31.8 where seed 0 gave 2^31.7 / 2^32.2). Two searches halve the
+chance that a class keeps its steps-1-3 tree (2026-11-27). A third search (seeds 0-2, 53 trials each on the
+three costliest L8p4 classes, 37 on the fourth, instead of 64 / 56) gained nothing on two and lost half a power
+of two on the fourth (2^32.3 -> 2^32.8 flops): not taken (2026-11-28)."""
 
 PARTITION_OPTLIB = "sbplx"
 """The ``HyperOptimizer``'s sampler for step 4, named rather than cotengra's default (which depends on what else
@@ -179,18 +173,17 @@ def improve(problem: Problem, seconds: float, start: Found | None = None, max_el
     fewer flops. The result is marked searched (settled). ``head``, ``partition_search`` and ``finish`` are its
     parts, which ``hyper_tier`` runs in separate workers (the same tree)."""
     began = time.perf_counter()
-    best, searches = head(problem, start, max_elements)
-    for seed, trials in zip(PARTITION_SEEDS, searches):
+    best, trials = head(problem, start, max_elements)
+    for seed in PARTITION_SEEDS if trials else ():
         best = better(best, partition_search(problem, trials, seed, max_elements), max_elements)
     return finish(problem, best, seconds - (time.perf_counter() - began), max_elements)
 
 
-def head(problem: Problem, start: Found | None, max_elements: float) -> tuple[Found, tuple[int, ...]]:
-    """Steps 1-3 from ``start``, and the trials of each of step 4's seeded searches, in seed order
-    (``partition_searches``; empty: no step 4)."""
+def head(problem: Problem, start: Found | None, max_elements: float) -> tuple[Found, int]:
+    """Steps 1-3 from ``start``, and the trials each of step 4's seeded searches gets (0: no step 4)."""
     best, spent = _eliminated(problem, start, max_elements)
     best, spent = _greedy_rounds(problem, best, spent, max_elements)
-    return best, partition_searches(_partition_trials(problem, best, spent))
+    return best, _partition_trials(problem, best, spent)
 
 
 def finish(problem: Problem, best: Found, left: float, max_elements: float) -> Found:
@@ -270,43 +263,28 @@ def _greedy_rounds(problem: Problem, best: Found, spent: float, max_elements: fl
 
 
 def _partition_trials(problem: Problem, best: Found, spent: float) -> int:
-    """Step 4's trials, summed over its searches: none below ``PARTITION_MIN_FLOPS``, else as many as pay up to
-    ``PARTITION_TRIAL_BUDGET``."""
+    """Step 4's trials per seeded search: none below ``PARTITION_MIN_FLOPS``, else as many as pay (every
+    search's trial counted) up to ``MAX_PARTITION_TRIALS``."""
     if best.flops < PARTITION_MIN_FLOPS:
         return 0
-    trial_s = PARTITION_SECONDS_PER_TENSOR * problem.n
+    trial_s = PARTITION_SECONDS_PER_TENSOR * problem.n * len(PARTITION_SEEDS)  # a trial in every search
     trials = 0
-    while trials < PARTITION_TRIAL_BUDGET and _pays(spent + (trials + 1) * trial_s, best.flops):
+    while trials < MAX_PARTITION_TRIALS and _pays(spent + (trials + 1) * trial_s, best.flops):
         trials += 1
     return trials
-
-
-def partition_searches(trials: int) -> tuple[int, ...]:
-    """The trials of each seeded search (``PARTITION_SEEDS`` in order) when ``trials`` pay in all: three searches
-    where each gets ``THIRD_SEARCH_MIN_TRIALS``, else two sharing them (one where a single trial pays), each at
-    most ``MAX_PARTITION_TRIALS``.
-
-    >>> partition_searches(18), partition_searches(112), partition_searches(160), partition_searches(0)
-    ((9, 9), (37, 37, 37), (53, 53, 53), ())
-    """
-    if trials <= 0:
-        return ()
-    wide = len(PARTITION_SEEDS)
-    searches = wide if trials >= wide * THIRD_SEARCH_MIN_TRIALS else min(2, trials, wide)
-    return (min(MAX_PARTITION_TRIALS, trials // searches),) * searches
 
 
 def partition_search(problem: Problem, trials: int, seed: int, max_elements: float) -> Found | None:
     """Step 4's search for ``seed``: cotengra's ``HyperOptimizer`` over ``trials`` partitioned trees (the
     partitioner seeded too), its best tree (None where every trial failed). Its trials also draw from Python's
-    global ``random`` (seeded from the OS in each process): it is seeded here for the search, and given back after,
-    so a seed's tree is the same in every process (a 20-tensor network, seed 2, three trials: three calls gave
-    three trees before)."""
+    global ``random`` (seeded from the OS in each process): it is seeded here for the search and given back after,
+    so a seed's tree is the same in every process (a 20-tensor network, seed 2, three trials: three calls in one
+    process gave three trees before)."""
     import cotengra as ctg
 
     inputs, output, sizes = problem.symbolic()
     method = partitioner()
-    state = random.getstate()  # the caller's, restored below
+    state = random.getstate()  # the caller's, given back below
     random.seed(SEED + seed)
     opt = ctg.HyperOptimizer(
         methods=[method], max_repeats=trials, parallel=False, minimize=COMBO, reconf_opts=dict(RECONF_OPTS),
@@ -333,5 +311,5 @@ def _rank(found: Found, max_elements: float) -> tuple:
     return not found.fits(max_elements), found.cost, found.largest
 
 
-__all__ = ["improve", "head", "partition_search", "partition_searches", "finish", "better", "partitioner", "deep_methods", "rust_available", "HYPER_MIN_FLOPS", "RECONF_OPTS", "MAX_ROUNDS",
+__all__ = ["improve", "head", "partition_search", "finish", "better", "partitioner", "deep_methods", "rust_available", "HYPER_MIN_FLOPS", "RECONF_OPTS", "MAX_ROUNDS",
            "PAYBACK_CALLS", "MAX_DRAWS"]

@@ -133,12 +133,12 @@ def hyper_tier(
 def _in_workers(problems, found, jobs, max_elements, workers, done) -> None:
     """The jobs in ``workers`` forked processes, at most ``workers`` tasks in flight: each network's steps 1-3
     (``hyper.head``, costliest network first), then each of its step-4 searches as a task of its own
-    (``hyper.partition_search``, one per seeded search, two or three: ``hyper.partition_searches``; put ahead of the heads still waiting, so the long tasks start
+    (``hyper.partition_search``, one per seed; put ahead of the heads still waiting, so the long tasks start
     first and the short ones fill in at the end: on L8p4 a network's two searches are most of its planning), merged
     in seed order (``hyper.better``: the tree ``hyper.improve`` gives), then ``hyper.finish`` (the deep search,
     a task too where the network's share leaves time for it)."""
     context = multiprocessing.get_context("fork")
-    share = dict(jobs)
+    share, seeds = dict(jobs), hyper.PARTITION_SEEDS
     queue: list = [("head", k) for k, _ in jobs]
     began, heads, searched = {}, {}, {}
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
@@ -151,7 +151,7 @@ def _in_workers(problems, found, jobs, max_elements, workers, done) -> None:
                     began[k] = time.perf_counter()
                     future = pool.submit(hyper.head, problems[k], found[k], max_elements)
                 elif kind == "seed":
-                    future = pool.submit(hyper.partition_search, problems[k], task[3], task[2], max_elements)
+                    future = pool.submit(hyper.partition_search, problems[k], heads[k][1], task[2], max_elements)
                 else:
                     future = pool.submit(hyper.finish, problems[k], task[2], task[3], max_elements)
                 running[future] = task
@@ -164,15 +164,15 @@ def _in_workers(problems, found, jobs, max_elements, workers, done) -> None:
                     continue
                 if kind == "head":
                     heads[k], searched[k] = future.result(), {}
-                    if heads[k][1]:  # step 4: one task per seeded search (its trials), next in line
-                        queue[:0] = [("seed", k, seed, trials) for seed, trials in zip(hyper.PARTITION_SEEDS, heads[k][1])]
+                    if heads[k][1]:  # step 4: one task per seed, next in line
+                        queue[:0] = [("seed", k, seed) for seed in seeds]
                         continue
                 else:
                     searched[k][task[2]] = future.result()
-                    if len(searched[k]) < len(heads[k][1]):
+                    if len(searched[k]) < len(seeds):
                         continue
                 best = heads[k][0]
-                for seed in hyper.PARTITION_SEEDS[: len(heads[k][1])]:  # (seed order: the tree of hyper.improve)
+                for seed in seeds:
                     best = hyper.better(best, searched[k].get(seed), max_elements)
                 left = share[k] - (time.perf_counter() - began[k])
                 if left >= hyper.DEEP_MIN_S:
