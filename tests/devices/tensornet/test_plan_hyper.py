@@ -291,6 +291,23 @@ def test_costly_trees_get_partitioned_trials_while_they_pay(monkeypatch):
     assert built == []
 
 
+def test_a_seeded_search_gives_its_tree_whatever_the_global_random_state(monkeypatch):
+    """cotengra's partitioned trials also draw from Python's global ``random``: ``partition_search`` seeds it for
+    the search (the same tree in every process) and gives the caller's state back."""
+    import random
+
+    problem = _random_network(5, n=20)
+    trees = []
+    for state in (1, 2, 3):
+        random.seed(state)
+        expected = random.random()
+        random.seed(state)
+        found = hyper.partition_search(problem, 3, 2, math.inf)
+        trees.append((found.path, found.flops, found.write))
+        assert random.random() == expected  # the caller's draws go on as if no search had run
+    assert trees[0] == trees[1] == trees[2]
+
+
 @pytest.mark.parametrize("seed", [3, 4])
 def test_written_elements_match_cotengra_and_weigh_in_the_cost(seed):
     """``Found.write`` (elements the steps write, every slice counted) against cotengra's own count of the

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import random
 import time
 from dataclasses import replace
 
@@ -126,11 +127,14 @@ trials: 2^32.7 / 2^31.7 flops on three classes that steps 1-3 left at 2^33.7-2^3
 
 PARTITION_SEEDS = (0, 1)
 """Step 4 runs one seeded search per seed here and keeps the best tree. A seed goes to cotengra's sampler
-(``PARTITION_OPTLIB``) and, through ``constants``, to every trial's partitioner, so the tree is the same in
-every process. Which seed matters more than the trial count: 64 trials on L8p4's costliest class gave 2^31.7
-flops with seeds 0 and 1 and no gain (2^33.9-2^34.0) with seeds 2 and 7; seed 7 improved one of six costly
-classes, seed 0 all six, seed 1 was the better of the two on two of them (2^31.0 / 2^31.8 where seed 0 gave
-2^31.7 / 2^32.2). Two searches halve the chance that a class keeps its steps-1-3 tree (2026-11-27)."""
+(``PARTITION_OPTLIB``), through ``constants`` to every trial's partitioner, and to Python's global ``random``
+for the search (the trials read it too), so the tree is the same in every process. Which seed matters more than
+the trial count: 64 trials on L8p4's costliest class gave 2^31.7 flops with seeds 0 and 1 and no gain
+(2^33.9-2^34.0) with seeds 2 and 7; seed 7 improved one of six costly classes, seed 0 all six, seed 1 was the
+better of the two on two of them (2^31.0 / 2^31.8 where seed 0 gave 2^31.7 / 2^32.2). Two searches halve the
+chance that a class keeps its steps-1-3 tree (2026-11-27). A third search (seeds 0-2, 53 trials each on the
+three costliest L8p4 classes, 37 on the fourth, instead of 64 / 56) gained nothing on two and lost half a power
+of two on the fourth (2^32.3 -> 2^32.8 flops): not taken (2026-11-28)."""
 
 PARTITION_OPTLIB = "sbplx"
 """The ``HyperOptimizer``'s sampler for step 4, named rather than cotengra's default (which depends on what else
@@ -272,11 +276,16 @@ def _partition_trials(problem: Problem, best: Found, spent: float) -> int:
 
 def partition_search(problem: Problem, trials: int, seed: int, max_elements: float) -> Found | None:
     """Step 4's search for ``seed``: cotengra's ``HyperOptimizer`` over ``trials`` partitioned trees (the
-    partitioner seeded too), its best tree (None where every trial failed)."""
+    partitioner seeded too), its best tree (None where every trial failed). Its trials also draw from Python's
+    global ``random`` (seeded from the OS in each process): it is seeded here for the search and given back after,
+    so a seed's tree is the same in every process (a 20-tensor network, seed 2, three trials: three calls in one
+    process gave three trees before)."""
     import cotengra as ctg
 
     inputs, output, sizes = problem.symbolic()
     method = partitioner()
+    state = random.getstate()  # the caller's, given back below
+    random.seed(SEED + seed)
     opt = ctg.HyperOptimizer(
         methods=[method], max_repeats=trials, parallel=False, minimize=COMBO, reconf_opts=dict(RECONF_OPTS),
         optlib=PARTITION_OPTLIB, seed=seed, constants={method: {"seed": seed}}, progbar=False, on_trial_error="ignore",
@@ -285,6 +294,8 @@ def partition_search(problem: Problem, trials: int, seed: int, max_elements: flo
         return _keep(problem, opt.search(inputs, output, sizes), None, max_elements)
     except (KeyError, ValueError):  # every trial failed: nothing from this search
         return None
+    finally:
+        random.setstate(state)
 
 
 def _keep(problem: Problem, tree, best: Found | None, max_elements: float) -> Found:
