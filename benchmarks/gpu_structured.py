@@ -30,7 +30,7 @@ import torch
 
 import qhybrid
 
-from .gpu import NO_GPU_EXIT, _versions
+from .gpu import NO_GPU_EXIT, _time, _versions
 from .workloads import WORKLOADS, deep_qaoa, qaoa_edges, qaoa_function
 
 DEVICE = "cuda"
@@ -116,16 +116,7 @@ def _count(step) -> tuple[int, int]:
 
 
 def _timed(step):
-    if DEVICE == "cpu":
-        t0 = time.perf_counter()
-        out = step()
-        return time.perf_counter() - t0, out
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    out = step()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / 1e3, out
+    return _time(torch, step)
 
 
 def _builds(name, n, edges, p, args):

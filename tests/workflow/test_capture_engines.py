@@ -16,6 +16,7 @@ import torch
 
 import qhybrid
 from benchmarks.workloads import deep_qaoa, qaoa_function
+from tests.devices.tensornet.test_steady_steps import noisy_sel
 
 pytestmark = pytest.mark.gpu
 
@@ -45,18 +46,7 @@ def _sel(n, layers, batch, **device):
 
 def _noisy(n, batch):
     def make():
-        dev = qhybrid.device("tensornet", wires=n)
-
-        @qhybrid.qnode(dev)
-        def f(x, w):
-            qml.AngleEmbedding(x, wires=range(n), rotation="Y")
-            for i in range(n):
-                qml.DepolarizingChannel(0.01, wires=i)
-            qml.StronglyEntanglingLayers(w, wires=range(n))
-            for i in range(n):
-                qml.DepolarizingChannel(0.02, wires=i)
-            return [qml.expval(qml.Z(i)) for i in range(n)]
-
+        f = qhybrid.qnode(qhybrid.device("tensornet", wires=n))(noisy_sel(n))
         return lambda x, w: torch.stack(list(f(x, w)))
 
     return make, _sel(n, 2, batch)[1]

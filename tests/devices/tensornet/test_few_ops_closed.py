@@ -4,33 +4,22 @@ members share rows) dispatches a bounded number of aten ops, and the compact ste
 shared shapes, one tiny part a wave, large steps batched by levels over one pool, shared classes read by one
 gather) gives the values and gradients of the per-step buffers' path.
 
-Before (main 396b854), under this test's fresh plans: Q40p3 5,693 ops a step, L6p3 2,942; after: 1,653 and
-~990 (Q100p3 4,028 -> 1,317 and L8p3 5,237 -> 1,296 under the benchmarks' kept plans)."""
+Before (main 396b854), under this test's greedy plans: Q40p3 4,869 ops a step, L6p3 2,259; after: 1,213 and 1,876
+(Q100p3 4,028 -> 1,317 and L8p3 5,237 -> 1,277 under the benchmarks' searched plans)."""
 
 from __future__ import annotations
-
-import collections
 
 import networkx as nx
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import qhybrid
 from benchmarks.workloads import lattice_edges, qaoa_function
 from qhybrid.devices.tensornet.engines.network import many_arena
 
+from tests.devices.tensornet.test_many_arena import _Count
+
 P = 3
-
-
-class _Count(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = collections.Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops[func.__name__.split(".")[0]] += 1
-        return func(*args, **(kwargs or {}))
 
 
 def _edges(kind: str) -> tuple[int, list]:
@@ -41,7 +30,8 @@ def _edges(kind: str) -> tuple[int, list]:
 
 def _step(kind: str):
     n, edges = _edges(kind)
-    node = qhybrid.qnode(qhybrid.device("tensornet", wires=n))(qaoa_function(edges, n))
+    # greedy paths: the same plan however loaded the machine (a timed search's trees, and so the counts, vary)
+    node = qhybrid.qnode(qhybrid.device("tensornet", wires=n, optimizer="greedy"))(qaoa_function(edges, n))
 
     def step():
         gamma = torch.linspace(0.15, 0.5, P, dtype=torch.float64).requires_grad_()
@@ -52,7 +42,7 @@ def _step(kind: str):
     return step
 
 
-@pytest.mark.parametrize("kind,most", [("Q40p3", 2200), ("L6p3", 1500)])  # (fresh plans here: counts vary by plan)
+@pytest.mark.parametrize("kind,most", [("Q40p3", 1400), ("L6p3", 2100)])  # 396b854: 4,869 and 2,259; now 1,213 and 1,876
 def test_a_deep_qaoa_step_is_few_ops_and_matches_the_per_step_buffers(kind, most, monkeypatch):
     step = _step(kind)
     for _ in range(2):  # plans, then the arena's first step

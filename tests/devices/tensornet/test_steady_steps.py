@@ -197,12 +197,9 @@ def pauli_walk(monkeypatch):
     return _noisy(monkeypatch, batch=16, walked_back=True)
 
 
-def _noisy(monkeypatch, batch, walked_back, **device):
-    walks = _calls(monkeypatch, mixed_program, "heisenberg_expvals")
-    n = 3
-    dev = qhybrid.device("tensornet", wires=n, **device)
+def noisy_sel(n):
+    """NW1's kind: ``AngleEmbedding``, depolarising noise, ``StronglyEntanglingLayers``, noise again, ``<Z_i>``."""
 
-    @qhybrid.qnode(dev)
     def f(x, w):
         qml.AngleEmbedding(x, wires=range(n), rotation="Y")
         for i in range(n):
@@ -211,6 +208,16 @@ def _noisy(monkeypatch, batch, walked_back, **device):
         for i in range(n):
             qml.DepolarizingChannel(0.02, wires=i)
         return [qml.expval(qml.Z(i)) for i in range(n)]
+
+    return f
+
+
+def _noisy(monkeypatch, batch, walked_back, **device):
+    walks = _calls(monkeypatch, mixed_program, "heisenberg_expvals")
+    n = 3
+    dev = qhybrid.device("tensornet", wires=n, **device)
+
+    f = qhybrid.qnode(dev)(noisy_sel(n))
 
     x = torch.rand(batch, n, dtype=torch.float64, requires_grad=True)
     w = torch.rand(2, n, 3, dtype=torch.float64, requires_grad=True)
