@@ -29,15 +29,13 @@ import traceback
 import torch
 
 import qhybrid
+from qhybrid.testing import OpCount, host_touches
 
 from .gpu import NO_GPU_EXIT, _time, _versions
 from .workloads import WORKLOADS, deep_qaoa, qaoa_edges, qaoa_function
 
 DEVICE = "cuda"
 """Where the torch rows run (``--device cpu``: a smoke test of this script, wall clock, no capture)."""
-
-HOST_OPS = {"_local_scalar_dense", "lift_fresh", "nonzero", "unique", "_unique2", "masked_select", "item"}
-
 
 def _problem(name: str):
     if name == "G16":
@@ -100,23 +98,10 @@ def _jax(n, edges, p):
 
 
 def _count(step) -> tuple[int, int]:
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Count(TorchDispatchMode):
-        ops = host = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            Count.ops += 1
-            Count.host += func.__name__.split(".")[0] in HOST_OPS
-            return func(*args, **(kwargs or {}))
-
-    with Count():
+    """Aten ops of one steady step, and its host touches (``qhybrid.testing``: what stops capture)."""
+    with OpCount() as count:
         step()
-    return Count.ops, Count.host
-
-
-def _timed(step):
-    return _time(torch, step)
+    return count.total, len(host_touches(step, warmup=0))
 
 
 def _builds(name, n, edges, p, args):
@@ -152,12 +137,12 @@ def run(name: str, args) -> dict:
                 torch.cuda.reset_peak_memory_stats()
             t0 = time.perf_counter()
             step = build()
-            first, out = _timed(step)
+            first, out = _time(torch, step)
             entry["first_step_s"] = time.perf_counter() - t0
             if hasattr(step, "capture_s"):
                 entry["capture_s"] = step.capture_s
             for _ in range(args.warmup):
-                _timed(step)
+                _time(torch, step)
             if system == "qhybrid":
                 entry["ops_per_step"], entry["host_reads_per_step"] = _count(step)
             if DEVICE != "cpu":
@@ -168,7 +153,7 @@ def run(name: str, args) -> dict:
             entry["traceback"] = traceback.format_exc(limit=8)
     for _ in range(args.repeats):
         for system, step in steps.items():
-            record["systems"][system]["times_s"].append(_timed(step)[0])
+            record["systems"][system]["times_s"].append(_time(torch, step)[0])
     ref = outs.get("qhybrid")
     for system, entry in record["systems"].items():
         if entry.get("times_s"):

@@ -155,6 +155,31 @@ class _Calls(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+class OpCount(TorchDispatchMode):
+    """Counts the aten ops dispatched inside ``with`` (by name, overload dropped): a step's fixed cost on the CPU,
+    and its kernel launches on a GPU.
+
+    >>> import torch
+    >>> x = torch.ones(3)
+    >>> with OpCount() as count:
+    ...     _ = (x * 2).sum()
+    >>> count.total, count.ops["mul"]
+    (2, 1)
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.ops: collections.Counter = collections.Counter()
+
+    @property
+    def total(self) -> int:
+        return sum(self.ops.values())
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[func.__name__.split(".")[0]] += 1
+        return func(*args, **(kwargs or {}))
+
+
 def host_touches(step: Callable[[], object], *, warmup: int = 2, inputs: Iterable[torch.Tensor] = ()) -> list[Touch]:
     """The host touches of one call of ``step`` after ``warmup`` untracked calls (see the module's docstring).
 

@@ -3,29 +3,18 @@ op per gate, with the values, gradients and Hessians it had, and every other use
 
 from __future__ import annotations
 
-import collections
 import random
 
 import pennylane as qml
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import qhybrid
 from benchmarks.workloads import qaoa_function
+from qhybrid.testing import OpCount
 from qhybrid.workflow._lazy import LazyParam
 
 TOL = 1e-10
-
-
-class _Count(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = collections.Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops[func.__name__] += 1
-        return func(*args, **(kwargs or {}))
 
 
 def _random_circuit(seed: int, n: int = 3, gates: int = 14):
@@ -161,7 +150,7 @@ def test_recording_dispatches_no_op_per_gate():
     n, p = 8, 2
     edges = [(i, (i + 1) % n) for i in range(n)] + [(i, (i + 3) % n) for i in range(0, n, 2)]
     circuit = qaoa_function(edges, n)  # p layers: gamma and beta hold p angles
-    inside = _Count()
+    inside = OpCount()
 
     def counted(gamma, beta):
         with inside:
@@ -450,7 +439,7 @@ def test_views_stay_lazy_and_read_what_torch_reads(view):
 
     w = torch.arange(12.0, dtype=torch.float64).reshape(3, 4).requires_grad_()
     (p,), _, _ = proxied((w,), {})
-    inside = _Count()
+    inside = OpCount()
     with inside:
         lazy = VIEWS[view](p)
     assert isinstance(lazy, LazyParam) and not inside.ops

@@ -9,11 +9,11 @@ import networkx as nx
 import pennylane as qml
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import qhybrid
 from benchmarks.workloads import qaoa_function
 from qhybrid.devices.tensornet import _simulate
+from qhybrid.testing import OpCount
 from qhybrid.devices.tensornet.engines.lightcone import bound_class, stacked
 from qhybrid.devices.tensornet.engines.lightcone import program as cone_program
 from qhybrid.devices.tensornet.engines.statevector import gate_grads
@@ -158,23 +158,13 @@ def test_a_cone_class_row_runs_as_one_bound_node(cones, monkeypatch):
         torch.testing.assert_close(a, b, atol=1e-9, rtol=0)
 
 
-class _Ops(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.count += 1
-        return func(*args, **(kwargs or {}))
-
-
 def _ops_of(step) -> int:
     """Aten ops dispatched by one steady step (after two that plan and fill the caches)."""
     step()
     step()
-    with _Ops() as mode:
+    with OpCount() as mode:
         step()
-    return mode.count
+    return mode.total
 
 
 # Ops a steady value + gradient step (``../shared/tools/ops_per_step.py``'s workloads): bounds a few ops above

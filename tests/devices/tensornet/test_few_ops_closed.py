@@ -16,8 +16,8 @@ import torch
 import qhybrid
 from benchmarks.workloads import lattice_edges, qaoa_function
 from qhybrid.devices.tensornet.engines.network import many_arena
+from qhybrid.testing import OpCount
 
-from tests.devices.tensornet.test_many_arena import _Count
 
 P = 3
 
@@ -47,10 +47,10 @@ def test_a_deep_qaoa_step_is_few_ops_and_matches_the_per_step_buffers(kind, most
     step = _step(kind)
     for _ in range(2):  # plans, then the arena's first step
         got = step()
-    count = _Count()
+    count = OpCount()
     with count:
         again = step()
-    total = sum(count.ops.values())
+    total = count.total
     assert total <= most, f"{kind}: {total} ops a step, {count.ops.most_common(6)}"
     for a, b in zip(got, again):
         torch.testing.assert_close(a, b, atol=1e-12, rtol=0)

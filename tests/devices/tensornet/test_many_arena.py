@@ -2,26 +2,15 @@
 as fresh buffers, one step at a time owning them (two forwards before their backwards, a retained graph with
 another step in between, a forward under no_grad), and far fewer ops a step than fresh buffers."""
 
-import collections
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from qhybrid.devices.tensornet.engines.network import many, many_arena, many_tiny
 from qhybrid.devices.tensornet.engines.network.many import ManyTrees
+from qhybrid.testing import OpCount
 
 from tests.devices.tensornet.test_network_many import _one_by_one, _random_networks
-
-
-class _Count(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = collections.Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops[func.__name__.split(".")[0]] += 1
-        return func(*args, **(kwargs or {}))
 
 
 def _setup(seed, monkeypatch, split=10**9):
@@ -107,7 +96,7 @@ def test_arena_step_dispatches_fewer_ops(monkeypatch):
     def ops(keep):
         trees.keep_waves = keep
         _grad(trees, table, w)
-        with _Count() as m:
+        with OpCount() as m:
             _grad(trees, table, w)
         return sum(m.ops.values())
 
