@@ -7,7 +7,8 @@
       │        this same path on the plain values, VJPs by re-running it, vmap one call per element
       │  capture="cuda-graph" and a graph for this call's key?  ──► replay it            (_capture.py)
       │  static_structure and a trace for this signature?       ──► gather x, w into it  (_static.py)
-      │        (the arguments are flattened once: _call_args.CallArgs gives the key, tensors, device)
+      │        (the arguments are flattened once: _call_args.CallArgs gives the key, tensors, device;
+      │        a first call's lazy recording is its trace where it used no value: _static_lazy.py)
       ▼
     record the function into a tape                  QNode.construct
       │  floating tensor arguments handed over as LazyParams: indexing and constant arithmetic stay

@@ -103,6 +103,7 @@ class LazyParam(torch.Tensor):
         name = getattr(func, "__name__", "")
         if _in_place(name, kwargs):
             _freeze((args, kwargs))
+        _note_real_use((args, kwargs))
         args, kwargs = tree_map(_real, (args, kwargs))
         return func(*args, **kwargs)
 
@@ -119,6 +120,14 @@ autoray.register_backend(LazyParam, "torch")
 
 def _real(x):
     return x._value() if isinstance(x, LazyParam) else x
+
+
+def _note_real_use(tree) -> None:
+    """Count a use of some proxy's value (Python may branch on it): a static trace is then not made from the
+    recording's structure alone (``_static_lazy``)."""
+    for x in torch.utils._pytree.tree_leaves(tree):
+        if isinstance(x, LazyParam):
+            x._session.real_uses += 1
 
 
 _IN_PLACE_DUNDERS = frozenset(
@@ -145,11 +154,14 @@ def _freeze(tree) -> None:
 
 
 class Session:
-    """One recording: the proxies made (an in-place write freezes them all) and whether that happened."""
+    """One recording: the proxies made (an in-place write freezes them all), whether that happened, and how often
+    a proxy's value was used."""
 
     def __init__(self):
         self.made: list = []
         self.eager = False
+        self.real_uses = 0
+        """Ops that ran on a proxy's value (``torch.sin(x[0])``, ``x[0] > 0``, ``float(x[0])``)."""
 
 
 LAZY_MAX_ELEMENTS = 1 << 20

@@ -47,13 +47,14 @@ _APPLY = {
 
 
 class _Group:
-    __slots__ = ("root", "steps", "shape", "grad", "where", "indexes", "rows")
+    __slots__ = ("root", "steps", "shape", "grad", "where", "indexes", "rows", "table")
 
     def __init__(self, root, steps, shape, grad):
         self.root, self.steps, self.shape, self.grad = root, steps, shape, grad
         self.where: dict = {}
         self.indexes: list = []
         self.rows = None
+        self.table = None
 
     def member(self, index: np.ndarray) -> int:
         key = int(index) if index.ndim == 0 else index.tobytes()
@@ -75,6 +76,7 @@ class _Group:
                     _TABLES.popitem(last=False)
             else:
                 _TABLES.move_to_end(key)
+            self.table = table
             with torch.set_grad_enabled(self.grad):  # the grad mode the proxies were made in
                 whole = torch.take(self.root, table)
                 for kind, c in self.steps:
@@ -89,10 +91,11 @@ def measured_proxies(tape: qml.tape.QuantumScript) -> bool:
     return any(isinstance(d, LazyParam) for mp in tape.measurements if mp.obs is not None for d in observable_data(mp.obs))
 
 
-def resolve(tape: qml.tape.QuantumScript) -> qml.tape.QuantumScript:
+def resolve(tape: qml.tape.QuantumScript, groups: dict | None = None) -> qml.tape.QuantumScript:
     """``tape`` with every ``LazyParam`` among its operators' and observables' data given its value (plain
-    operators are updated in place, others copied)."""
-    groups: dict = {}
+    operators are updated in place, others copied). ``groups``: a dict that receives the groups made
+    (``_Group``: root, steps, index ``table``, value ``rows``), for a static trace to replay them."""
+    groups = {} if groups is None else groups
     found = []  # (data list, position, group, member) to fill once the groups have their values
 
     def visit(data) -> list | None:

@@ -30,7 +30,9 @@ from collections import OrderedDict
 
 import torch
 
+from . import _lazy
 from ._call_args import CallArgs, shaped_like
+from ._static_lazy import lazy_trace
 from ..interfaces._compile import quantum_boundary
 from .._variant import Gather, Variant, tape_parameters
 from ..interfaces._preprocess import gather_maps, settings_key
@@ -60,11 +62,14 @@ def fingerprint(tape) -> tuple:
 
 
 class _Trace:
-    __slots__ = ("template", "post", "gather", "out", "print", "reuses")
+    __slots__ = ("template", "post", "gather", "out", "print", "reuses", "sources")
 
-    def __init__(self, template, post, gather, out, print_):
+    def __init__(self, template, post, gather, out, print_, sources=None):
         self.template, self.post, self.gather, self.out, self.print = template, post, gather, out, print_
         self.reuses = 0
+        self.sources = sources
+        """``_static_lazy.LazySources`` where the trace was read off a lazy recording (the gather's inputs are
+        made from the call's tensors), else None (it gathers from the call's tensors themselves)."""
 
 
 class StaticCache:
@@ -105,12 +110,20 @@ class StaticCache:
 
     def _trace(self, qnode, key, call: CallArgs):
         args, kwargs = call.args, call.kwargs
-        tape, out = qnode.construct(args, kwargs)
+        cached = None
+        if _lazy.ENABLED and not qnode._lazy_observables:
+            tape, out, cached = lazy_trace(qnode, call)
+        else:
+            tape, out = qnode.construct(args, kwargs)
         self.traces += 1
-        try:
-            trace = _make_trace(qnode, tape, out, call)
-        except Exception:  # a function or transform that rejects probe values: never cached
-            trace = None
+        if cached is not None:
+            template, post, gather, sources = cached
+            trace = _Trace(template, post, gather, out, fingerprint(tape), sources)
+        else:
+            try:
+                trace = _make_trace(qnode, tape, out, call)
+            except Exception:  # a function or transform that rejects probe values: never cached
+                trace = None
         self._traces[key] = _UNCACHEABLE if trace is None else trace
         if len(self._traces) > STATIC_CACHE_SIZE:
             self._traces.popitem(last=False)
@@ -151,7 +164,9 @@ def _make_trace(qnode, tape, out, call: CallArgs) -> _Trace | None:
 
 
 def _run(qnode, trace: _Trace, call: CallArgs):
-    variants = [Variant(trace.template, None, trace.gather.rebound(call.tensors))]
+    tensors = call.tensors
+    inputs = tensors if trace.sources is None else trace.sources.inputs(tensors)
+    variants = [Variant(trace.template, None, trace.gather.rebound(inputs))]
     (result,) = run_prepared(
         variants, trace.post, qnode.device, qnode.diff_method, qnode.gradient_device, result_device=call.device
     )

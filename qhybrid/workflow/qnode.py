@@ -113,6 +113,19 @@ class QNode(PennyLaneQNodeFace):
         lazy = lazy and _lazy.ENABLED
         if lazy:
             args, kwargs, _ = _lazy.proxied(args, kwargs)
+        tape, out = self._record(args, kwargs)
+        if lazy:
+            if measured_proxies(tape):
+                # an observable built from the arguments (trainable Hamiltonian coefficients) would be rebuilt
+                # term by term on every call to take its values: later calls record from the real tensors
+                self._lazy_observables = True
+            tape = resolve(tape)
+        if record:
+            self.tape = tape
+        return tape, out
+
+    def _record(self, args, kwargs) -> tuple[qml.tape.QuantumScript, object]:
+        """The function's operators and measurements as recorded (lazy parameters unresolved), and its result."""
         with qml.queuing.AnnotatedQueue() as q:
             out = self.func(*args, **kwargs)
         tape = qml.tape.QuantumScript.from_queue(q)
@@ -126,14 +139,6 @@ class QNode(PennyLaneQNodeFace):
             )
         if measurements != list(tape.measurements):
             tape = tape.copy(measurements=measurements)
-        if lazy:
-            if measured_proxies(tape):
-                # an observable built from the arguments (trainable Hamiltonian coefficients) would be rebuilt
-                # term by term on every call to take its values: later calls record from the real tensors
-                self._lazy_observables = True
-            tape = resolve(tape)
-        if record:
-            self.tape = tape
         return tape, out
 
     @quantum_boundary

@@ -55,7 +55,7 @@ def test_repeat_calls_reuse_one_trace():
     for _ in range(4):
         _check(ours, ref, _x(), _w())
     assert ours._static.traces == 1
-    assert len(recorded) == 3  # the trace and its two probes; no recording on the repeat calls
+    assert len(recorded) == 1  # the trace, read off its lazy recording: no probes, no recording on repeat calls
 
 
 def test_different_op_count_retraces():
@@ -188,8 +188,53 @@ def test_requires_grad_and_dtype_are_part_of_the_signature():
     assert ours._static.traces == 3
 
 
+def test_constant_arithmetic_is_read_off_one_recording():
+    """``2 * gamma[l]``, ``-w[i, j] / 3``, ``x[:, 0] - 0.5``: the lazy recording is the structure (no value was
+    used), so one recording traces it and later calls run none, with default.qubit's numbers and gradients."""
+
+    def body(x, w):
+        qml.RX(x[:, 0] - 0.5, wires=0)
+        for layer in range(2):
+            for i in range(N - 1):
+                qml.IsingZZ(2 * w[layer, i, 0], wires=[i, i + 1])
+            for i in range(N):
+                qml.RY(-w[layer, i, 1] / 3, wires=i)
+                qml.RZ(0.25 + w[layer, i, 2] * 1.5, wires=i)
+        return [qml.expval(qml.Z(i)) for i in range(N)]
+
+    ours, ref = _pair(body)
+    recorded = []
+    ours.func = lambda *a: recorded.append(1) or body(*a)
+    for _ in range(4):
+        _check(ours, ref, _x(), _w())
+    with torch.no_grad():
+        x, w = _x(), _w()
+        torch.testing.assert_close(torch.stack(ours(x, w)), torch.stack(ref(x, w)), atol=TOL, rtol=0)
+    assert ours._static.traces == 1 and len(recorded) == 1
+
+
+def test_a_value_read_leaves_the_trace_to_the_probes():
+    """A function that reads a value (a branch that is never taken) may depend on it: its trace is made by the
+    probes (two more recordings), as before the lazy traces, and is still reused."""
+
+    def body(x, w):
+        if float(w[0, 0, 0]) < -5.0:
+            qml.PauliX(0)
+        qml.AngleEmbedding(x, wires=range(N))
+        qml.StronglyEntanglingLayers(w, wires=range(N))
+        return qml.expval(qml.Z(0))
+
+    ours, ref = _pair(body)
+    recorded = []
+    ours.func = lambda *a: recorded.append(1) or body(*a)
+    for _ in range(3):
+        _check(ours, ref, _x(), _w())
+    assert ours._static.traces == 1 and len(recorded) == 3
+
+
 def test_arithmetic_on_inputs_runs_the_ordinary_way():
-    """``2 * x`` is not a gather: never cached, right numbers on every call."""
+    """``w[0] + w[1]`` (two tensors) and ``2 * x`` beside it are not gathers: never cached, right numbers on
+    every call."""
 
     def body(x, w):
         qml.RX(2 * x[:, 0], wires=0)
@@ -242,3 +287,20 @@ def test_a_reused_trace_flattens_the_call_once(monkeypatch):
     monkeypatch.setattr(_call_args.CallArgs, "__init__", counting)
     _check(ours, ref, _x(), w)
     assert len(made) == 1 and ours._static.traces == 1
+
+
+def test_a_tensor_the_function_closes_over_is_never_baked_in():
+    """A gate angle from a tensor that is not an argument (trained elsewhere, changed in place between calls) is no
+    image of an argument: no trace keeps it, and every call sees its current value."""
+    theta = torch.tensor(0.3, dtype=torch.float64)
+
+    def body(x, w):
+        qml.AngleEmbedding(x, wires=range(N))
+        qml.RX(theta, wires=0)
+        qml.RY(2 * w[0, 0, 0], wires=1)
+        return qml.expval(qml.Z(0) @ qml.Z(1))
+
+    ours, ref = _pair(body)
+    for value in (0.3, 1.1, -0.7):
+        theta.fill_(value)
+        _check(ours, ref, _x(), _w())

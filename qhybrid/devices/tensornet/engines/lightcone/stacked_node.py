@@ -79,8 +79,10 @@ def forward(plan, params: torch.Tensor, dtype, device, derivatives: bool):
             for q, k, b in data:
                 kept[-1].append(psi)
                 psi = _apply(psi, blocks[k][b], q, k)
-    real = torch.view_as_real(psi)
-    values = (real * real).sum(-1).mul_(t["signs"]).sum(-1)  # [S]
+    # sum_x signs |psi|^2 as one batched dot over the interleaved real view: a sum over its pairs first
+    # (an inner size of 2) took 1.5 ms of a 4 ms forward at 3 x 2**14 amplitudes
+    real = torch.view_as_real(psi).reshape(S, 1, -1)
+    values = torch.bmm(real * t["signs_pairs"], real.transpose(1, 2)).view(S)
     out = values.index_select(0, t["member_row"])
     return out, (psi, kept, phases, derivs, factors, blocks, len(flat), every.shape[0])
 
@@ -98,8 +100,9 @@ def backward(plan, record, dy: torch.Tensor) -> torch.Tensor:
         kind, data = plan.steps[i]
         if kind == "diagonal":
             _, minus, _ = t["tables"][data]
-            w = (h * after).imag  # [S, 2**N]
-            g_runs[data] = torch.bmm(minus, w.unsqueeze(-1)).view(S, -1)  # [S, G]
+            # Im(h psi_after) read from the product's real view: the imaginary part alone is a strided copy
+            w = torch.view_as_real(h * after)  # [S, 2**N, 2]
+            g_runs[data] = torch.bmm(minus, w)[..., 1]  # [S, G]
             h = h * phases[data]
             after = kept[i]
             continue

@@ -288,7 +288,8 @@ class StackPlan:
                 "tables": [(as_real(T), as_real(-T), None if L0 is None else as_real(L0))
                            for T, L0 in self.runs],
                 "run_index": [long(i) for i in self.run_index],
-                "signs": as_real(self.half_signs), "signs2": as_real(self.signs),
+                "signs_pairs": as_real(np.repeat(self.half_signs, 2, axis=-1)[:, None, :]),
+                "signs2": as_real(self.signs),
                 "member_row": long(self.member_row),
                 "target": long(self.target), "member": long(self.member), "angle": long(self.angle),
             }

@@ -1,0 +1,115 @@
+"""A static trace read off one lazy recording: no probe calls, and arithmetic on the arguments allowed.
+
+``_static`` probes a function twice more and keeps its trace only where every gate parameter is an element of
+an argument, so ``qml.IsingZZ(2 * gamma[l], ...)`` was never cached and QAOA ran its Python (600 operators
+at Q100 p=2, most of a 35 ms step) on every call. A lazy recording (``_lazy``) already knows each parameter's
+structure: an argument, indexed, with constant arithmetic steps (``2 * gamma[l]``, ``-w[i, j] / 3``). Where the
+function used no argument's *value* (no ``torch.sin(x)``, no ``if x[0] > 0``, no ``float(x[0])``, no
+in-place write; ``Session.real_uses`` counts them), the recording cannot have depended on the values, so the
+structure is the trace: a later call recomputes each group of parameters from the new arguments with the same
+ops (``torch.take`` and the steps, in the order written: bit for bit what the recording gave) and runs the
+cached device-ready tape. Any value use, or a parameter that is not such an image of an argument, leaves the
+decision to ``_static``'s probes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._variant import Gather, _ROW_OF
+from ..devices._observable_key import observable_data
+from ..interfaces._preprocess import preprocess
+from ._call_args import CallArgs
+from ._lazy import LazyParam, proxied
+from ._lazy_resolve import _APPLY, measured_proxies, resolve
+
+
+class LazySources:
+    """Where each input of a cached gather comes from: a call's tensor argument, or a group of parameters
+    made from one (``torch.take`` of its flat positions, then the recorded arithmetic steps)."""
+
+    __slots__ = ("sources",)
+
+    def __init__(self, sources: tuple):
+        self.sources = sources
+
+    def inputs(self, tensors) -> list[torch.Tensor]:
+        out = []
+        for arg, table, steps in self.sources:
+            t = tensors[arg]
+            if table is not None:
+                t = torch.take(t, table)
+                for kind, c in steps:
+                    t = _APPLY[kind](t, c)
+            out.append(t)
+        return out
+
+
+def _structural(tape, session) -> bool:
+    """Whether the recording is its arguments' structure alone: no value used, every tensor parameter a lazy
+    image of an argument made in the call's grad mode, no tensor among the observables' data."""
+    if session.eager or session.real_uses:
+        return False
+    mode = torch.is_grad_enabled()
+    if any(p._mode != mode for p in session.made):
+        return False
+    for op in tape.operations:
+        for d in op.data:
+            if isinstance(d, torch.Tensor) and not (
+                isinstance(d, LazyParam) and (d._parent is None or d._real is None)
+            ):
+                return False
+    return not any(
+        isinstance(d, torch.Tensor) for mp in tape.measurements if mp.obs is not None for d in observable_data(mp.obs)
+    )
+
+
+def lazy_trace(qnode, call: CallArgs):
+    """``(tape, out, cached)``: the call recorded lazily and resolved (``qnode.tape``), what the function
+    returned, and ``(template, post, gather, sources)`` where the recording is structural, else None."""
+    args, kwargs, session = proxied(call.args, call.kwargs)
+    tape, out = qnode._record(args, kwargs)
+    structural = _structural(tape, session)
+    if measured_proxies(tape):
+        qnode._lazy_observables = True  # as construct does: later plain calls record from the real tensors
+    groups: dict = {}
+    tape = resolve(tape, groups)
+    qnode.tape = tape
+    if not structural or tape.shots:
+        return tape, out, None
+    variants, post = preprocess(qnode.device, [tape])
+    g = variants[0].gather
+    if g is None:
+        return tape, out, None
+    args_at = {id(t): k for k, t in enumerate(call.tensors)}
+    wholes = {id(getattr(grp.rows[0], _ROW_OF)[0]): grp for grp in groups.values() if grp.rows}
+    # each gather input as (key of the new input, flat positions of its elements in that input or None)
+    sources, slot, routes = [], {}, []
+    for x in g.inputs:
+        grp = wholes.get(id(x))
+        if grp is None:
+            if id(x) not in args_at:
+                return tape, out, None
+            key, source, positions = ("arg", args_at[id(x)]), (args_at[id(x)], None, ()), None
+        elif id(grp.root) not in args_at:
+            return tape, out, None
+        elif not grp.steps:  # plain indexing: gathered from the argument itself (no take, no TakeBackward)
+            arg = args_at[id(grp.root)]
+            key, source, positions = ("arg", arg), (arg, None, ()), grp.table.reshape(-1).cpu()
+        else:
+            key, source, positions = ("group", id(grp)), (args_at[id(grp.root)], grp.table, grp.steps), None
+        if key not in slot:
+            slot[key] = len(sources)
+            sources.append(source)
+        routes.append((slot[key], positions))
+    maps = []
+    for m in g.maps:
+        if m[0] == "const":
+            maps.append(m)
+        else:
+            k, positions = routes[m[0]]
+            maps.append((k, m[1] if positions is None else positions[m[1].cpu()]))
+    return tape, out, (variants[0].tape, post, Gather((), tuple(maps)), LazySources(tuple(sources)))
+
+
+__all__ = ["LazySources", "lazy_trace"]
