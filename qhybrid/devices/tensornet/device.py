@@ -22,6 +22,7 @@ from ...typing import Backend, Optimizer
 from ..._variant import Variant, tape_parameters
 from .._collector import settle_long_lived
 from .._memory import recent_available_memory
+from .._malloc import tune_malloc
 from .._threads import small_work_threads
 from .plugin.autograd import execute_traced, is_traced
 from .plugin.torch_tapes import run_torch_tapes
@@ -171,6 +172,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         self.noise, self.trajectories = check_noise_options(noise, trajectories)  # docs/NOISE.md
         self._noise_rng, self.trajectory_standard_errors = np.random.default_rng(seed), []
         settle_long_lived()  # (the imported modules: not counted as new objects by the next full pass)
+        tune_malloc()  # state buffers stay mapped between steps (devices/_malloc: ~700 page faults a step less)
 
     @property
     def name(self) -> str:
