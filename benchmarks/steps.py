@@ -1,0 +1,143 @@
+"""The fixed cost of a steady step (issue 39): aten ops, host reads, page faults and time, plain qnode against
+``static_structure=True``, with torch default.qubit beside where it fits in memory (16 wires or fewer).
+
+One step is a value and every gradient (forward + backward) of the workload's circuit through ``qhybrid.qnode``
+(adjoint, complex128). The systems alternate step by step in one process after three warm-up steps each, so the
+machine's drift hits them alike; the table gives medians and ratios to default.qubit. Ops are counted with
+``qhybrid.testing.OpCount`` (every aten op a step dispatches: a kernel launch each on a GPU), host reads with
+``qhybrid.testing.host_touches``, page faults from ``getrusage`` over the timed steps.
+
+    python -m benchmarks.steps                                  # W1 G16 Q100p2 Q100p3 L8p3 Q1000p2, one thread
+    python -m benchmarks.steps --workloads W1,G16 --repeats 25 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import time
+from pathlib import Path
+
+import pennylane as qml
+import torch
+
+import qhybrid
+from qhybrid.testing import OpCount, host_touches
+
+from .workloads import WORKLOADS, deep_qaoa, qaoa_edges, qaoa_function, qaoa_graph
+
+RESULTS = Path(__file__).parent / "results" / "steps.json"
+DEFAULT = ("W1", "G16", "Q100p2", "Q100p3", "L8p3", "Q1000p2")
+DQ_MAX_WIRES = 16
+
+
+def _w1(system: str, n: int = 8, layers: int = 4, batch: int = 128):
+    def circuit(x, w):
+        qml.AngleEmbedding(x, wires=range(n), rotation="Y")
+        qml.StronglyEntanglingLayers(w, wires=range(n))
+        return [qml.expval(qml.Z(i)) for i in range(n)]
+
+    gen = torch.Generator().manual_seed(3)
+    x = torch.rand(batch, n, generator=gen, dtype=torch.float64, requires_grad=True)
+    w = torch.rand(layers, n, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+    node = _node(system, circuit, n)
+
+    def step():
+        out = node(x, w)
+        (torch.stack(list(out)).sum()).backward()
+        return out
+
+    return step, n
+
+
+def _qaoa(system: str, name: str):
+    if name in ("Q100p3", "Q100p4", "L8p3", "L8p4"):
+        n, edges, p = deep_qaoa(name)
+    else:
+        wl = WORKLOADS[name] if name in WORKLOADS else None
+        if wl is not None:
+            n, p, edges = wl.n_qubits, wl.layers, qaoa_edges(wl)
+        else:  # Q1000p2 and the like: Q<n>p<p> on a random 3-regular graph (seed 1)
+            n, p = (int(v) for v in name[1:].split("p"))
+            edges = [(int(u), int(v)) for u, v in qaoa_graph(n, seed=1).edges()]
+    node = _node(system, qaoa_function(edges, n), n)
+    g0 = torch.linspace(0.15, 0.5, p, dtype=torch.float64)
+    b0 = torch.linspace(-0.4, -0.1, p, dtype=torch.float64)
+
+    def step():
+        g, b = g0.clone().requires_grad_(), b0.clone().requires_grad_()
+        value = node(g, b)
+        value.backward()
+        return value
+
+    return step, n
+
+
+def _node(system: str, circuit, n: int):
+    if system == "default.qubit":
+        return qml.QNode(circuit, qml.device("default.qubit", wires=n), interface="torch", diff_method="backprop")
+    dev = qhybrid.device("tensornet", wires=n)
+    return qhybrid.qnode(dev, diff_method="adjoint", static_structure=system == "qhybrid static")(circuit)
+
+
+def make(system: str, name: str):
+    return _w1(system) if name == "W1" else _qaoa(system, name)
+
+
+def measure(name: str, repeats: int) -> dict:
+    steps = {}
+    for system in ("qhybrid", "qhybrid static", "default.qubit"):
+        step, n = make(system, name)
+        if system == "default.qubit" and n > DQ_MAX_WIRES:
+            continue
+        steps[system] = step
+    row: dict = {}
+    for system, step in steps.items():
+        for _ in range(3):
+            step()
+        if system != "default.qubit":
+            with OpCount() as count:
+                step()
+            row[system] = {"ops": count.total, "host_reads": len(host_touches(step, warmup=0))}
+        else:
+            row[system] = {}
+    times: dict = {s: [] for s in steps}
+    faults: dict = {s: 0 for s in steps}
+    for _ in range(repeats):
+        for system, step in steps.items():
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            t0 = time.perf_counter()
+            step()
+            times[system].append(time.perf_counter() - t0)
+            faults[system] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+    for system in steps:
+        row[system].update(median_s=statistics.median(times[system]), min_s=min(times[system]),
+                           page_faults=faults[system] / repeats)
+    return row
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workloads", default=",".join(DEFAULT))
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    out = {"threads": args.threads, "repeats": args.repeats, "torch": torch.__version__, "rows": {}}
+    print(f"{'workload':9} {'system':15} {'ops':>6} {'host':>5} {'faults':>7} {'median ms':>10} {'vs dq':>7}")
+    for name in args.workloads.split(","):
+        row = out["rows"][name] = measure(name, args.repeats)
+        dq = row.get("default.qubit", {}).get("median_s")
+        for system, r in row.items():
+            ratio = f"{dq / r['median_s']:.1f}x" if dq and system != "default.qubit" else ""
+            print(f"{name:9} {system:15} {r.get('ops', ''):>6} {r.get('host_reads', ''):>5} {r['page_faults']:>7.0f} "
+                  f"{1e3 * r['median_s']:>10.1f} {ratio:>7}", flush=True)
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(out, indent=1))
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
