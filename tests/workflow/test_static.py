@@ -304,3 +304,34 @@ def test_a_tensor_the_function_closes_over_is_never_baked_in():
     for value in (0.3, 1.1, -0.7):
         theta.fill_(value)
         _check(ours, ref, _x(), _w())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_circuits_with_constant_arithmetic_match_default_qubit(seed):
+    """Random gates whose angles are indexed arguments with random constant arithmetic (batched data, weights,
+    gates reading one parameter several times): one trace, default.qubit's values and gradients on every call."""
+    rng = torch.Generator().manual_seed(seed)
+    kinds = [qml.RX, qml.RY, qml.RZ, qml.IsingZZ, qml.IsingXX, qml.CRY, qml.PhaseShift]
+    plan = []
+    for _ in range(14):
+        kind = kinds[int(torch.randint(len(kinds), (1,), generator=rng))]
+        wires = torch.randperm(N, generator=rng)[: kind.num_wires].tolist()
+        source = "x" if float(torch.rand(1, generator=rng)) < 0.3 else "w"
+        index = int(torch.randint(N if source == "x" else 2 * N * 3, (1,), generator=rng))
+        scale, shift = (round(float(v), 3) for v in torch.rand(2, generator=rng) * 4 - 2)
+        plan.append((kind, wires, source, index, scale, shift, int(torch.randint(4, (1,), generator=rng))))
+
+    def body(x, w):
+        flat = w.reshape(-1)
+        for kind, wires, source, index, scale, shift, form in plan:
+            p = x[:, index] if source == "x" else flat[index]
+            angle = (p * scale, p / scale + shift, shift - p, -p)[form]
+            kind(angle, wires=wires)
+        return [qml.expval(qml.Z(i)) for i in range(N)] + [qml.expval(qml.X(0) @ qml.Y(N - 1))]
+
+    ours, ref = _pair(body)
+    recorded = []
+    ours.func = lambda *a: recorded.append(1) or body(*a)
+    for _ in range(3):
+        _check(ours, ref, _x(), _w())
+    assert ours._static.traces == 1 and len(recorded) == 1
