@@ -34,6 +34,24 @@ def _apply(psi, K, q: int, k: int):
     return torch.bmm(Kx, psi.view(S * A, D, -1)).view(psi.shape)
 
 
+def _phases(theta, run):
+    """``L = sum_g theta[s, g] table[s, g]`` for a dense run ``(T, -T)`` (``T [S, G, 2**N]``) or a factored one
+    ``(U^T, V, U, W)`` (``stacked_plan.factored``): ``U^T (theta V)``, one small product per row."""
+    if len(run) == 2:
+        return torch.bmm(theta.unsqueeze(1), run[0])  # [S, 1, G] x [S, G, 2**N]: rows stream
+    Ut, V = run[0], run[1]
+    return torch.bmm(Ut, V * theta.unsqueeze(-1))  # [S, 2**h, G] x [S, G, 2**l]
+
+
+def _phase_cotangents(run, w):
+    """``-sum_x table[s, g, x] Im(w[s, x])`` ``[S, G]`` from ``w`` ``[S, 2**N, 2]`` (a complex product's real view)."""
+    if len(run) == 2:
+        return torch.bmm(run[1], w)[..., 1]
+    U, W = run[2], run[3]
+    uw = torch.bmm(U, w.view(w.shape[0], U.shape[2], -1))  # [S, G, 2 * 2**l]: U^T applied to the high wires
+    return (uw * W).sum(-1)
+
+
 def _cotangent(h, before, q: int, k: int, S: int):
     """``conj(g_K)`` ``[S, D, D]`` from ``h`` (conj cotangent after the block) and the state before it (conjugated
     once for all blocks of a size: a stack of conjugate views would copy each)."""
@@ -66,9 +84,9 @@ def forward(plan, params: torch.Tensor, dtype, device, derivatives: bool):
     for kind, data in plan.steps:
         if kind == "diagonal":
             kept.append(psi)
-            T, _, L0 = t["tables"][data]
+            run, L0 = t["tables"][data]
             theta = flat[t["run_index"][data]]  # [S, G]
-            L = torch.bmm(theta.unsqueeze(1), T).view(psi.shape)  # [S, 1, G] x [S, G, 2**N]: rows stream
+            L = _phases(theta, run).view(psi.shape)
             if L0 is not None:
                 L = L + L0
             P = torch.complex(torch.cos(L), torch.sin(L))
@@ -99,10 +117,9 @@ def backward(plan, record, dy: torch.Tensor) -> torch.Tensor:
     for i in range(len(plan.steps) - 1, -1, -1):
         kind, data = plan.steps[i]
         if kind == "diagonal":
-            _, minus, _ = t["tables"][data]
+            run, _ = t["tables"][data]
             # Im(h psi_after) read from the product's real view: the imaginary part alone is a strided copy
-            w = torch.view_as_real(h * after)  # [S, 2**N, 2]
-            g_runs[data] = torch.bmm(minus, w)[..., 1]  # [S, G]
+            g_runs[data] = _phase_cotangents(run, torch.view_as_real(h * after))  # [S, G]
             h = h * phases[data]
             after = kept[i]
             continue
