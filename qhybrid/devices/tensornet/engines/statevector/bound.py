@@ -384,6 +384,7 @@ class BoundProgram:
         return hit
 
     # --- backward --------------------------------------------------------------------------------
-    def input_cotangents(self, record, grads, inputs, needs) -> list:
-        """Cotangents of ``inputs`` from those of the action tensors (``grads``), chained by hand (``bound_vjp``)."""
-        return bound_vjp.input_cotangents(self, record, grads, inputs, needs)
+    def input_cotangents(self, record, grads, inputs, needs, conj_krons: bool = False) -> list:
+        """Cotangents of ``inputs`` from those of the action tensors (``grads``), chained by hand (``bound_vjp``;
+        ``conj_krons``: the Kronecker blocks' cotangents are given conjugated)."""
+        return bound_vjp.input_cotangents(self, record, grads, inputs, needs, conj_krons)

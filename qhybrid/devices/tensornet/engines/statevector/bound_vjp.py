@@ -7,12 +7,13 @@ from __future__ import annotations
 import torch
 
 from . import gate_grads, kernels
-from .kron_tables import kron_gather_vjp as _kron_vjp, mm2
+from .kron_tables import kron_gather_vjp as _kron_vjp, kron_gather_vjp_conj, mm2
 from .product import sum_to
 
 
-def input_cotangents(bp, record, grads, inputs, needs) -> list:
-    """Cotangents of ``inputs`` from those of the action tensors (``grads``), chained by hand."""
+def input_cotangents(bp, record, grads, inputs, needs, conj_krons: bool = False) -> list:
+    """Cotangents of ``inputs`` from those of the action tensors (``grads``), chained by hand (``conj_krons``:
+    the Kronecker blocks' are given conjugated, so that stacking them needs no copy each)."""
     derivs, mats, fused, origins, members, _ = record
     parts: dict = {}  # (chain, kind) -> ([entries], [cotangents])
     g_krons: dict = {}
@@ -53,7 +54,10 @@ def input_cotangents(bp, record, grads, inputs, needs) -> list:
         count = len(refs) // size
         zero = torch.zeros_like(next(iter(got.values()))) if len(got) < count else None
         G = torch.stack([got.get(b, zero) for b in range(count)])
-        factors = _kron_vjp(members[size], G).reshape(-1, 1, 2, 2)
+        if conj_krons:
+            factors = kron_gather_vjp_conj(members[size], G).view(-1, 1, 2, 2)
+        else:
+            factors = _kron_vjp(members[size], G).reshape(-1, 1, 2, 2)
         for ci, entries, pick in _kron_scatter(bp, size):
             device = factors.device
             into(ci, bp._on(entries, device), factors if pick is None else factors[bp._on(pick, device)])

@@ -70,7 +70,7 @@ def z_expvals(signs: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
 def z_values(signs: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
     """``[measurements, S'B']``: ``z_expvals`` of a contiguous state in 6 ops (the probabilities' real view
     squared, one GEMM, its (re, im) columns summed), not 10."""
-    r = torch.view_as_real(psi).reshape(psi.shape[0], -1)  # [2**n, 2 S'B']
+    r = torch.view_as_real(psi).reshape(signs.shape[1], -1)  # [2**n, 2 S'B'], from any layout
     both = torch.mm(signs, r * r)  # [measurements, S'B' (re, im)]
     return both.view(signs.shape[0], -1, 2).sum(-1)
 
