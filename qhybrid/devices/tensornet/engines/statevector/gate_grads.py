@@ -63,8 +63,8 @@ def build_stacked(name: str, stacked: torch.Tensor, dtype, device, with_derivati
         return fast_matrix(name, list(stacked.unbind(0)), dtype, device), None
     (shift, factor), fixed = SHIFT_RULES[name]
     k = stacked.shape[0]
-    shifts = _shifts(k, shift, stacked.dtype, stacked.device)
-    angles = stacked + shifts.reshape(k + 1, k, *(1,) * (stacked.ndim - 1))  # [1 + k (which shifted), k, n, *lead]
+    shifts = _shifts(k, shift, stacked.dtype, stacked.device, stacked.ndim - 1)
+    angles = stacked + shifts  # [1 + k (which shifted), k, n, *lead]
     if name == "Rot":
         every = rot_stacked(angles, dtype)
     else:
@@ -113,14 +113,15 @@ def rot_stacked(angles: torch.Tensor, dtype) -> torch.Tensor:
 _SHIFTS: dict = {}
 
 
-def _shifts(k: int, shift: float, dtype, device) -> torch.Tensor:
-    """``[1 + k, k]``: row 0 zeros, row ``j`` the shift on parameter ``j - 1`` (made once per kind of call)."""
-    key = (k, shift, dtype, str(device))
+def _shifts(k: int, shift: float, dtype, device, trailing: int = 0) -> torch.Tensor:
+    """``[1 + k, k, 1 * trailing]``: row 0 zeros, row ``j`` the shift on parameter ``j - 1`` (made once per kind of
+    call)."""
+    key = (k, shift, dtype, str(device), trailing)
     hit = _SHIFTS.get(key)
     if hit is None:
         hit = torch.zeros(k + 1, k, dtype=dtype, device=device)
         hit[torch.arange(1, k + 1), torch.arange(k)] = shift
-        _SHIFTS[key] = hit
+        hit = _SHIFTS[key] = hit.reshape(k + 1, k, *(1,) * trailing)
     return hit
 
 
@@ -132,5 +133,5 @@ def angle_cotangents(dm: torch.Tensor, g: torch.Tensor) -> list[torch.Tensor]:
 
 def angle_cotangents_stacked(dm: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """``angle_cotangents`` as one ``[k, n, *lead]`` tensor."""
-    prod = torch.view_as_real(dm) * torch.view_as_real(g.resolve_conj()).unsqueeze(0)
+    prod = torch.view_as_real(dm) * torch.view_as_real(g.resolve_conj())  # g broadcasts over dm's leading k
     return prod.sum((-1, -2, -3))

@@ -7,7 +7,8 @@ small state (W1: 8 wires at batch 128, 0.5 MiB) those views, not the arithmetic,
 writes the state after each action into slot ``i`` of one ``[L, 2**n B]`` workspace, and every slot is read
 in the layout its consumer wants through ``workspace.view(L, *shape).unbind(0)``: two ops per distinct shape
 (W1: three shapes), then one ``mm`` / ``bmm`` / ``index_select`` with ``out=`` per action. The walk back keeps
-the cotangent in two such slots (ping-pong), and every kept state is read where it lies.
+the cotangent in two more slots of the workspace (ping-pong, through the same views), and every kept state is
+read where it lies.
 
 For programs of a product state then ``plain`` blocks and ``monomial`` steps only (``eligible``); everything
 else takes the general kernels.
@@ -32,7 +33,7 @@ def eligible(actions, n: int, B: int, itemsize: int, keep_bytes: int) -> bool:
     amplitudes = (1 << n) * B
     if amplitudes >= kernels.REAL_GEMM_MIN_AMPLITUDES or len(actions) < 2 or actions[0].kind != "product":
         return False
-    if len(actions) * amplitudes * itemsize > min(PLANNED_MAX_BYTES, keep_bytes):
+    if (len(actions) + 2) * amplitudes * itemsize > min(PLANNED_MAX_BYTES, keep_bytes):
         return False
     return all(a.kind in ("plain", "monomial") for a in actions[1:])
 
@@ -52,17 +53,20 @@ def _shape(a, N: int, B: int) -> tuple:
 
 
 class _Views:
-    """``workspace.view(slots, *shape).unbind(0)`` per shape, made on first use."""
+    """``workspace.view(slots, *shape).unbind(0)`` per shape (and the same transposed), made on first use."""
 
-    __slots__ = ("ws", "slots", "made")
+    __slots__ = ("ws", "slots", "made", "stacked")
 
     def __init__(self, ws, slots):
-        self.ws, self.slots, self.made = ws, slots, {}
+        self.ws, self.slots, self.made, self.stacked = ws, slots, {}, {}
 
-    def __call__(self, shape):
-        hit = self.made.get(shape)
+    def __call__(self, shape, transposed: bool = False):
+        hit = self.made.get((shape, transposed))
         if hit is None:
-            hit = self.made[shape] = self.ws.view(self.slots, *shape).unbind(0)
+            whole = self.stacked.get(shape)
+            if whole is None:
+                whole = self.stacked[shape] = self.ws.view(self.slots, *shape)
+            hit = self.made[(shape, transposed)] = (whole.transpose(-1, -2) if transposed else whole).unbind(0)
         return hit
 
 
@@ -90,7 +94,8 @@ def run(actions, tensors, n: int, B: int, dtype, device):
         psi0 = product_state(vectors, 1, B, dtype, device)
     rest = actions[1:]
     L = len(rest)
-    views = _Views(torch.empty(L, N * B, dtype=dtype, device=device), L)
+    # slots 0 .. L-1: the state after each action; L, L + 1: the walk's cotangents (their views made here, once)
+    views = _Views(torch.empty(L + 2, N * B, dtype=dtype, device=device), L + 2)
     hows = [_shape(a, N, B) for a in rest]
     shapes = [shape for _, shape in hows]
     mats: list = [None] * L  # the matrix each block multiplied by (expanded where batched): the walk's transposes
@@ -133,23 +138,21 @@ def adjoint(actions, tensors, record, h, needs, conj_blocks) -> list:
     N = psi0.shape[0]
     B = psi0.numel() // N
     grads: list = [None] * len(tensors)
-    walk = _Views(torch.empty(2, N * B, dtype=h.dtype, device=h.device), 2)
     hx = h.view(shapes[-1])
     for i in range(L - 1, -1, -1):
         a, shape = rest[i], shapes[i]
         if i < L - 1:
-            hx = walk(shape)[(i + 1) % 2]
-        out = walk(shape)[i % 2]
+            hx = views(shape)[L + (i + 1) % 2]
+        out = views(shape)[L + i % 2]
         if a.kind == "plain":
-            x = views(shape)[i - 1] if i else psi0.view(shape)
             m, how = mats[i], hows[i][0]
             if needs[a.start]:
-                if how == "middle":  # conj(g_m) = sum over a, r of h[a, :, r] psi[a, :, r]^T
-                    gc = torch.bmm(hx, x.transpose(1, 2)).sum(0)
-                elif how == "first":
-                    gc = torch.mm(hx, x.T)
-                else:  # conj(g_m) = h^T psi
-                    gc = torch.mm(hx.T, x)
+                if how == "last":  # conj(g_m) = h^T psi
+                    gc = torch.mm(hx.T, views(shape)[i - 1] if i else psi0.view(shape))
+                else:  # the state before, transposed: one view family for every block of this layout
+                    xt = views(shape, True)[i - 1] if i else psi0.view(shape).transpose(-1, -2)
+                    # middle: conj(g_m) = sum over a, r of h[a, :, r] psi[a, :, r]^T
+                    gc = torch.bmm(hx, xt).sum(0) if how == "middle" else torch.mm(hx, xt)
                 grads[a.start] = gc if conj_blocks[a.start] else gc.conj()
             if how == "middle":  # h before = m^T h
                 torch.bmm(m.mT, hx, out=out)
