@@ -61,6 +61,9 @@ def build_stacked(name: str, stacked: torch.Tensor, dtype, device, with_derivati
         if name == "Rot":
             return rot_stacked(stacked.unsqueeze(0), dtype)[0], None
         return fast_matrix(name, list(stacked.unbind(0)), dtype, device), None
+    if name in _HALF_PARTS and stacked.shape[0] == 1:
+        every = _half_stacked(name, stacked, dtype)  # row 1 is dM/dtheta already
+        return every[0], every[1:]
     (shift, factor), fixed = SHIFT_RULES[name]
     k = stacked.shape[0]
     shifts = _shifts(k, shift, stacked.dtype, stacked.device, stacked.ndim - 1)
@@ -107,6 +110,43 @@ def rot_stacked(angles: torch.Tensor, dtype) -> torch.Tensor:
     y = torch.cat([torch.cos(x), torch.sin(x)], 1).transpose(1, 2)  # [L, R, 6]
     parts = y.index_select(2, first) * y.index_select(2, second) * sign  # [L, R, 8], contiguous
     m = torch.view_as_complex(parts.view(L, *rest, 2, 2, 2))
+    return m if m.dtype == dtype else m.to(dtype)
+
+
+_HALF_PARTS = {
+    "RX": ((1, 0, 0, 0, 0, 0, 1, 0), (0, 0, 0, -1, 0, -1, 0, 0)),
+    "RY": ((1, 0, 0, 0, 0, 0, 1, 0), (0, 0, -1, 0, 1, 0, 0, 0)),
+    "RZ": ((1, 0, 0, 0, 0, 0, 1, 0), (0, -1, 0, 0, 0, 0, 0, 1)),
+}
+"""Per one-angle half-angle rotation: its entries' (re, im) parts, row-major, from (cos t, sin t) (t = theta/2)."""
+
+_HALF: dict = {}
+
+
+def _half_stacked(name: str, stacked: torch.Tensor, dtype) -> torch.Tensor:
+    """``[2, n, *lead, 2, 2]``: ``M(theta)`` and ``dM/dtheta = M(theta + pi) / 2`` of a one-angle half-angle rotation
+    from ``stacked`` ``[1, n, *lead]`` in 7 ops (``fast_matrix`` and the shift, 14): ``(r cos t, r sin t)`` for
+    ``t = theta / 2 + (0, pi / 2)`` and ``r = (1, 1/2)`` as one ``polar``, the entries one GEMM with a 2 x 8 sign
+    table.
+
+    >>> t = torch.randn(1, 3, dtype=torch.float64)
+    >>> from qhybrid.devices.tensornet._gates import fast_matrix
+    >>> bool(torch.allclose(_half_stacked("RX", t, torch.complex128)[0], fast_matrix("RX", [t[0]], torch.complex128, "cpu")))
+    True
+    """
+    key = (name, stacked.dtype, str(stacked.device), stacked.ndim)
+    hit = _HALF.get(key)
+    if hit is None:
+        trailing = (1,) * (stacked.ndim - 1)
+        shift = torch.tensor([0.0, math.pi / 2], dtype=stacked.dtype).view(2, 1, *trailing)
+        scale = torch.tensor([1.0, 0.5], dtype=stacked.dtype).view(2, 1, *trailing)
+        table = torch.tensor(_HALF_PARTS[name], dtype=stacked.dtype)
+        hit = _HALF[key] = tuple(t.to(stacked.device) for t in (shift, scale, table))
+    shift, scale, table = hit
+    t = torch.add(shift, stacked, alpha=0.5)  # [2, 1, n, *lead]
+    cs = torch.view_as_real(torch.polar(scale, t))  # (r cos t, r sin t)
+    parts = torch.mm(cs.view(-1, 2), table)  # [2 n lead, 8]: (re, im) of the four entries
+    m = torch.view_as_complex(parts.view(2, *stacked.shape[1:], 2, 2, 2))
     return m if m.dtype == dtype else m.to(dtype)
 
 
