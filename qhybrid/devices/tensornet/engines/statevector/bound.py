@@ -30,7 +30,7 @@ from .bound_inputs import Layout
 from .kernels import Action
 from .permutation import monomial_on
 from .product import product_state, zero_ket as _zero_ket
-from .product_stacked import STACKED_MAX_BYTES
+from .product_stacked import STACKED_MAX_BYTES, first_columns
 from .program import KRON_MAX_WIRES
 
 
@@ -227,7 +227,7 @@ class BoundProgram:
             elif kind == "product" and self._stacked_product(data):
                 (ci, e0) = data[0]
                 if ci not in columns:  # contiguous: the stacked product reads it as a flat view, twice each way
-                    columns[ci] = F[ci][..., :, 0].transpose(1, 2).unsqueeze(2).contiguous()  # [entries, 2, 1, Bx]
+                    columns[ci] = first_columns(F[ci], self._consts)  # [entries, 2, 1, Bx], contiguous
                 V = columns[ci] if columns[ci].shape[0] == self.n else columns[ci][e0 : e0 + self.n]
                 add("product", None, [V], [("vecs", ci, e0)])
             elif kind == "product":

@@ -68,8 +68,9 @@ def build_stacked(name: str, stacked: torch.Tensor, dtype, device, with_derivati
     k = stacked.shape[0]
     shifts = _shifts(k, shift, stacked.dtype, stacked.device, stacked.ndim - 1)
     angles = stacked + shifts  # [1 + k (which shifted), k, n, *lead]
-    if name == "Rot":
-        every = rot_stacked(angles, dtype)
+    if name == "Rot":  # the factor folded into the shifted rows' sign table: dM is every[1:] as it is
+        every = rot_stacked(angles, dtype, derivative_rows=factor)
+        return every[0], every[1:]
     else:
         every = fast_matrix(name, list(angles.unbind(1)), dtype, device)  # [1 + k, n, *lead, D, D]
     dm = every[1:]
@@ -84,11 +85,12 @@ def build_stacked(name: str, stacked: torch.Tensor, dtype, device, with_derivati
 _ROT: dict = {}
 
 
-def rot_stacked(angles: torch.Tensor, dtype) -> torch.Tensor:
+def rot_stacked(angles: torch.Tensor, dtype, derivative_rows: float | None = None) -> torch.Tensor:
     """``Rot(phi, theta, omega)`` matrices ``[L, *rest, 2, 2]`` from ``angles`` ``[L, 3, *rest]`` in ~15 ops (the
     builder's closed form, one op per term, is ~27): the half sums ``a = (phi + omega) / 2``, ``b = (phi - omega)
     / 2``, ``t = theta / 2`` by one product with a 3 x 3 table, their cosines and sines, and every entry's real and
-    imaginary part as a signed product of two of them, gathered by index tables.
+    imaginary part as a signed product of two of them, gathered by index tables. ``derivative_rows``: rows 1..
+    come out scaled by it (a shift rule's derivatives, ``build_stacked``) at no op.
 
     >>> from qhybrid.devices.tensornet._gates import fast_matrix
     >>> p = torch.randn(2, 3, 4, dtype=torch.float64)
@@ -97,13 +99,15 @@ def rot_stacked(angles: torch.Tensor, dtype) -> torch.Tensor:
     True
     """
     L, rest = angles.shape[0], angles.shape[2:]
-    key = (angles.dtype, str(angles.device))
+    key = (angles.dtype, str(angles.device), L if derivative_rows is not None else None, derivative_rows)
     hit = _ROT.get(key)
     if hit is None:
         mix = torch.tensor([[0.5, 0.0, 0.5], [0.5, 0.0, -0.5], [0.0, 0.5, 0.0]], dtype=angles.dtype)
         sign = torch.tensor([1.0, -1.0, -1.0, -1.0, 1.0, -1.0, 1.0, 1.0], dtype=angles.dtype)
         # rows of Y = (cos a, cos b, cos t, sin a, sin b, sin t): (re, im) of entries 00, 01, 10, 11
         first, second = torch.tensor([0, 3, 1, 4, 1, 4, 0, 3]), torch.tensor([2, 2, 5, 5, 5, 5, 2, 2])
+        if derivative_rows is not None:  # rows 1.. scaled (``build_stacked``'s shift-rule factor), free
+            sign = torch.stack([sign] + [sign * derivative_rows] * (L - 1))[:, None, :]
         hit = _ROT[key] = tuple(t.to(angles.device) for t in (mix[:, :, None], sign, first, second))
     mix, sign, first, second = hit
     x = (mix * angles.reshape(L, 1, 3, -1)).sum(2)  # [L, 3, R]: a, b, t

@@ -146,3 +146,18 @@ def _pair_vjp(V: torch.Tensor, h: torch.Tensor, halves: list | None) -> torch.Te
     w = (G.unsqueeze(1) * rest).view(n, 1 << a, -1)  # [n, 2**a, S B]
     out = torch.bmm(on_device(sums, h.device, h.dtype), w)  # [n, 2, S B]
     return sum_to(out.view(n, 2, *h.shape[1:]), V.shape).conj()
+
+
+def first_columns(F: torch.Tensor, cache: dict) -> torch.Tensor:
+    """``F[..., :, 0]`` of fused matrices ``F`` ``[entries, Bx, 2, 2]`` as the contiguous ``[entries, 2, 1, Bx]`` wire
+    vectors of a stacked product: one ``take`` with a table made once per shape and device (``cache``), not four
+    ops (select, transpose, unsqueeze, copy)."""
+    if not F.is_contiguous():
+        return F[..., :, 0].transpose(1, 2).unsqueeze(2).contiguous()
+    key = ("first_columns", tuple(F.shape), F.device)
+    hit = cache.get(key)
+    if hit is None:
+        E, Bx = F.shape[:2]
+        e, i, b = torch.meshgrid(torch.arange(E), torch.arange(2), torch.arange(Bx), indexing="ij")
+        hit = cache[key] = (e * (Bx * 4) + b * 4 + i * 2).unsqueeze(2).to(F.device)
+    return torch.take(F, hit)
