@@ -124,7 +124,9 @@ class BoundNode(torch.autograd.Function):
     def _forward(ctx, bound, fallback, dtype, device, inputs):
         actions, tensors, record = bound.tensors(inputs, dtype, device, derivatives=any(ctx.needs_input_grad[4:]))
         B = bound.structure.batch_size or 1
-        if planned.eligible(actions, bound.n, B, tensors[0].element_size(), KEEP_STATES_MAX_BYTES):  # small: one op a block (planned)
+        # small, Z words read: one op a block (planned; a state returned as it is would be a view of its workspace)
+        itemsize = tensors[0].element_size()
+        if bound.signs is not None and planned.eligible(actions, bound.n, B, itemsize, KEEP_STATES_MAX_BYTES):
             psi, keep = planned.run(actions, tensors, bound.n, B, dtype, device)
             keep = ("planned", keep)
         else:
@@ -136,7 +138,7 @@ class BoundNode(torch.autograd.Function):
         ctx.run = (actions, tensors, record, psi, keep)
         ctx.save_for_backward(*inputs)
         if signs is None:
-            return psi.view(1 << bound.n, 1, B)
+            return psi
         values = z_values(signs, psi)  # [measurements, B]
         if bound.structure.batch_size is None:
             values = values.view(values.shape[0])
@@ -169,7 +171,10 @@ class BoundNode(torch.autograd.Function):
             g = torch.stack([zero if x is None else x for x in gs])
             if not lead:
                 g = g.view(len(gs), 1)
-        h = z_cotangent(_twice_t(ctx.bound, ctx.signs), g, psi) if ctx.signs is not None else state_cotangent(g, psi, None)
+        if ctx.signs is not None:
+            h = z_cotangent(_twice_t(ctx.bound, ctx.signs), g, psi)
+        else:
+            h = state_cotangent(g, psi, None)
         origins = record[3]
         needed = [o is not None for o in origins]
         if isinstance(keep, tuple) and keep[0] == "planned":  # Kronecker blocks' cotangents come conjugated
