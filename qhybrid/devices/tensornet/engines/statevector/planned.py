@@ -17,6 +17,7 @@ else takes the general kernels.
 from __future__ import annotations
 
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
 from . import kernels
 from .product import product_state, product_vjp
@@ -70,16 +71,18 @@ class _Views:
         return hit
 
 
-_COLUMNS: dict = {}
+_COLUMNS: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
 
 def _column(phase: torch.Tensor, dtype) -> torch.Tensor:
-    """``phase[:, None]`` in ``dtype``, made once per phase tensor (plan-time constants)."""
-    key = (id(phase), dtype)
-    hit = _COLUMNS.get(key)
-    if hit is None or hit[0] is not phase:
-        hit = _COLUMNS[key] = (phase, phase.to(dtype)[:, None])
-    return hit[1]
+    """``phase[:, None]`` in ``dtype``, made once per phase tensor (a plan-time constant; dropped with it)."""
+    per = _COLUMNS.get(phase)
+    if per is None:
+        per = _COLUMNS[phase] = {}
+    hit = per.get(dtype)
+    if hit is None:
+        hit = per[dtype] = phase.to(dtype)[:, None]
+    return hit
 
 
 def run(actions, tensors, n: int, B: int, dtype, device):
