@@ -7,9 +7,9 @@ import torch
 
 from ...._threads import threads_for
 from ..._constants import on_device
-from . import kernels
+from . import kernels, planned
 from .buffers import fresh
-from .zwords import z_expvals
+from .zwords import z_cotangent, z_expvals, z_values
 
 KEEP_STATES_MAX_BYTES = 64 << 20
 """The forward pass keeps the states before its gate actions up to this many bytes, so that the backward
@@ -124,7 +124,13 @@ class BoundNode(torch.autograd.Function):
     def _forward(ctx, bound, fallback, dtype, device, inputs):
         actions, tensors, record = bound.tensors(inputs, dtype, device, derivatives=any(ctx.needs_input_grad[4:]))
         B = bound.structure.batch_size or 1
-        psi, keep = run_keeping(actions, tensors, bound.n, 1, B)
+        # small, Z words read: one op a block (planned; a state returned as it is would be a view of its workspace)
+        itemsize = tensors[0].element_size()
+        if bound.signs is not None and planned.eligible(actions, bound.n, B, itemsize, KEEP_STATES_MAX_BYTES):
+            psi, keep = planned.run(actions, tensors, bound.n, B, dtype, device)
+            keep = ("planned", keep)
+        else:
+            psi, keep = run_keeping(actions, tensors, bound.n, 1, B)
         signs = bound.signs
         if signs is not None:
             signs = on_device(signs, psi.device, psi.dtype.to_real())
@@ -133,9 +139,10 @@ class BoundNode(torch.autograd.Function):
         ctx.save_for_backward(*inputs)
         if signs is None:
             return psi
-        lead = (B,) if bound.structure.batch_size is not None else ()
-        values = z_expvals(signs, psi)
-        return values.view(values.shape[0], *lead).unbind(0)  # one view and one unbind, not a view each
+        values = z_values(signs, psi)  # [measurements, B]
+        if bound.structure.batch_size is None:
+            values = values.view(values.shape[0])
+        return values.unbind(0)  # one unbind, not a view each
 
     @staticmethod
     def backward(ctx, *gs):
@@ -159,14 +166,33 @@ class BoundNode(torch.autograd.Function):
         if ctx.signs is None:
             g = gs[0]
         else:
-            lead = (psi.shape[2],) if ctx.bound.structure.batch_size is not None else ()
+            lead = (psi.numel() >> ctx.bound.n,) if ctx.bound.structure.batch_size is not None else ()
             zero = torch.zeros(lead, dtype=psi.dtype.to_real(), device=psi.device) if any(x is None for x in gs) else None
-            g = torch.stack([zero if x is None else x for x in gs]).view(len(gs), *psi.shape[1:])  # the outputs' shape
-        h = state_cotangent(g, psi, ctx.signs)
+            g = torch.stack([zero if x is None else x for x in gs])
+            if not lead:
+                g = g.view(len(gs), 1)
+        if ctx.signs is not None:
+            h = z_cotangent(_twice_t(ctx.bound, ctx.signs), g, psi)
+        else:
+            h = state_cotangent(g, psi, None)
         origins = record[3]
-        grads = kernels.adjoint(actions, tensors, psi, h, [o is not None for o in origins], ctx.bound.n, keep,
-                                own_h=fresh(h, (g, psi)))
-        return (None, None, None, None, *ctx.bound.input_cotangents(record, grads, inputs, needs))
+        needed = [o is not None for o in origins]
+        if isinstance(keep, tuple) and keep[0] == "planned":  # Kronecker blocks' cotangents come conjugated
+            conj = [o is not None and o[0] == "kron" for o in origins]
+            grads = planned.adjoint(actions, tensors, keep[1], h, needed, conj)
+        else:
+            conj = None
+            grads = kernels.adjoint(actions, tensors, psi, h, needed, ctx.bound.n, keep, own_h=fresh(h, (g, psi)))
+        return (None, None, None, None, *ctx.bound.input_cotangents(record, grads, inputs, needs, conj is not None))
+
+
+def _twice_t(bound, signs: torch.Tensor) -> torch.Tensor:
+    """``2 signs^T``, contiguous, made once per bound program, dtype and device (``zwords.z_cotangent``)."""
+    key = ("twice_t", signs.dtype, signs.device)
+    hit = bound._consts.get(key)
+    if hit is None:
+        hit = bound._consts[key] = (2 * signs).T.contiguous()
+    return hit
 
 
 _TWOS: dict = {}

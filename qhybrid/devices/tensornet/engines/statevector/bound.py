@@ -30,7 +30,7 @@ from .bound_inputs import Layout
 from .kernels import Action
 from .permutation import monomial_on
 from .product import product_state, zero_ket as _zero_ket
-from .product_stacked import STACKED_MAX_BYTES
+from .product_stacked import STACKED_MAX_BYTES, first_columns
 from .program import KRON_MAX_WIRES
 
 
@@ -62,6 +62,8 @@ class BoundProgram:
         self.steps = steps
         self.runs = list(runs)  # per diagonal run: per gate [[(input, index [B|1])]] (a [gates, 1, B|1] table)
         self.run_sources = [{row[0][0] for row in run} for run in self.runs]
+        self.single_source = all(len(s) == 1 for s in self.group_sources + self.run_sources)
+        """Every group and run reads one input alone: gathered by ``take`` from it (``bound_inputs``)."""
         self.n = program.n
         self.signs = program.measure_signs
         self._consts: dict = {}
@@ -196,10 +198,14 @@ class BoundProgram:
         (``derivatives=False``: a run no backward will follow)."""
         real = dtype.to_real()
         lay = self._layout(inputs)
-        flat = lay.flat(inputs, real)
+        flat = None if self.single_source else lay.flat(inputs, real)
+
+        def gather(key, parts, sources):
+            return lay.gather(inputs, flat, key, parts, sources, device, real)
+
         derivs, mats = [], []
         for gid, (name, _, spec) in enumerate(self.groups):
-            cols = flat[lay.table(("g", gid), spec, device)]  # [k, gates, *shape], one gather
+            cols = gather(("g", gid), spec, self.group_sources[gid])  # [k, gates, *shape], one gather
             m, dm = gate_grads.build_stacked(name, cols, dtype, device, with_derivatives=derivatives)
             mats.append(m)
             derivs.append(dm)
@@ -221,7 +227,7 @@ class BoundProgram:
             elif kind == "product" and self._stacked_product(data):
                 (ci, e0) = data[0]
                 if ci not in columns:  # contiguous: the stacked product reads it as a flat view, twice each way
-                    columns[ci] = F[ci][..., :, 0].transpose(1, 2).unsqueeze(2).contiguous()  # [entries, 2, 1, Bx]
+                    columns[ci] = first_columns(F[ci], self._consts)  # [entries, 2, 1, Bx], contiguous
                 V = columns[ci] if columns[ci].shape[0] == self.n else columns[ci][e0 : e0 + self.n]
                 add("product", None, [V], [("vecs", ci, e0)])
             elif kind == "product":
@@ -252,7 +258,7 @@ class BoundProgram:
                 add("permute", data.data, [], [])
             elif kind == "diagonal":
                 run, ri = data
-                theta = flat[lay.table(("r", ri), self.runs[ri], device)]  # [gates, 1, B|1], one gather
+                theta = gather(("r", ri), self.runs[ri], self.run_sources[ri])  # [gates, 1, B|1], one gather
                 add("diagonal", diagonal.RunCall(run), [theta], [("run", ri)])
             else:
                 self._gate(data.data, mats, dtype, device, add)
@@ -295,7 +301,9 @@ class BoundProgram:
         """One chain position as ``[entries, Bx, 2, 2]``."""
         if e[0] == "c":
             return self._const(e[1], dtype, device)
-        m = mats[e[1]].index_select(0, self._on(e[2], device))
+        m = mats[e[1]]
+        if not bound_vjp.whole(self, e[2], len(m)):  # not every gate of the group in order: pick them
+            m = m.index_select(0, self._on(e[2], device))
         return m if self.groups[e[1]][1] else m.unsqueeze(1)
 
     def _fuse(self, chain, mats, dtype, device) -> tuple[list, list]:
@@ -384,6 +392,7 @@ class BoundProgram:
         return hit
 
     # --- backward --------------------------------------------------------------------------------
-    def input_cotangents(self, record, grads, inputs, needs) -> list:
-        """Cotangents of ``inputs`` from those of the action tensors (``grads``), chained by hand (``bound_vjp``)."""
-        return bound_vjp.input_cotangents(self, record, grads, inputs, needs)
+    def input_cotangents(self, record, grads, inputs, needs, conj_krons: bool = False) -> list:
+        """Cotangents of ``inputs`` from those of the action tensors (``grads``), chained by hand (``bound_vjp``;
+        ``conj_krons``: the Kronecker blocks' cotangents are given conjugated)."""
+        return bound_vjp.input_cotangents(self, record, grads, inputs, needs, conj_krons)

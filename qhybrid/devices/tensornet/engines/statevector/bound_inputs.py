@@ -7,7 +7,9 @@ cotangent was its own ``zeros`` + ``index_add``. Here the step concatenates the 
 scalars, or one ``cat``), reads each gate group's angle columns ``[k, gates, *shape]`` and each diagonal
 run's ``[gates, 1, B|1]`` with one ``index`` from index tables made once per input layout and device, and
 returns the cotangents by one accumulating ``index_put_`` per group or run into one flat vector, split into
-the inputs by one ``unbind`` (scalars) or a view each.
+the inputs by one ``unbind`` (scalars) or a view each. Where every group and run reads one input alone (W1: the
+embedding from ``x``, the layers from ``w``), each is one ``take`` from its input and its cotangent one
+accumulating ``put_`` into that input's: no concatenation and no split.
 
 >>> import torch
 >>> lay = Layout((torch.zeros(()), torch.zeros(()), torch.zeros(2, 2)))
@@ -56,11 +58,27 @@ class Layout:
             hit = self._tables[(key, device)] = self._stack(parts).to(device)
         return hit
 
-    def _stack(self, parts) -> torch.Tensor:
+    def gather(self, inputs, flat, key, parts, sources, device, real) -> torch.Tensor:
+        """The values ``table`` picks: from ``flat`` (``flat``'s result) where given, else from the one input
+        ``sources`` names, by one ``take``."""
+        if flat is not None:
+            return flat[self.table(key, parts, device)]
+        (src,) = sources
+        out = torch.take(inputs[src], self.local(key, parts, device))
+        return out if out.dtype == real else out.to(real)
+
+    def local(self, key, parts, device) -> torch.Tensor:
+        """``table`` without the offsets: flat indices into the one input every leaf of ``parts`` reads."""
+        hit = self._tables.get((key, "local", device))
+        if hit is None:
+            hit = self._tables[(key, "local", device)] = self._stack(parts, local=True).to(device)
+        return hit
+
+    def _stack(self, parts, local: bool = False) -> torch.Tensor:
         if isinstance(parts, tuple):
             src, index = parts
-            return self.offsets[src] + index
-        return torch.stack([self._stack(p) for p in parts])
+            return index.clone() if local else self.offsets[src] + index
+        return torch.stack([self._stack(p, local) for p in parts])
 
     def split(self, flat: torch.Tensor, inputs, needs) -> list:
         """The inputs' cotangents from that of the flat vector (None where not needed)."""

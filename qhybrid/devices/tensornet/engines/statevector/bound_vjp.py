@@ -7,12 +7,13 @@ from __future__ import annotations
 import torch
 
 from . import gate_grads, kernels
-from .kron_tables import kron_gather_vjp as _kron_vjp, mm2
+from .kron_tables import kron_gather_vjp as _kron_vjp, kron_gather_vjp_conj, mm2
 from .product import sum_to
 
 
-def input_cotangents(bp, record, grads, inputs, needs) -> list:
-    """Cotangents of ``inputs`` from those of the action tensors (``grads``), chained by hand."""
+def input_cotangents(bp, record, grads, inputs, needs, conj_krons: bool = False) -> list:
+    """Cotangents of ``inputs`` from those of the action tensors (``grads``), chained by hand (``conj_krons``:
+    the Kronecker blocks' are given conjugated, so that stacking them needs no copy each)."""
     derivs, mats, fused, origins, members, _ = record
     parts: dict = {}  # (chain, kind) -> ([entries], [cotangents])
     g_krons: dict = {}
@@ -44,25 +45,32 @@ def input_cotangents(bp, record, grads, inputs, needs) -> list:
 
     def into(ci, index, values):
         F = fused[ci][1][-1]
+        if ci not in g_fused and values.shape == F.shape and values.dtype == F.dtype and whole(bp, index, len(F)):
+            g_fused[ci] = values.resolve_conj()  # every entry, in order: no zeros and scatter (values are ours)
+            return
         if ci not in g_fused:
             g_fused[ci] = torch.zeros_like(F)
-        g_fused[ci].index_add_(0, index, values.expand(len(index), *F.shape[1:]))
+        if values.shape[0] != len(index) or values.shape[1:] != F.shape[1:]:
+            values = values.expand(len(index), *F.shape[1:])
+        g_fused[ci].index_add_(0, index, values)
 
     for size, got in g_krons.items():
         refs = bp.krons[size]
         count = len(refs) // size
         zero = torch.zeros_like(next(iter(got.values()))) if len(got) < count else None
         G = torch.stack([got.get(b, zero) for b in range(count)])
-        factors = _kron_vjp(members[size], G).reshape(-1, 1, 2, 2)
+        if conj_krons:
+            factors = kron_gather_vjp_conj(members[size], G).view(-1, 1, 2, 2)
+        else:
+            factors = _kron_vjp(members[size], G).reshape(-1, 1, 2, 2)
         for ci, entries, pick in _kron_scatter(bp, size):
             device = factors.device
             into(ci, bp._on(entries, device), factors if pick is None else factors[bp._on(pick, device)])
     chunks = [(ci, kind, entries, torch.stack(values)) for (ci, kind), (entries, values) in parts.items()]
     for ci, kind, entries, g in chunks + [(ci, "vec", entries, g) for ci, entries, g in stacked_vecs]:
         if kind == "vec":  # [m, 2, 1, Bx] -> column 0 of [m, Bx, 2, 2]
-            col = g[:, :, 0, :].transpose(1, 2)
-            g = torch.zeros(*col.shape, 2, dtype=col.dtype, device=col.device)
-            g[..., 0] = col
+            col = g[:, :, 0, :]
+            g = torch.stack([col, _zeros(bp, col)], -1).transpose(1, 2)
         elif kind == "mat":
             g = g.unsqueeze(1)
         else:
@@ -73,21 +81,51 @@ def input_cotangents(bp, record, grads, inputs, needs) -> list:
     lay = record[5]
     flat = None  # the cotangent of the flat input vector (bound_inputs): one accumulating scatter a group or run
 
-    def scatter(key, parts, values):
+    outs: list = [None] * len(inputs)  # single-source programs: each input's cotangent, one put_ a group or run
+
+    def scatter(key, parts, values, sources):
         nonlocal flat
+        if bp.single_source:
+            (src,) = sources
+            if outs[src] is None:
+                outs[src] = torch.zeros(inputs[src].shape, dtype=values.dtype, device=values.device)
+            outs[src].put_(lay.local(key, parts, values.device), values, accumulate=True)
+            return
         if flat is None:
             flat = torch.zeros(lay.total, dtype=values.dtype, device=values.device)
         flat.index_put_((lay.table(key, parts, values.device),), values, accumulate=True)
 
     for ri, g in g_runs:  # [gates, 1, B|1] angle cotangents from the run's own reduction
         if any(needs[src] for src in bp.run_sources[ri]):
-            scatter(("r", ri), bp.runs[ri], g)
+            scatter(("r", ri), bp.runs[ri], g, bp.run_sources[ri])
     for gid, gm in enumerate(g_mats):
         if gm is not None and any(needs[src] for src in bp.group_sources[gid]):
-            scatter(("g", gid), bp.groups[gid][2], gate_grads.angle_cotangents_stacked(derivs[gid], gm))
+            scatter(("g", gid), bp.groups[gid][2], gate_grads.angle_cotangents_stacked(derivs[gid], gm),
+                    bp.group_sources[gid])
+    if bp.single_source:
+        return [None if o is None or not nd else (o if o.dtype == x.dtype else o.to(x.dtype))
+                for o, x, nd in zip(outs, inputs, needs)]
     if flat is None:
         return [None] * len(inputs)
     return lay.split(flat, inputs, needs)
+
+def whole(bp, index, count: int) -> bool:
+    """Whether ``index`` (a plan-time table) is ``0 .. count - 1`` in order (read once per table)."""
+    key = ("whole", id(index), count)
+    hit = bp._consts.get(key)
+    if hit is None:
+        hit = bp._consts[key] = (index.tolist() == list(range(count)), index)[0]
+    return hit
+
+
+def _zeros(bp, like) -> torch.Tensor:
+    """Zeros shaped as ``like``, made once per shape, dtype and device (never written)."""
+    key = ("zeros", tuple(like.shape), like.dtype, like.device)
+    hit = bp._consts.get(key)
+    if hit is None:
+        hit = bp._consts[key] = torch.zeros(like.shape, dtype=like.dtype, device=like.device)
+    return hit
+
 
 def _kron_scatter(bp, size) -> list:
     """Per chain among the blocks of ``size``: (chain, its entries, their rows among the factors or None

@@ -61,12 +61,16 @@ def build_stacked(name: str, stacked: torch.Tensor, dtype, device, with_derivati
         if name == "Rot":
             return rot_stacked(stacked.unsqueeze(0), dtype)[0], None
         return fast_matrix(name, list(stacked.unbind(0)), dtype, device), None
+    if name in _HALF_PARTS and stacked.shape[0] == 1:
+        every = _half_stacked(name, stacked, dtype)  # row 1 is dM/dtheta already
+        return every[0], every[1:]
     (shift, factor), fixed = SHIFT_RULES[name]
     k = stacked.shape[0]
-    shifts = _shifts(k, shift, stacked.dtype, stacked.device)
-    angles = stacked + shifts.reshape(k + 1, k, *(1,) * (stacked.ndim - 1))  # [1 + k (which shifted), k, n, *lead]
-    if name == "Rot":
-        every = rot_stacked(angles, dtype)
+    shifts = _shifts(k, shift, stacked.dtype, stacked.device, stacked.ndim - 1)
+    angles = stacked + shifts  # [1 + k (which shifted), k, n, *lead]
+    if name == "Rot":  # the factor folded into the shifted rows' sign table: dM is every[1:] as it is
+        every = rot_stacked(angles, dtype, derivative_rows=factor)
+        return every[0], every[1:]
     else:
         every = fast_matrix(name, list(angles.unbind(1)), dtype, device)  # [1 + k, n, *lead, D, D]
     dm = every[1:]
@@ -81,11 +85,12 @@ def build_stacked(name: str, stacked: torch.Tensor, dtype, device, with_derivati
 _ROT: dict = {}
 
 
-def rot_stacked(angles: torch.Tensor, dtype) -> torch.Tensor:
+def rot_stacked(angles: torch.Tensor, dtype, derivative_rows: float | None = None) -> torch.Tensor:
     """``Rot(phi, theta, omega)`` matrices ``[L, *rest, 2, 2]`` from ``angles`` ``[L, 3, *rest]`` in ~15 ops (the
     builder's closed form, one op per term, is ~27): the half sums ``a = (phi + omega) / 2``, ``b = (phi - omega)
     / 2``, ``t = theta / 2`` by one product with a 3 x 3 table, their cosines and sines, and every entry's real and
-    imaginary part as a signed product of two of them, gathered by index tables.
+    imaginary part as a signed product of two of them, gathered by index tables. ``derivative_rows``: rows 1..
+    come out scaled by it (a shift rule's derivatives, ``build_stacked``) at no op.
 
     >>> from qhybrid.devices.tensornet._gates import fast_matrix
     >>> p = torch.randn(2, 3, 4, dtype=torch.float64)
@@ -94,13 +99,15 @@ def rot_stacked(angles: torch.Tensor, dtype) -> torch.Tensor:
     True
     """
     L, rest = angles.shape[0], angles.shape[2:]
-    key = (angles.dtype, str(angles.device))
+    key = (angles.dtype, str(angles.device), L if derivative_rows is not None else None, derivative_rows)
     hit = _ROT.get(key)
     if hit is None:
         mix = torch.tensor([[0.5, 0.0, 0.5], [0.5, 0.0, -0.5], [0.0, 0.5, 0.0]], dtype=angles.dtype)
         sign = torch.tensor([1.0, -1.0, -1.0, -1.0, 1.0, -1.0, 1.0, 1.0], dtype=angles.dtype)
         # rows of Y = (cos a, cos b, cos t, sin a, sin b, sin t): (re, im) of entries 00, 01, 10, 11
         first, second = torch.tensor([0, 3, 1, 4, 1, 4, 0, 3]), torch.tensor([2, 2, 5, 5, 5, 5, 2, 2])
+        if derivative_rows is not None:  # rows 1.. scaled (``build_stacked``'s shift-rule factor), free
+            sign = torch.stack([sign] + [sign * derivative_rows] * (L - 1))[:, None, :]
         hit = _ROT[key] = tuple(t.to(angles.device) for t in (mix[:, :, None], sign, first, second))
     mix, sign, first, second = hit
     x = (mix * angles.reshape(L, 1, 3, -1)).sum(2)  # [L, 3, R]: a, b, t
@@ -110,17 +117,55 @@ def rot_stacked(angles: torch.Tensor, dtype) -> torch.Tensor:
     return m if m.dtype == dtype else m.to(dtype)
 
 
+_HALF_PARTS = {
+    "RX": ((1, 0, 0, 0, 0, 0, 1, 0), (0, 0, 0, -1, 0, -1, 0, 0)),
+    "RY": ((1, 0, 0, 0, 0, 0, 1, 0), (0, 0, -1, 0, 1, 0, 0, 0)),
+    "RZ": ((1, 0, 0, 0, 0, 0, 1, 0), (0, -1, 0, 0, 0, 0, 0, 1)),
+}
+"""Per one-angle half-angle rotation: its entries' (re, im) parts, row-major, from (cos t, sin t) (t = theta/2)."""
+
+_HALF: dict = {}
+
+
+def _half_stacked(name: str, stacked: torch.Tensor, dtype) -> torch.Tensor:
+    """``[2, n, *lead, 2, 2]``: ``M(theta)`` and ``dM/dtheta = M(theta + pi) / 2`` of a one-angle half-angle rotation
+    from ``stacked`` ``[1, n, *lead]`` in 7 ops (``fast_matrix`` and the shift, 14): ``(r cos t, r sin t)`` for
+    ``t = theta / 2 + (0, pi / 2)`` and ``r = (1, 1/2)`` as one ``polar``, the entries one GEMM with a 2 x 8 sign
+    table.
+
+    >>> t = torch.randn(1, 3, dtype=torch.float64)
+    >>> from qhybrid.devices.tensornet._gates import fast_matrix
+    >>> bool(torch.allclose(_half_stacked("RX", t, torch.complex128)[0], fast_matrix("RX", [t[0]], torch.complex128, "cpu")))
+    True
+    """
+    key = (name, stacked.dtype, str(stacked.device), stacked.ndim)
+    hit = _HALF.get(key)
+    if hit is None:
+        trailing = (1,) * (stacked.ndim - 1)
+        shift = torch.tensor([0.0, math.pi / 2], dtype=stacked.dtype).view(2, 1, *trailing)
+        scale = torch.tensor([1.0, 0.5], dtype=stacked.dtype).view(2, 1, *trailing)
+        table = torch.tensor(_HALF_PARTS[name], dtype=stacked.dtype)
+        hit = _HALF[key] = tuple(t.to(stacked.device) for t in (shift, scale, table))
+    shift, scale, table = hit
+    t = torch.add(shift, stacked, alpha=0.5)  # [2, 1, n, *lead]
+    cs = torch.view_as_real(torch.polar(scale, t))  # (r cos t, r sin t)
+    parts = torch.mm(cs.view(-1, 2), table)  # [2 n lead, 8]: (re, im) of the four entries
+    m = torch.view_as_complex(parts.view(2, *stacked.shape[1:], 2, 2, 2))
+    return m if m.dtype == dtype else m.to(dtype)
+
+
 _SHIFTS: dict = {}
 
 
-def _shifts(k: int, shift: float, dtype, device) -> torch.Tensor:
-    """``[1 + k, k]``: row 0 zeros, row ``j`` the shift on parameter ``j - 1`` (made once per kind of call)."""
-    key = (k, shift, dtype, str(device))
+def _shifts(k: int, shift: float, dtype, device, trailing: int = 0) -> torch.Tensor:
+    """``[1 + k, k, 1 * trailing]``: row 0 zeros, row ``j`` the shift on parameter ``j - 1`` (made once per kind of
+    call)."""
+    key = (k, shift, dtype, str(device), trailing)
     hit = _SHIFTS.get(key)
     if hit is None:
         hit = torch.zeros(k + 1, k, dtype=dtype, device=device)
         hit[torch.arange(1, k + 1), torch.arange(k)] = shift
-        _SHIFTS[key] = hit
+        hit = _SHIFTS[key] = hit.reshape(k + 1, k, *(1,) * trailing)
     return hit
 
 
@@ -132,5 +177,5 @@ def angle_cotangents(dm: torch.Tensor, g: torch.Tensor) -> list[torch.Tensor]:
 
 def angle_cotangents_stacked(dm: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """``angle_cotangents`` as one ``[k, n, *lead]`` tensor."""
-    prod = torch.view_as_real(dm) * torch.view_as_real(g.resolve_conj()).unsqueeze(0)
+    prod = torch.view_as_real(dm) * torch.view_as_real(g.resolve_conj())  # g broadcasts over dm's leading k
     return prod.sum((-1, -2, -3))

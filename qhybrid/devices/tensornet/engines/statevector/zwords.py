@@ -65,3 +65,18 @@ def z_expvals(signs: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
     probs = probabilities(psi)  # [2**n, S', B']
     signs = on_device(signs, probs.device, probs.dtype)
     return torch.matmul(signs, probs.reshape(probs.shape[0], -1)).reshape(signs.shape[0], *probs.shape[1:])
+
+
+def z_values(signs: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
+    """``[measurements, S'B']``: ``z_expvals`` of a contiguous state in 6 ops (the probabilities' real view
+    squared, one GEMM, its (re, im) columns summed), not 10."""
+    r = torch.view_as_real(psi).reshape(signs.shape[1], -1)  # [2**n, 2 S'B'], from any layout
+    both = torch.mm(signs, r * r)  # [measurements, S'B' (re, im)]
+    return both.view(signs.shape[0], -1, 2).sum(-1)
+
+
+def z_cotangent(signs_twice_t: torch.Tensor, g: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
+    """``h = conj(g_psi) = 2 conj(psi) (s^T g)`` from ``g`` ``[measurements, S'B']`` and ``signs_twice_t`` the
+    sign matrix transposed and doubled (made once): 4 ops and one state-sized temporary."""
+    w = torch.mm(signs_twice_t, g).view(psi.shape)
+    return torch.mul(psi.conj(), w)
