@@ -199,7 +199,8 @@ def _qaoa_step(n, p, seed):
 @pytest.mark.parametrize("case", sorted(OPS_BOUNDS))
 def test_a_steady_step_dispatches_few_ops(case):
     """W1 was 352 ops a step, G16 288, Q100p2 1,354 (six cone classes, each its own bound node) at 396b854;
-    W1 300, G16 275, Q100p2 422 at bc26506; W1 191, G16 251, Q100p2 400 after the planned runs (``planned``), 412 with the factored diagonal runs of the stacked classes."""
+    W1 300, G16 275, Q100p2 422 at bc26506; W1 191, G16 251, Q100p2 400 after the planned runs (``planned``),
+    Q100p2 412 beside the stacked classes' factored diagonal runs."""
     step = {"W1": _w1, "G16": lambda: _qaoa_step(16, 2, 7), "Q100p2": lambda: _qaoa_step(100, 2, 1)}[case]()
     ops = _ops_of(step)
     assert ops <= OPS_BOUNDS[case], f"{case}: {ops} aten ops a step (bound {OPS_BOUNDS[case]})"
