@@ -11,7 +11,7 @@ import qhybrid
 from qhybrid.devices import _threads
 from qhybrid.devices._threads import SMALL_WORK_AMPLITUDES, threads_for
 from qhybrid.devices.tensornet import _bound
-from qhybrid.devices.tensornet.engines.statevector import kernels
+from qhybrid.devices.tensornet.engines.statevector import kernels, planned
 
 CPU = torch.device("cpu")
 
@@ -52,14 +52,15 @@ def _circuit(x, w):
 def _threads_seen(monkeypatch, one_node: bool) -> dict[str, set[int]]:
     """Thread counts seen by the state-vector kernels in a forward and backward of a small qnode."""
     seen: dict[str, set[int]] = {"run": set(), "adjoint": set()}
-    for name in seen:
-        original = getattr(kernels, name)
+    for module in (kernels, planned):  # small bound programs walk their planned workspace (``planned``)
+        for name in seen:
+            original = getattr(module, name)
 
-        def spy(*args, _name=name, _original=original, **kwargs):
-            seen[_name].add(torch.get_num_threads())
-            return _original(*args, **kwargs)
+            def spy(*args, _name=name, _original=original, **kwargs):
+                seen[_name].add(torch.get_num_threads())
+                return _original(*args, **kwargs)
 
-        monkeypatch.setattr(kernels, name, spy)
+            monkeypatch.setattr(module, name, spy)
     monkeypatch.setattr(_bound, "ENABLED", one_node)
     q = qhybrid.qnode(qhybrid.device("tensornet", wires=3), diff_method="adjoint")(_circuit)
     x = torch.rand(4, 3, dtype=torch.float64, requires_grad=True)
