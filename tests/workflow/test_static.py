@@ -43,19 +43,25 @@ def _w(layers=2):
     return torch.rand(layers, N, 3, dtype=torch.float64, requires_grad=True)
 
 
+def _recordings(body, calls: int):
+    """(ours, ref, recordings): ``calls`` checked calls of ``body``, counting how often ours ran the function."""
+    ours, ref = _pair(body)
+    recorded = []
+    ours.func = lambda *a: recorded.append(1) or body(*a)
+    for _ in range(calls):
+        _check(ours, ref, _x(), _w())
+    return ours, ref, len(recorded)
+
+
 def test_repeat_calls_reuse_one_trace():
     def body(x, w):
         qml.AngleEmbedding(x, wires=range(N), rotation="Y")
         qml.StronglyEntanglingLayers(w, wires=range(N))
         return [qml.expval(qml.Z(i)) for i in range(N)]
 
-    ours, ref = _pair(body)
-    recorded = []
-    ours.func = lambda *a: recorded.append(1) or body(*a)
-    for _ in range(4):
-        _check(ours, ref, _x(), _w())
+    ours, ref, recorded = _recordings(body, 4)
     assert ours._static.traces == 1
-    assert len(recorded) == 1  # the trace, read off its lazy recording: no probes, no recording on repeat calls
+    assert recorded == 1  # the trace, read off its lazy recording: no probes, no recording on repeat calls
 
 
 def test_different_op_count_retraces():
@@ -202,15 +208,11 @@ def test_constant_arithmetic_is_read_off_one_recording():
                 qml.RZ(0.25 + w[layer, i, 2] * 1.5, wires=i)
         return [qml.expval(qml.Z(i)) for i in range(N)]
 
-    ours, ref = _pair(body)
-    recorded = []
-    ours.func = lambda *a: recorded.append(1) or body(*a)
-    for _ in range(4):
-        _check(ours, ref, _x(), _w())
+    ours, ref, recorded = _recordings(body, 4)
     with torch.no_grad():
         x, w = _x(), _w()
         torch.testing.assert_close(torch.stack(ours(x, w)), torch.stack(ref(x, w)), atol=TOL, rtol=0)
-    assert ours._static.traces == 1 and len(recorded) == 1
+    assert ours._static.traces == 1 and recorded == 1
 
 
 def test_a_value_read_leaves_the_trace_to_the_probes():
@@ -224,12 +226,8 @@ def test_a_value_read_leaves_the_trace_to_the_probes():
         qml.StronglyEntanglingLayers(w, wires=range(N))
         return qml.expval(qml.Z(0))
 
-    ours, ref = _pair(body)
-    recorded = []
-    ours.func = lambda *a: recorded.append(1) or body(*a)
-    for _ in range(3):
-        _check(ours, ref, _x(), _w())
-    assert ours._static.traces == 1 and len(recorded) == 3
+    ours, ref, recorded = _recordings(body, 3)
+    assert ours._static.traces == 1 and recorded == 3
 
 
 def test_arithmetic_on_inputs_runs_the_ordinary_way():
@@ -329,9 +327,5 @@ def test_random_circuits_with_constant_arithmetic_match_default_qubit(seed):
             kind(angle, wires=wires)
         return [qml.expval(qml.Z(i)) for i in range(N)] + [qml.expval(qml.X(0) @ qml.Y(N - 1))]
 
-    ours, ref = _pair(body)
-    recorded = []
-    ours.func = lambda *a: recorded.append(1) or body(*a)
-    for _ in range(3):
-        _check(ours, ref, _x(), _w())
-    assert ours._static.traces == 1 and len(recorded) == 1
+    ours, ref, recorded = _recordings(body, 3)
+    assert ours._static.traces == 1 and recorded == 1
