@@ -366,3 +366,17 @@ def test_hamiltonian_coefficients_plain_numbers_or_trainable():
     got = run(our_f, torch.tensor(plain, dtype=torch.float64, requires_grad=True))
     for r, g in zip(ref, got):
         assert float((r - g).abs().max()) <= 1e-12
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_factored_run_tables_match_default_qubit(monkeypatch, seed):
+    """Run tables kept as their factors over the wire halves (``FACTOR_MIN_ENTRIES`` lowered so that every run
+    takes them): values and gradients, plain and batched angles (the lead-column path), as default.qubit's."""
+    monkeypatch.setattr(diagonal, "FACTOR_MIN_ENTRIES", 1)
+    taken = []
+    original = diagonal.DiagonalRun._factors
+    monkeypatch.setattr(diagonal.DiagonalRun, "_factors", lambda self: taken.append(original(self)) or taken[-1])
+    rng, spec, n_wires, x, w = _case(400 + seed, n_wires=4 + seed % 3)
+    batched = frozenset(g for g, (name, _, _) in enumerate(spec) if _angled(name) and rng.random() < 0.5) if seed % 2 else frozenset()
+    _compare(spec, n_wires, x, w, batched)
+    assert any(f is not None for f in taken)

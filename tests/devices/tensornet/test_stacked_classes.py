@@ -14,7 +14,8 @@ import torch
 import qhybrid
 from benchmarks.workloads import qaoa_function
 from qhybrid.devices.tensornet import _simulate
-from qhybrid.devices.tensornet.engines.lightcone import stacked, stacked_node, stacked_plan
+from qhybrid.devices.tensornet.engines.lightcone import stacked, stacked_node
+from qhybrid.devices.tensornet.engines.statevector import phase_factors
 from qhybrid.devices.tensornet.engines.lightcone.stacked import pack
 
 TOL = 1e-10
@@ -72,7 +73,7 @@ def test_qaoa_classes_run_as_one_stack_with_shared_rows(stacks, monkeypatch):
 
 
 def test_a_run_table_factors_only_where_every_column_is_a_product():
-    """``stacked_plan.factored``: Z-type columns (a sign or bit per wire) split exactly over the wire halves and
+    """``phase_factors.factored``: Z-type columns (a sign or bit per wire) split exactly over the wire halves and
     rebuild the table bit for bit; one column that is no such product keeps the whole table dense."""
     n = 5
     x = np.arange(1 << n)
@@ -80,11 +81,11 @@ def test_a_run_table_factors_only_where_every_column_is_a_product():
     z = lambda w: 1 - 2 * bit(w)  # noqa: E731
     columns = [-0.5 * z(0) * z(3), 0.5 * z(4), bit(1) * bit(2), -0.5 * z(0) * z(1) * z(2) * z(4), np.zeros(1 << n)]
     table = np.stack([np.stack(columns), np.stack(columns[::-1])])  # [S=2, G=5, 32]
-    U, V = stacked_plan.factored(table, n)
+    U, V = phase_factors.factored(table, n)
     assert np.array_equal(np.einsum("sgi,sgj->sgij", U, V).reshape(table.shape), table)
     mixed = table.copy()
     mixed[1, 2] = 0.5 * z(0) + 0.5 * z(4)  # a sum, not a product: rank 2 over the halves
-    (dense,) = stacked_plan.factored(mixed, n)
+    (dense,) = phase_factors.factored(mixed, n)
     assert dense is mixed
 
 

@@ -36,7 +36,7 @@ def _apply(psi, K, q: int, k: int):
 
 def _phases(theta, run):
     """``L = sum_g theta[s, g] table[s, g]`` for a dense run ``(T, -T)`` (``T [S, G, 2**N]``) or a factored one
-    ``(U^T, V, U, W)`` (``stacked_plan.factored``): ``U^T (theta V)``, one small product per row."""
+    ``(U^T, V, U, W)`` (``statevector.phase_factors``): ``U^T (theta V)``, one small product per row."""
     if len(run) == 2:
         return torch.bmm(theta.unsqueeze(1), run[0])  # [S, 1, G] x [S, G, 2**N]: rows stream
     Ut, V = run[0], run[1]

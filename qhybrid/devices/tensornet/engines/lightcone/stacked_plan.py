@@ -28,6 +28,7 @@ import torch
 
 from ..._gates import constant_matrix
 from ..statevector.program import KRON_MAX_WIRES
+from ..statevector.phase_factors import factored
 
 STACK_MAX_AMPLITUDES = 1 << 18
 """A stack holds at most this many amplitudes (rows times ``2**N``: 4 MiB a state in complex128); more classes
@@ -294,32 +295,6 @@ class StackPlan:
                 "target": long(self.target), "member": long(self.member), "angle": long(self.angle),
             }
         return hit
-
-
-def factored(table: np.ndarray, n: int) -> tuple:
-    """A diagonal run's phase table ``[S, G, 2**n]`` as ``(U [S, G, 2**h], V [S, G, 2**(n-h)])`` with
-    ``table[s, g] = outer(U[s, g], V[s, g])`` over the high and low halves of the wires, where every gate's
-    column is such a product (Z-type gates are: a sign or bit per wire), else ``(table,)``. The dense table is
-    read once a step each way (12.6 MB at 2**16 amplitudes and 24 gates); the factors fit in cache and the phases
-    come from one small product (``stacked_node._phases``)."""
-    h = n // 2
-    if h == 0:
-        return (table,)
-    S, G, _ = table.shape
-    M = table.reshape(S, G, 1 << h, 1 << (n - h))
-    U = np.zeros((S, G, 1 << h))
-    V = np.zeros((S, G, 1 << (n - h)))
-    for s in range(S):
-        for g in range(G):
-            m = M[s, g]
-            at = np.argwhere(m != 0)
-            if not len(at):
-                continue
-            i, j = at[0]
-            U[s, g], V[s, g] = m[:, j], m[i] / m[i, j]
-    if not np.array_equal(np.einsum("sgi,sgj->sgij", U, V), M):
-        return (table,)
-    return U, V
 
 
 def _run_tensors(factors: tuple, as_real) -> tuple:

@@ -33,6 +33,7 @@ import pennylane as qml
 import torch
 
 from .product import sum_to
+from .phase_factors import factored
 
 DIAGONAL_TABLE_MAX_ELEMENTS = 1 << 22
 """A run's angle table has at most this many entries (rows x 2**n; 32 MiB in float64, kept per dtype and
@@ -57,6 +58,12 @@ recomputes it from the table (one matmul and a cos / sin pass)."""
 
 VECTOR_GATES = frozenset({"DiagonalQubitUnitary"})
 """Gates given by their diagonal (complex, unimodular): gathered onto the basis, not turned into angles."""
+
+
+FACTOR_MIN_ENTRIES = 1 << 18
+"""Tables of at least this many entries (2 MiB in float64: G16's 24 gates on 2**16 amplitudes hold 1.5M) are kept
+as their factors over the wire halves where they factor (``phase_factors``): below it the dense product is
+cache-resident and one op shorter each way."""
 
 
 def _z(k: int) -> np.ndarray:
@@ -156,18 +163,35 @@ class DiagonalRun:
         return None if self._scaled is None else self._scaled / TABLE_SCALE
 
     def constants(self, dtype, device) -> tuple:
-        """(table, L0, gather indexes, table transposed, minus the table) in the state's real dtype on its
-        device, converted once per pair (the last two: contiguous, one op less each forward and backward)."""
+        """(table, L0, gather indexes, table transposed, minus the table, factors) in the state's real dtype on
+        its device, converted once per pair (transposed and negated: contiguous, one op less each forward and
+        backward). ``factors``: ``(U^T, V, U, -V)`` where the table has at least ``FACTOR_MIN_ENTRIES``
+        entries and every gate's column is a product over the wire halves (``phase_factors``; the dense
+        tables are then None), else None."""
         real = dtype.to_real()
         key = (real, str(device))
         hit = self._cache.get(key)
         if hit is None:
             as_t = lambda a: None if a is None else torch.as_tensor(a, dtype=real, device=device)  # noqa: E731
             idx = [torch.as_tensor(local, device=device) for _, local in self.vectors]
-            table = None if self._scaled is None else as_t(self._scaled).div_(TABLE_SCALE)
-            tables = (None, None) if table is None else (table.T.contiguous(), -table)
-            hit = self._cache[key] = (table, as_t(self.const), idx, *tables)
+            split = self._factors()
+            if split is not None:
+                U, V = split
+                factors = (as_t(np.ascontiguousarray(U.T)), as_t(V), as_t(U), as_t(-V))
+                hit = (None, as_t(self.const), idx, None, None, factors)
+            else:
+                table = None if self._scaled is None else as_t(self._scaled).div_(TABLE_SCALE)
+                tables = (None, None) if table is None else (table.T.contiguous(), -table)
+                hit = (table, as_t(self.const), idx, *tables, None)
+            self._cache[key] = hit
         return hit
+
+    def _factors(self):
+        """``(U [G, 2**h], V [G, 2**l])`` of a large table that factors over the wire halves, else None."""
+        if self._scaled is None or self._scaled.size < FACTOR_MIN_ENTRIES:
+            return None
+        split = factored(self.table[None], self.n)
+        return None if len(split) == 1 else (split[0][0], split[1][0])
 
     def tensors(self, values, lead) -> list[torch.Tensor]:
         """The run's tensors: the angle columns ``[gates, S|1, B|1]`` (if any angle gate), then one diagonal
@@ -209,14 +233,19 @@ class RunCall:
 
 def phases(run: DiagonalRun, ts, dtype, device) -> torch.Tensor:
     """P as ``[2**n, S|1, B|1]`` (see the module notes)."""
-    _, const, idx, table_t, _ = run.constants(dtype, device)
+    _, const, idx, table_t, _, factors = run.constants(dtype, device)
     P = None
     k = 0
     if run.angles:
         theta = ts[0]
         k = 1
         G, S, B = theta.shape
-        L = torch.mm(table_t, theta.reshape(G, S * B)).view(-1, S, B)
+        if factors is None:
+            L = torch.mm(table_t, theta.reshape(G, S * B)).view(-1, S, B)
+        elif S * B == 1:  # U^T diag(theta) V: [2**h, G] x [G, 2**l]
+            L = torch.mm(factors[0], factors[1] * theta.view(G, 1)).view(-1, S, B)
+        else:  # every lead column c at once: U^T [G, 2**l * c]
+            L = torch.mm(factors[0], (factors[1].unsqueeze(-1) * theta.view(G, 1, S * B)).view(G, -1)).view(-1, S, B)
         if const is not None:
             L = L + const[:, None, None]
     elif const is not None:
@@ -249,7 +278,7 @@ def unapply(psi, h, call: RunCall, ts, needs):
     call.kept = None
     grads: list = [None] * len(ts)
     if any(needs):
-        _, _, idx, _, minus = run.constants(psi.dtype, psi.device)
+        _, _, idx, _, minus, factors = run.constants(psi.dtype, psi.device)
         hw = h * psi  # [2**n, S, B]
         k = 0
         if run.angles:
@@ -258,7 +287,15 @@ def unapply(psi, h, call: RunCall, ts, needs):
                 theta = ts[0]
                 G, S, B = theta.shape
                 w = sum_to(hw.imag, (hw.shape[0], S, B))
-                grads[0] = torch.mm(minus, w.reshape(w.shape[0], S * B)).view(G, S, B)
+                if factors is None:
+                    grads[0] = torch.mm(minus, w.reshape(w.shape[0], S * B)).view(G, S, B)
+                else:  # -sum_lo V[g, lo] (U w)[g, lo, c]
+                    U, minus_v = factors[2], factors[3]
+                    uw = torch.mm(U, w.reshape(U.shape[1], -1))  # [G, 2**l * S * B]
+                    if S * B == 1:
+                        grads[0] = (uw * minus_v).sum(1).view(G, S, B)
+                    else:
+                        grads[0] = (uw.view(G, -1, S * B) * minus_v.unsqueeze(-1)).sum(1).view(G, S, B)
         for j, (d, ix) in enumerate(zip(ts[k:], idx)):
             if needs[k + j]:
                 Sd, Bd, D = d.shape
