@@ -103,8 +103,7 @@ class LazyParam(torch.Tensor):
         name = getattr(func, "__name__", "")
         if _in_place(name, kwargs):
             _freeze((args, kwargs))
-        _note_real_use((args, kwargs))
-        args, kwargs = tree_map(_real, (args, kwargs))
+        args, kwargs = tree_map(_used, (args, kwargs))
         return func(*args, **kwargs)
 
     @classmethod
@@ -118,16 +117,13 @@ class LazyParam(torch.Tensor):
 autoray.register_backend(LazyParam, "torch")
 
 
-def _real(x):
-    return x._value() if isinstance(x, LazyParam) else x
-
-
-def _note_real_use(tree) -> None:
-    """Count a use of some proxy's value (Python may branch on it): a static trace is then not made from the
-    recording's structure alone (``_static_lazy``)."""
-    for x in torch.utils._pytree.tree_leaves(tree):
-        if isinstance(x, LazyParam):
-            x._session.real_uses += 1
+def _used(x):
+    """``x``'s real value where it is a proxy, that use counted (Python may branch on it): a static trace is then
+    not made from the recording's structure alone (``_static_lazy``)."""
+    if isinstance(x, LazyParam):
+        x._session.real_uses += 1
+        return x._value()
+    return x
 
 
 _IN_PLACE_DUNDERS = frozenset(

@@ -30,7 +30,6 @@ from collections import OrderedDict
 
 import torch
 
-from . import _lazy
 from ._call_args import CallArgs, shaped_like
 from ._static_lazy import lazy_trace
 from ..interfaces._compile import quantum_boundary
@@ -110,11 +109,10 @@ class StaticCache:
 
     def _trace(self, qnode, key, call: CallArgs):
         args, kwargs = call.args, call.kwargs
-        cached = None
-        if _lazy.ENABLED and not qnode._lazy_observables:
-            tape, out, cached = lazy_trace(qnode, call)
+        if qnode._lazy_observables:  # observables built from the arguments: recorded from the real tensors
+            tape, out, cached = (*qnode.construct(args, kwargs), None)
         else:
-            tape, out = qnode.construct(args, kwargs)
+            tape, out, cached = lazy_trace(qnode, call)
         self.traces += 1
         if cached is not None:
             template, post, gather, sources = cached

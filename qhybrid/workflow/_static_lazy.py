@@ -20,8 +20,8 @@ from .._variant import Gather, _ROW_OF
 from ..devices._observable_key import observable_data
 from ..interfaces._preprocess import preprocess
 from ._call_args import CallArgs
-from ._lazy import LazyParam, proxied
-from ._lazy_resolve import _APPLY, measured_proxies, resolve
+from ._lazy import LazyParam
+from ._lazy_resolve import _APPLY
 
 
 class LazySources:
@@ -66,16 +66,12 @@ def _structural(tape, session) -> bool:
 
 def lazy_trace(qnode, call: CallArgs):
     """``(tape, out, cached)``: the call recorded lazily and resolved (``qnode.tape``), what the function
-    returned, and ``(template, post, gather, sources)`` where the recording is structural, else None."""
-    args, kwargs, session = proxied(call.args, call.kwargs)
-    tape, out = qnode._record(args, kwargs)
-    structural = _structural(tape, session)
-    if measured_proxies(tape):
-        qnode._lazy_observables = True  # as construct does: later plain calls record from the real tensors
-    groups: dict = {}
-    tape = resolve(tape, groups)
-    qnode.tape = tape
-    if not structural or tape.shots:
+    returned, and ``(template, post, gather, sources)`` where the recording is structural, else None (also where
+    lazy recording is off: ``_lazy.ENABLED``)."""
+    seen, groups = [], {}
+    structural = lambda t, session: seen.append(_structural(t, session))  # noqa: E731
+    tape, out = qnode.construct(call.args, call.kwargs, lazy=True, recorded=structural, groups=groups)
+    if not seen or not seen[0] or tape.shots:
         return tape, out, None
     variants, post = preprocess(qnode.device, [tape])
     g = variants[0].gather

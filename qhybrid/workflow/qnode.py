@@ -106,20 +106,26 @@ class QNode(PennyLaneQNodeFace):
         state["_graphs"] = None if self._graphs is None else self._graphs.fresh()
         return state
 
-    def construct(self, args, kwargs, record: bool = True, lazy: bool = False) -> tuple[qml.tape.QuantumScript, object]:
+    def construct(
+        self, args, kwargs, record: bool = True, lazy: bool = False, recorded=None, groups: dict | None = None
+    ) -> tuple[qml.tape.QuantumScript, object]:
         """Record the quantum function into a tape; also returns what the function returned
         (``record=False``: without keeping it as ``self.tape``). ``lazy``: the tensor arguments recorded as
-        index tables and their gate parameters made with one op per group (``_lazy``), not one per gate."""
+        index tables and their gate parameters made with one op per group (``_lazy``), not one per gate;
+        then ``recorded(tape, session)`` sees the tape before its proxies are resolved and ``groups`` receives
+        their groups (a static trace reads both: ``_static_lazy``)."""
         lazy = lazy and _lazy.ENABLED
         if lazy:
-            args, kwargs, _ = _lazy.proxied(args, kwargs)
+            args, kwargs, session = _lazy.proxied(args, kwargs)
         tape, out = self._record(args, kwargs)
         if lazy:
+            if recorded is not None:
+                recorded(tape, session)
             if measured_proxies(tape):
                 # an observable built from the arguments (trainable Hamiltonian coefficients) would be rebuilt
                 # term by term on every call to take its values: later calls record from the real tensors
                 self._lazy_observables = True
-            tape = resolve(tape)
+            tape = resolve(tape, groups)
         if record:
             self.tape = tape
         return tape, out
