@@ -32,19 +32,12 @@ import qhybrid
 from qhybrid.testing import OpCount, host_touches
 
 from .gpu import NO_GPU_EXIT, _time, _versions
-from .workloads import WORKLOADS, deep_qaoa, qaoa_edges, qaoa_function
+from .workloads import qaoa_function, qaoa_problem
 
 DEVICE = "cuda"
 """Where the torch rows run (``--device cpu``: a smoke test of this script, wall clock, no capture)."""
 
-def _problem(name: str):
-    if name == "G16":
-        wl = WORKLOADS["G16"]
-        return wl.n_qubits, qaoa_edges(wl), wl.layers
-    return deep_qaoa(name)
-
-
-def _angles(p: int, device):
+def qaoa_angles(p: int, device):
     g = torch.linspace(0.15, 0.5, p, dtype=torch.float64, device=device).requires_grad_()
     b = torch.linspace(-0.4, -0.1, p, dtype=torch.float64, device=device).requires_grad_()
     return g, b
@@ -88,7 +81,7 @@ def _jax(n, edges, p):
     from .peers.jax_hand import _qaoa_loss
 
     fn = jax.jit(jax.value_and_grad(_qaoa_loss(n, edges), argnums=(0, 1)))
-    g, b = (jax.numpy.asarray(t.detach().cpu().numpy()) for t in _angles(p, "cpu"))
+    g, b = (jax.numpy.asarray(t.detach().cpu().numpy()) for t in qaoa_angles(p, "cpu"))
 
     def step():
         value, grads = jax.block_until_ready(fn(g, b))
@@ -97,7 +90,7 @@ def _jax(n, edges, p):
     return step
 
 
-def _count(step) -> tuple[int, int]:
+def ops_and_host_reads(step) -> tuple[int, int]:
     """Aten ops of one steady step, and its host touches (``qhybrid.testing``: what stops capture)."""
     with OpCount() as count:
         step()
@@ -105,13 +98,13 @@ def _count(step) -> tuple[int, int]:
 
 
 def _builds(name, n, edges, p, args):
-    builds = {"qhybrid": lambda: _torch_step(_qhybrid(n, edges, p), *_angles(p, DEVICE))}
+    builds = {"qhybrid": lambda: _torch_step(_qhybrid(n, edges, p), *qaoa_angles(p, DEVICE))}
     for backend in args.backends:  # the contraction backends beside torch (uncaptured)
-        builds[f"qhybrid[{backend}]"] = lambda b=backend: _torch_step(_qhybrid(n, edges, p, b), *_angles(p, DEVICE))
+        builds[f"qhybrid[{backend}]"] = lambda b=backend: _torch_step(_qhybrid(n, edges, p, b), *qaoa_angles(p, DEVICE))
     if not args.no_capture and DEVICE != "cpu":
 
         def captured():
-            g, b = _angles(p, DEVICE)
+            g, b = qaoa_angles(p, DEVICE)
             t0 = time.perf_counter()
             step = _torch_step(qhybrid.cuda_graph(_qhybrid(n, edges, p), (g, b)), g, b)
             torch.cuda.synchronize()
@@ -120,13 +113,13 @@ def _builds(name, n, edges, p, args):
 
         builds["qhybrid[cuda-graph]"] = captured
     if n <= 20 and not args.no_peers:
-        builds[f"pennylane[default.qubit,torch-{DEVICE}]"] = lambda: _torch_step(_pennylane(n, edges, p), *_angles(p, DEVICE))
+        builds[f"pennylane[default.qubit,torch-{DEVICE}]"] = lambda: _torch_step(_pennylane(n, edges, p), *qaoa_angles(p, DEVICE))
         builds["jax[jit]"] = lambda: _jax(n, edges, p)
     return builds
 
 
 def run(name: str, args) -> dict:
-    n, edges, p = _problem(name)
+    n, edges, p = qaoa_problem(name)
     record = {"workload": name, "wires": n, "edges": len(edges), "p": p, "systems": {}}
     steps, outs = {}, {}
     for system, build in _builds(name, n, edges, p, args).items():
@@ -144,7 +137,7 @@ def run(name: str, args) -> dict:
             for _ in range(args.warmup):
                 _time(torch, step)
             if system == "qhybrid":
-                entry["ops_per_step"], entry["host_reads_per_step"] = _count(step)
+                entry["ops_per_step"], entry["host_reads_per_step"] = ops_and_host_reads(step)
             if DEVICE != "cpu":
                 entry["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
             steps[system], outs[system], entry["times_s"] = step, out, []

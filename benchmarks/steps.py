@@ -3,9 +3,8 @@
 
 One step is a value and every gradient (forward + backward) of the workload's circuit through ``qhybrid.qnode``
 (adjoint, complex128). The systems alternate step by step in one process after three warm-up steps each, so the
-machine's drift hits them alike; the table gives medians and ratios to default.qubit. Ops are counted with
-``qhybrid.testing.OpCount`` (every aten op a step dispatches: a kernel launch each on a GPU), host reads with
-``qhybrid.testing.host_touches``, page faults from ``getrusage`` over the timed steps.
+machine's drift hits them alike; the table gives medians and ratios to default.qubit. Ops and host reads are
+``gpu_structured.ops_and_host_reads``'s (``qhybrid.testing``), page faults ``getrusage``'s over the timed steps.
 
     python -m benchmarks.steps                                  # W1 G16 Q100p2 Q100p3 L8p3 Q1000p2, one thread
     python -m benchmarks.steps --workloads W1,G16 --repeats 25 --threads 2
@@ -24,55 +23,14 @@ import pennylane as qml
 import torch
 
 import qhybrid
-from qhybrid.testing import OpCount, host_touches
 
-from .workloads import WORKLOADS, deep_qaoa, qaoa_edges, qaoa_function, qaoa_graph
+from .gpu_structured import ops_and_host_reads, qaoa_angles
+from .workloads import qaoa_function, qaoa_problem, sel_function
 
 RESULTS = Path(__file__).parent / "results" / "steps.json"
 DEFAULT = ("W1", "G16", "Q100p2", "Q100p3", "L8p3", "Q1000p2")
+SYSTEMS = ("qhybrid", "qhybrid static", "default.qubit")
 DQ_MAX_WIRES = 16
-
-
-def _w1(system: str, n: int = 8, layers: int = 4, batch: int = 128):
-    def circuit(x, w):
-        qml.AngleEmbedding(x, wires=range(n), rotation="Y")
-        qml.StronglyEntanglingLayers(w, wires=range(n))
-        return [qml.expval(qml.Z(i)) for i in range(n)]
-
-    gen = torch.Generator().manual_seed(3)
-    x = torch.rand(batch, n, generator=gen, dtype=torch.float64, requires_grad=True)
-    w = torch.rand(layers, n, 3, generator=gen, dtype=torch.float64, requires_grad=True)
-    node = _node(system, circuit, n)
-
-    def step():
-        out = node(x, w)
-        (torch.stack(list(out)).sum()).backward()
-        return out
-
-    return step, n
-
-
-def _qaoa(system: str, name: str):
-    if name in ("Q100p3", "Q100p4", "L8p3", "L8p4"):
-        n, edges, p = deep_qaoa(name)
-    else:
-        wl = WORKLOADS[name] if name in WORKLOADS else None
-        if wl is not None:
-            n, p, edges = wl.n_qubits, wl.layers, qaoa_edges(wl)
-        else:  # Q1000p2 and the like: Q<n>p<p> on a random 3-regular graph (seed 1)
-            n, p = (int(v) for v in name[1:].split("p"))
-            edges = [(int(u), int(v)) for u, v in qaoa_graph(n, seed=1).edges()]
-    node = _node(system, qaoa_function(edges, n), n)
-    g0 = torch.linspace(0.15, 0.5, p, dtype=torch.float64)
-    b0 = torch.linspace(-0.4, -0.1, p, dtype=torch.float64)
-
-    def step():
-        g, b = g0.clone().requires_grad_(), b0.clone().requires_grad_()
-        value = node(g, b)
-        value.backward()
-        return value
-
-    return step, n
 
 
 def _node(system: str, circuit, n: int):
@@ -83,26 +41,33 @@ def _node(system: str, circuit, n: int):
 
 
 def make(system: str, name: str):
-    return _w1(system) if name == "W1" else _qaoa(system, name)
+    """(step, wires): W1 (8 wires, 4 SEL layers, batch 128) or a QAOA workload (``qaoa_problem``)."""
+    if name == "W1":
+        n = 8
+        node = _node(system, sel_function(n), n)
+        gen = torch.Generator().manual_seed(3)
+        x = torch.rand(128, n, generator=gen, dtype=torch.float64, requires_grad=True)
+        w = torch.rand(4, n, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+        return (lambda: torch.stack(list(node(x, w))).sum().backward()), n
+    n, edges, p = qaoa_problem(name)
+    node = _node(system, qaoa_function(edges, n), n)
+    g0, b0 = (t.detach() for t in qaoa_angles(p, "cpu"))
+    return (lambda: node(g0.clone().requires_grad_(), b0.clone().requires_grad_()).backward()), n
 
 
 def measure(name: str, repeats: int) -> dict:
     steps = {}
-    for system in ("qhybrid", "qhybrid static", "default.qubit"):
+    for system in SYSTEMS:
         step, n = make(system, name)
-        if system == "default.qubit" and n > DQ_MAX_WIRES:
-            continue
-        steps[system] = step
+        if system != "default.qubit" or n <= DQ_MAX_WIRES:
+            steps[system] = step
     row: dict = {}
     for system, step in steps.items():
         for _ in range(3):
             step()
+        row[system] = {}
         if system != "default.qubit":
-            with OpCount() as count:
-                step()
-            row[system] = {"ops": count.total, "host_reads": len(host_touches(step, warmup=0))}
-        else:
-            row[system] = {}
+            row[system]["ops"], row[system]["host_reads"] = ops_and_host_reads(step)
     times: dict = {s: [] for s in steps}
     faults: dict = {s: 0 for s in steps}
     for _ in range(repeats):

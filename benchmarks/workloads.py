@@ -272,6 +272,18 @@ def deep_qaoa(workload: str) -> tuple[int, list[tuple[int, int]], int]:
     return n, [(int(u), int(v)) for u, v in qaoa_graph(n, seed=1).edges()], p
 
 
+def qaoa_problem(name: str) -> tuple[int, list[tuple[int, int]], int]:
+    """(nodes, edges, p) of a QAOA workload: a ``WORKLOADS`` row (G16, Q100p1, Q100p2), a deep row
+    (``deep_qaoa``), or ``Q<n>p<p>`` on ``random_regular_graph(3, n, seed=1)`` (Q1000p2)."""
+    if name in WORKLOADS:
+        wl = WORKLOADS[name]
+        return wl.n_qubits, qaoa_edges(wl), wl.layers
+    if name in ("Q100p3", "Q100p4", "Q200p3", "L8p3", "L8p4"):
+        return deep_qaoa(name)
+    n, p = (int(v) for v in name[1:].split("p"))
+    return n, [(int(u), int(v)) for u, v in qaoa_graph(n, seed=1).edges()], p
+
+
 # --- 24-wire hardware-efficient circuits (HEA24x8, SEL24x4 of WORKLOADS.md; issue 26) -----------------------
 
 WIDE_STATE_OUTPUTS = ("local", "zz-chain", "global")

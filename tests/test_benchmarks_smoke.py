@@ -47,3 +47,14 @@ def test_gpu_structured_runs_its_rows_on_the_cpu(tmp_path):
     assert rows["qhybrid"]["host_reads_per_step"] == 0 and rows["qhybrid"]["ops_per_step"] > 0
     assert rows["pennylane[default.qubit,torch-cpu]"]["max_abs_diff_vs_qhybrid"] < 1e-10
     assert "jax[jit]" in rows  # a row, measured or with its ImportError recorded
+
+
+def test_steps_measures_both_qnodes_and_default_qubit():
+    """benchmarks/steps.py on W1: the plain and static qnodes' ops (no host read) and every system's time."""
+    from benchmarks import steps
+
+    row = steps.measure("W1", 1)
+    assert set(row) == set(steps.SYSTEMS)
+    for system in ("qhybrid", "qhybrid static"):
+        assert row[system]["ops"] > 0 and row[system]["host_reads"] == 0
+    assert all(r["median_s"] > 0 for r in row.values())
