@@ -158,6 +158,7 @@ class _TreeContraction(torch.autograd.Function):
         plan, *operands = inputs
         ctx.plan = plan
         ctx.mark_non_differentiable(*output[1:])
+        ctx.set_materialize_grads(False)  # (no zeros the size of every kept step result a backward)
         ctx.save_for_backward(*operands, *output)
 
     @staticmethod
@@ -167,6 +168,8 @@ class _TreeContraction(torch.autograd.Function):
         saved = ctx.saved_tensors
         operands = saved[: tape.n_inputs]
         needs = ctx.needs_input_grad[1:]
+        if grad is None:
+            return (None,) * (1 + len(operands))
         if torch.is_grad_enabled():  # a graph of the backward is wanted: differentiate a recorded contraction
             return (None, *_recorded_grads(plan, operands, needs, grad))
         final, *between = saved[tape.n_inputs :]
