@@ -19,6 +19,7 @@ import torch
 from pennylane.measurements import DensityMatrixMP, StateMP, VarianceMP
 
 from .._variant import Variant, parameter_owners
+from ..devices.tensornet._constants import literal
 from ..errors import GradientError
 from ._execute import execute_variants
 from .jpc import JacobianProductCalculator, Results, register_jpc
@@ -198,9 +199,10 @@ def _shifted_values(params: Sequence, todo: Sequence[tuple], real_dtype: torch.d
         uniq = sorted({j for j, _, _ in todo})
         where = {j: i for i, j in enumerate(uniq)}
         stacked = torch.stack([params[j] for j in uniq]).to(dtype)
-        index = torch.tensor([where[j] for j, _, _ in todo], device=first.device)
-        mult = torch.tensor([m for _, m, _ in todo], dtype=dtype, device=first.device)
-        shift = torch.tensor([s for _, _, s in todo], dtype=dtype, device=first.device)
+        # the rule's tables made once per device (``literal``): no host data in a steady step
+        index = literal(tuple(where[j] for j, _, _ in todo), first.device, torch.long)
+        mult = literal(tuple(m for _, m, _ in todo), first.device, dtype)
+        shift = literal(tuple(s for _, _, s in todo), first.device, dtype)
         return list((stacked[index] * mult + shift).unbind(0))
     out = []
     for p, (_, m, s) in zip(ps, todo):
@@ -237,9 +239,9 @@ def _combine_unbatched(v, tr, entries, recipe, dys, results):
         rows.extend(r - first for r in rr)
         coeffs.extend(c)
     device = per_row.device
-    weighted = per_row[torch.tensor(rows, device=device)] * torch.tensor(coeffs, dtype=per_row.dtype, device=device)
+    weighted = per_row[literal(tuple(rows), device, torch.long)] * literal(tuple(coeffs), device, per_row.dtype)
     total = torch.zeros(len(tr), dtype=per_row.dtype, device=device).index_add(
-        0, torch.tensor(owner, device=device), weighted
+        0, literal(tuple(owner), device, torch.long), weighted
     )
     grads = []
     for g, j in zip(total.unbind(0), tr):

@@ -8,6 +8,7 @@ from typing import Sequence
 import torch
 from ._gates import broadcast_shape, constant_matrix, fast_matrix, generic_matrix, global_phase, state_vector
 from ._gates import typed_tensor
+from ._constants import literal
 from .engines.network.network import BATCH, STACK
 from ..._variant import Variant
 from ._structure import TapeStructure
@@ -73,8 +74,8 @@ class _Values:
         if any(p.device != device for p in values) or any(p.device != device for p in base):
             return self._table
         table = torch.stack(base).to(self.real_dtype).expand(len(self.group), len(positions))
-        r_idx = torch.tensor([r for _, r in entries], device=device)
-        k_idx = torch.tensor([k for k, _ in entries], device=device)
+        r_idx = literal(tuple(r for _, r in entries), device, torch.long)
+        k_idx = literal(tuple(k for k, _ in entries), device, torch.long)
         table = table.index_put((r_idx, k_idx), torch.stack(values).to(self.real_dtype))
         if device != self.device:
             table = table.to(self.device)
@@ -111,7 +112,7 @@ class _Values:
                 )
             else:
                 vals = torch.stack([typed_tensor(self.group[r].params[j], self.real_dtype, self.device) for r in changed])
-                index = torch.tensor(changed, device=self.device)
+                index = literal(tuple(changed), self.device, torch.long)  # (made once per device)
                 column = base.expand(len(self.group), *base.shape).index_put((index,), vals)
             if slot.batched and column.ndim == 1:
                 column = column.unsqueeze(-1)  # a stacked scalar broadcasts against the batch axis

@@ -40,9 +40,9 @@ import torch
 
 from ...._threads import threads_for
 from . import diagonal, kernels
-from ..._constants import on_device
+from ..._constants import literal, on_device
 from ..._gates import real_gate
-from ..._structure import TapeStructure
+from ..._structure import UNITARY_BY_CONSTRUCTION, TapeStructure
 from .allocator import tune_allocator as _tune_allocator
 from .blocks import _Kron, _build_krons, _full_monomial, _monomial
 from .adjoint import AdjointProgram, is_unitary, np_unitary
@@ -163,7 +163,10 @@ class StateVectorProgram:
         self.in_runs = in_runs = {si for st in self.steps if st.kind == "diagonal" for si in st.data.angles}
         # the slots whose matrices the actions use (a diagonal run reads its gates' angles, not matrices)
         self.matrix_slots = sorted(set(range(len(structure.slots))) - in_runs - set(self.basis_slots))
-        self.user_matrices = [si for si, slot in enumerate(structure.slots) if slot.kind == "matrix" and si not in in_runs]
+        self.user_matrices = [
+            si for si, slot in enumerate(structure.slots)
+            if slot.kind == "matrix" and si not in in_runs and slot.name not in UNITARY_BY_CONSTRUCTION
+        ]  # fmt: skip
         # a gate without parameters is one of PennyLane's named gates, unitary by definition: only constant
         # matrices given as data (QubitUnitary, ...) are checked
         self.unitary = all(
@@ -316,7 +319,7 @@ class StateVectorProgram:
                 (leaded if lead else plain).append((w, m))
         blocks = self._kron_blocks(plain)
         if sparse:
-            idx = torch.tensor(sorted(set().union(*(r for _, _, r in sparse))), device=values.device)
+            idx = literal(tuple(sorted(set().union(*(r for _, _, r in sparse)))), values.device, torch.long)
             mine = {w for w, _, _ in sparse}
             sub = self._kron_blocks([(w, m) for w, m in plain if w not in mine])
             info = ([(q, k) for q, k, _ in blocks], [(q, k) for q, k, _ in sub], [w for w, _, _ in sparse], idx)
