@@ -1,7 +1,7 @@
 """Every engine's steady step captured as CUDA graphs (``qhybrid.cuda_graph``) replays what the uncaptured step
 gives, to 1e-12, with new values on every replay (GPU): the state vector at a large batch (W1 at batch 8192, W5),
 diagonal runs (G16), light-cone classes, the closed networks of deep QAOA (Q100p3, Q100p4, L8p3), the mixed-state
-engine and its Pauli walk (NW1's kind). The uncaptured step is checked against default.qubit elsewhere; here a
+engine and its Pauli walk (NW1's kind), and an exact parameter-shift launch. The uncaptured step is checked against default.qubit elsewhere; here a
 second qnode on its own device is the reference, so the captured one never shares its caches.
 
 The MPS is captured with bonds fixed by structure (cutoff=0 and a max_bond_dim); with a value cutoff its bond sizes
@@ -23,11 +23,11 @@ pytestmark = pytest.mark.gpu
 TOL = 1e-12
 
 
-def _sel(n, layers, batch, **device):
+def _sel(n, layers, batch, diff_method="adjoint", **device):
     def make():
         dev = qhybrid.device("tensornet", wires=n, **device)
 
-        @qhybrid.qnode(dev, diff_method="adjoint")
+        @qhybrid.qnode(dev, diff_method=diff_method)
         def f(x, w):
             qml.AngleEmbedding(x, wires=range(n), rotation="Y")
             qml.StronglyEntanglingLayers(w, wires=range(n))
@@ -85,6 +85,7 @@ CASES = {
     "Q100p4": lambda: _deep("Q100p4"),
     "NW1_mixed_state": lambda: _noisy(4, 1),
     "NW1_pauli_walk": lambda: _noisy(4, 16),
+    "parameter_shift_launch": lambda: _sel(6, 2, 64, diff_method="parameter-shift"),
 }
 
 

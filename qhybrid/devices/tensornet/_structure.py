@@ -52,8 +52,12 @@ def _needs_all_wires(mp) -> bool:
     return isinstance(mp, (StateMP, DensityMatrixMP, ProbabilityMP)) and not mp.wires and mp.obs is None
 
 
-COMPLEX_DATA_OPS = frozenset({"QubitUnitary", "ControlledQubitUnitary", "DiagonalQubitUnitary", "BlockEncode"})
+COMPLEX_DATA_OPS = frozenset({"QubitUnitary", "ControlledQubitUnitary", "DiagonalQubitUnitary", "BlockEncode", "DrawnUnitary"})
 """Operators whose data are matrices or vectors that may be complex; every other gate's data are angles."""
+
+UNITARY_BY_CONSTRUCTION = frozenset({"DrawnUnitary"})
+"""Matrix operators made unitary by qhybrid itself (trajectories' draws, ``engines/mixed/trajectories.py``): a run
+does not check their values (a host read a step), as it does a user's ``QubitUnitary``."""
 
 
 def _check_real(op: Operator) -> None:

@@ -39,7 +39,7 @@ from .backends import BACKEND_NAMES, get_backend
 from .readout.measurement_values import measurement_values_as_observables
 from .readout.postselect import renormalise_postselection
 from ._empty_batch import with_empty_batches
-from .engines.mixed import check_noise_options, trajectory_fields
+from .engines.mixed import NoiseDraws, check_noise_options, trajectory_fields
 from .plugin.conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor
 from .plugin.config import refuse_second_derivative_of_numpy_tapes, refuse_second_derivative_of_vjp, resolve_config
 from .plugin.derivatives import _core_params, device_vjps, jacobian
@@ -170,7 +170,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         self.spread_classes, self.spread_slices = check_spread_options(spread_classes, spread_slices)
         self.method, self._mps = method, mps_settings(method, max_bond_dim, cutoff, dtype)
         self.noise, self.trajectories = check_noise_options(noise, trajectories)  # docs/NOISE.md
-        self._noise_rng, self.trajectory_standard_errors = np.random.default_rng(seed), []
+        self._noise_rng, self.trajectory_standard_errors = NoiseDraws(seed), []
         settle_long_lived()  # (the imported modules: not counted as new objects by the next full pass)
         tune_malloc()  # state buffers stay mapped between steps (devices/_malloc: ~700 page faults a step less)
 

@@ -235,6 +235,34 @@ def parameter_shift(monkeypatch):
     return step, lambda: True
 
 
+def parameter_shift_rules(monkeypatch):
+    """Batched inputs, four-term rules (``CRX``, ``CRot``), words with X and Y and probabilities: the rules' tables
+    (shifted rows, multipliers, shifts, the combining coefficients) and the stacked rows made once per device."""
+    from qhybrid.gradients import parameter_shift as ps
+
+    dev = qhybrid.device("tensornet", wires=3)
+
+    @qhybrid.qnode(dev, diff_method="parameter-shift")
+    def f(x, w):
+        qml.AngleEmbedding(x, wires=range(3))
+        qml.CRX(w[0], wires=[0, 1])
+        qml.IsingZZ(w[1], wires=[1, 2])
+        qml.Rot(w[2], w[3], w[4], wires=2)
+        qml.PhaseShift(w[5], wires=0)
+        qml.CRot(w[6], w[7], w[8], wires=[2, 0])
+        return qml.expval(qml.X(0) @ qml.Y(1)), qml.probs(wires=[1, 2])
+
+    x = torch.rand(5, 3, dtype=torch.float64)
+    w = torch.rand(9, dtype=torch.float64, requires_grad=True)
+    calls = _calls(monkeypatch, ps, "_shifted_values")
+
+    def step():
+        a, b = f(x, w)
+        (a.sum() + b.sum()).backward()
+
+    return step, lambda: bool(calls)
+
+
 def exp_qlayer(monkeypatch):
     layer = qhybrid.ExpQLayer(4, 2).double()
     x = torch.rand(8, 4, dtype=torch.float64)
@@ -244,16 +272,14 @@ def exp_qlayer(monkeypatch):
 CASES = {f.__name__: f for f in (
     statevector, statevector_xy_words, statevector_large_batch, statevector_general_path, diagonal_runs, cone_classes_shared_rows,
     cone_classes_plain_qnode, cone_classes_distinct_rows, closed_cone_classes, closed_cone_classes_distinct_rows, network_words_together,
-    mps, mps_truncated, mps_value_cutoff, mixed_state, pauli_walk, trajectories, parameter_shift, exp_qlayer,
+    mps, mps_truncated, mps_value_cutoff, mixed_state, pauli_walk, trajectories, parameter_shift,
+    parameter_shift_rules, exp_qlayer,
 )}  # fmt: skip
 
 NOT_YET = {  # engines whose steady steps still touch the host (issue 39): strict, so a fix shows here
     "mps_value_cutoff": "a value cutoff (the default's too) sizes each bond from the singular values of its split "
                         "(mps/svd.py kept_rank): data-dependent by design; cutoff=0 with a max_bond_dim is the "
                         "capture-safe configuration (the mps cases)",
-    "trajectories": "each trajectory's tape built from Python data (mixed/trajectories.py), its unitarity checked on "
-                    "values (statevector/adjoint.py is_unitary)",
-    "parameter_shift": "shifted parameters built from Python numbers (_values.py): not capturable, by design",
     "exp_qlayer": "layers check their inputs are finite (a read per call; skipped on captured replays)",
 }
 

@@ -134,4 +134,4 @@ def test_trainable_gate_outside_the_light_cone_has_a_zero_derivative(diff_method
     v = torch.tensor(0.4, dtype=torch.float64, requires_grad=True)
     out = qhybrid.qnode(_device(wires=3, count=16), diff_method=diff_method)(circuit)(a, v)
     ga, gv = torch.autograd.grad(out, [a, v])
-    assert torch.isfinite(ga) and float(gv) == 0.0
+    assert torch.isfinite(ga) and abs(float(gv)) <= 1e-15  # zero up to rounding (which the draws move)

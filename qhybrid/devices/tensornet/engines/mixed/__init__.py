@@ -6,7 +6,7 @@ simulator's hook.
 
 from .channels import CHANNEL_NAMES, PAULI_MIXTURES, is_channel, superoperator
 from .run import has_channels, run_mixed
-from .trajectories import NOISE_MODES, check_noise_options, trajectory_fields
+from .trajectories import NOISE_MODES, NoiseDraws, check_noise_options, trajectory_fields
 
-__all__ = ["CHANNEL_NAMES", "PAULI_MIXTURES", "is_channel", "superoperator", "has_channels", "run_mixed", "NOISE_MODES",
+__all__ = ["CHANNEL_NAMES", "PAULI_MIXTURES", "is_channel", "superoperator", "has_channels", "run_mixed", "NOISE_MODES", "NoiseDraws",
            "check_noise_options", "trajectory_fields"]

@@ -20,6 +20,7 @@ from pennylane.measurements import DensityMatrixMP, ExpectationMP, ProbabilityMP
 
 from .....errors import GradientError, UnsupportedOperationError
 from ....._variant import Variant, tape_parameters
+from ..._constants import on_device
 from .channels import check_channel, is_channel
 
 LINEAR_MEASUREMENTS = (ExpectationMP, ProbabilityMP, DensityMatrixMP)
@@ -55,21 +56,63 @@ def trajectory_fields(device) -> dict:
                 noise_log=device.trajectory_standard_errors)
 
 
+class NoiseDraws:
+    """A device's source of trajectory draws: one torch generator per torch device, all seeded from the device's
+    ``seed`` (fresh entropy where it is None), so the draws are made where the state lives: no host data in a step.
+
+    >>> draws = NoiseDraws(seed=3)
+    >>> draws.generator(torch.device("cpu")) is draws.generator(torch.device("cpu"))
+    True
+    """
+
+    def __init__(self, seed: int | None):
+        self.seed = int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0] >> np.uint64(1))
+        self._generators: dict = {}
+
+    def generator(self, device: torch.device) -> torch.Generator:
+        device = torch.device(device)
+        gen = self._generators.get(device)
+        if gen is None:
+            gen = self._generators[device] = torch.Generator(device=device).manual_seed(self.seed)
+        return gen
+
+
+class DrawnUnitary(qml.QubitUnitary):
+    """A channel's drawn unitaries, one per trajectory row: each a Kraus operator of a mixture checked when it was
+    decomposed (``unitary_mixture``), scaled, so a run takes them as unitary without checking their values (a host
+    read a step)."""
+
+
 def unitary_mixture(op: qml.operation.Operator) -> tuple[np.ndarray, np.ndarray]:
     """``(weights, unitaries)`` with ``op = sum_r w_r U . U^dagger``; a clear error where ``op`` is not one.
     Channels with scalar parameters are looked up by name and values (a noise model repeats one channel on every
     wire after every layer: one Kraus decomposition for all of them)."""
+    return _mixture(op)[:2]
+
+
+def _mixture(op: qml.operation.Operator) -> tuple:
+    """``unitary_mixture``'s arrays and the same as torch tensors (the keys of their device copies, ``on_device``)."""
     check_channel(op)
     data = [qml.math.unwrap(p.detach() if hasattr(p, "detach") else p) for p in op.data]
-    if all(np.ndim(p) == 0 for p in data):
-        key = (op.name, len(op.wires), tuple(float(p) for p in data), repr(op.hyperparameters))
-        hit = _MIXTURES.get(key)
-        if hit is None:
-            if len(_MIXTURES) > _MIXTURES_MAX:
-                _MIXTURES.clear()
-            hit = _MIXTURES[key] = _unitary_mixture(op)
-        return hit
-    return _unitary_mixture(op)
+    if not all(np.ndim(p) == 0 for p in data):
+        weights, unitaries = _unitary_mixture(op)
+        return weights, unitaries, torch.from_numpy(weights), torch.from_numpy(unitaries)
+    key = (op.name, len(op.wires), tuple(float(p) for p in data), repr(op.hyperparameters))
+    hit = _MIXTURES.get(key)
+    if hit is None:
+        if len(_MIXTURES) > _MIXTURES_MAX:
+            _MIXTURES.clear()
+        weights, unitaries = _unitary_mixture(op)
+        hit = _MIXTURES[key] = (weights, unitaries, torch.from_numpy(weights), torch.from_numpy(unitaries))
+    return hit
+
+
+def _drawn(op, rows: int, draws: NoiseDraws, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``rows`` unitaries of ``op``'s mixture drawn on ``device``, where its tables are kept (made once per device)."""
+    _, _, weights, unitaries = _mixture(op)
+    weights, unitaries = on_device(weights, device, dtype.to_real()), on_device(unitaries, device, dtype)
+    index = torch.multinomial(weights, rows, replacement=True, generator=draws.generator(device))
+    return unitaries.index_select(0, index)
 
 
 _MIXTURES: dict = {}
@@ -115,8 +158,8 @@ def _check(tape: qml.tape.QuantumScript) -> None:
             )
 
 
-def trajectory_tape(tape: qml.tape.QuantumScript, count: int, rng: np.random.Generator, dtype) -> qml.tape.QuantumScript:
-    """``tape`` with every channel a ``QubitUnitary`` broadcast over ``batch x count`` drawn unitaries and every
+def trajectory_tape(tape: qml.tape.QuantumScript, count: int, draws: NoiseDraws, dtype, device) -> qml.tape.QuantumScript:
+    """``tape`` with every channel a ``DrawnUnitary`` broadcast over ``batch x count`` drawn unitaries and every
     broadcast parameter repeated ``count`` times (row ``b * count + t`` is trajectory ``t`` of sample ``b``).
     Channels and unbatched, untrained gates outside the measured wires' reverse light cone are left out (they
     cancel in every trajectory's result): no draws, no ops to build or plan for them."""
@@ -130,9 +173,7 @@ def trajectory_tape(tape: qml.tape.QuantumScript, count: int, rng: np.random.Gen
         if i not in cone and (is_channel(op) or (op.batch_size is None and not _trainable(op))):
             continue  # outside the measured wires' reverse light cone it cancels in every trajectory
         if is_channel(op):
-            weights, unitaries = unitary_mixture(op)
-            draws = rng.choice(len(weights), size=rows, p=weights)
-            ops.append(qml.QubitUnitary(torch.as_tensor(unitaries[draws], dtype=dtype), wires=op.wires))
+            ops.append(DrawnUnitary(_drawn(op, rows, draws, dtype, device), wires=op.wires))
         elif batch is not None and op.batch_size is not None:
             data = [p.repeat_interleave(count, 0) if qml.math.ndim(p) > nd else p for p, nd in zip(op.data, op.ndim_params)]
             ops.append(qml.ops.functions.bind_new_parameters(op, data))
@@ -170,7 +211,7 @@ def run_trajectories(group: Sequence[Variant], opts, simulate_pure, device_wires
         tape = v.bound_tape()
         _check(tape)
         count = opts.trajectories
-        traj = trajectory_tape(tape, count, opts.noise_rng, opts.dtype)
+        traj = trajectory_tape(tape, count, opts.noise_rng, opts.dtype, opts.device)
         (res,) = simulate_pure([Variant(traj, tape_parameters(traj))], device_wires, opts, cache)
         means, errors = [], []
         for r in res:
