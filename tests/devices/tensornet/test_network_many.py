@@ -13,6 +13,7 @@ import torch
 import qhybrid
 from qhybrid.devices.tensornet import _simulate
 from qhybrid.devices.tensornet.engines.network import many, many_sequence, many_tiny, programs, together
+from qhybrid.devices.tensornet.engines.network import products as network_products
 from qhybrid.devices.tensornet.engines.network.fuse import fuse_chains
 from qhybrid.devices.tensornet.engines.network.many import ManyTrees, NotTogether
 from qhybrid.devices.tensornet.engines.network.plan import ContractionPlan, _binary_tree
@@ -55,12 +56,18 @@ TINY = {"bmm": 0, "tiny": 10**9, "mixed": 40}
 """``many_tiny.TINY_PRODUCTS``: every wave group a ``bmm``, every one elementwise products, or some of each."""
 
 
+OUTER = {"outer": 1, "bmm_only": 10**9}
+"""``products.OUTER_MIN_ELEMENTS``: every step with no summed index a broadcast product, or none."""
+
+
+@pytest.mark.parametrize("outer", sorted(OUTER))
 @pytest.mark.parametrize("tiny", sorted(TINY))
 @pytest.mark.parametrize("split", sorted(SPLITS))
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_many_trees_match_plans_one_by_one(seed, split, tiny, monkeypatch):
+def test_many_trees_match_plans_one_by_one(seed, split, tiny, outer, monkeypatch):
     monkeypatch.setattr(many, "BIG_STEP_ELEMENTS", SPLITS[split])
     monkeypatch.setattr(many_tiny, "TINY_PRODUCTS", TINY[tiny])
+    monkeypatch.setattr(network_products, "OUTER_MIN_ELEMENTS", OUTER[outer])
     if split == "split" and seed == 2:  # fragmented permutations read through position tables
         monkeypatch.setattr(many_sequence, "MAX_COPY_RUNS", 1)
     plans, leaves, table = _random_networks(6, seed)

@@ -25,6 +25,7 @@ import weakref
 import torch
 
 from .many_seq_arena import SequenceArena, sequence_elements
+from .products import kernel
 
 ARENA_MAX_ELEMENTS = 1 << 23
 """Elements (buffer, cotangent, gathered operands and their cotangents) up to which a schedule keeps an arena
@@ -81,10 +82,10 @@ class Arena:
             fwd, bwd = [], []
             for g, ag, bg, cg, gcg in parts:
                 a3, b3, c3 = ag.view(g.rows, g.m, g.k), bg.view(g.rows, g.k, g.n), cg.view(g.rows, g.m, g.n)
-                fwd.append((a3, b3, c3))
+                fwd.append((kernel(g.m, g.k, g.n), a3, b3, c3))
                 ga3 = ga_need[g.a[0] - a0 : g.a[1] - a0].view(g.rows, g.m, g.k) if g.need_a else None
                 gb3 = gb_need[g.b[0] - b0 : g.b[1] - b0].view(g.rows, g.k, g.n) if g.need_b else None
-                bwd.append((gcg.view(g.rows, g.m, g.n), b3.mT, ga3, a3.mT, gb3))
+                bwd.append((gcg.view(g.rows, g.m, g.n), b3.mT, ga3, a3.mT, gb3, kernel(g.m, g.n, g.k), kernel(g.k, g.m, g.n)))
             tiny_fwd = tiny_bwd = None
             for part, (_, _, seg) in zip(wave.tiny, tiny):  # (one a wave at most)
                 fa, fb = factors
@@ -132,8 +133,8 @@ class Arena:
         for index, gathered, groups, tiny in self.forward:
             if len(index):
                 torch.index_select(small, 0, index, out=gathered)
-            for a3, b3, c3 in groups:
-                torch.bmm(a3, b3, out=c3)
+            for op, a3, b3, c3 in groups:  # (``products.kernel``: bmm, or mul for outer products)
+                op(a3, b3, out=c3)
             if tiny is not None:  # C[o] = sum_l A[pa(o, l)] B[pb(o, l)]
                 fa, fb, products, zeros, seg, out = tiny
                 torch.mul(fa, fb, out=products)
@@ -144,11 +145,11 @@ class Arena:
         cot = self.cot
         for w in range(len(waves) - 1, -1, -1):
             groups, tiny, add_index, given = self.backward[w]
-            for gc3, bT, ga3, aT, gb3 in groups:
+            for gc3, bT, ga3, aT, gb3, op_a, op_b in groups:
                 if ga3 is not None:
-                    torch.bmm(gc3, bT, out=ga3)
+                    op_a(gc3, bT, out=ga3)
                 if gb3 is not None:
-                    torch.bmm(aT, gc3, out=gb3)
+                    op_b(aT, gc3, out=gb3)
             if tiny is not None:  # h_A[pa] += h_C[o] B[pb], and the same for B
                 hc_all, seg, hc, hc_a, fb, ya, hc_b, fa, yb = tiny
                 torch.index_select(hc_all, 0, seg, out=hc)

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from .many_sequence import permuted_positions
+from .products import kernel
 
 
 CHUNK_ELEMENTS = 1 << 18
@@ -139,7 +140,7 @@ class SequenceArena:
             gc = self.pool_cot[at : at + rows * m * n].view(rows, m, n)
             ga = grads[pa][a0:a1].view(rows, k, m) if need_a else None
             gb = grads[pb][b0:b1].view(rows, k, n) if need_b else None
-            products.append((a.mT, b, out, gc, gc.mT, a, ga, gb))
+            products.append((a.mT, b, out, gc, gc.mT, a, ga, gb, kernel(m, k, n), kernel(k, n, m), kernel(k, m, n)))
         return gathers, products, gives
 
     def run_forward(self, small: torch.Tensor) -> list:
@@ -148,8 +149,8 @@ class SequenceArena:
         for gathers, products, _ in self.levels:
             for from_pool, index, buf in gathers:
                 torch.index_select(pool if from_pool else small, 0, index, out=buf)
-            for aT, b, out, *_ in products:
-                torch.bmm(aT, b, out=out)
+            for aT, b, out, *_, op, _, _ in products:  # (``products.kernel``: bmm, or mul for outer products)
+                op(aT, b, out=out)
         return self.held
 
     def outputs(self, small: torch.Tensor) -> torch.Tensor:
@@ -177,11 +178,11 @@ class SequenceArena:
         pool_cot = self.pool_cot
         for l in range(len(self.levels) - 1, -1, -1):
             _, products, gives = self.levels[l]
-            for aT, b, out, gc, gcT, a, ga, gb in products:
+            for aT, b, out, gc, gcT, a, ga, gb, _, op_a, op_b in products:
                 if ga is not None:
-                    torch.bmm(b, gcT, out=ga)  # h_A = (h_C B^T)^T = B h_C^T, as [rows, k, m]
+                    op_a(b, gcT, out=ga)  # h_A = (h_C B^T)^T = B h_C^T, as [rows, k, m]
                 if gb is not None:
-                    torch.bmm(a, gc, out=gb)
+                    op_b(a, gc, out=gb)
             for to_pool, index, buf in gives:
                 if to_pool:
                     pool_cot.scatter_(0, index, buf)  # (``index_copy_``: 2-5x as long here)

@@ -24,6 +24,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from .products import product
+
 MAX_COPY_RUNS = 7
 """A permutation whose copy falls into more than this many coalesced strided runs is gathered through a
 position table instead: on 2^14-2^16-element tensors of extent-2 indices torch's permuted copy took 1.2-2.5
@@ -120,7 +122,7 @@ class Sequence:
         for s, st in enumerate(self.steps):
             a = st.a.read(small, held, st.rows, st.k, st.m)
             b = st.b.read(small, held, st.rows, st.k, st.n)
-            held[s] = torch.bmm(a.mT, b)  # [rows, m, n]
+            held[s] = product(a.mT, b)  # [rows, m, n]
             for slot in st.last_use:
                 held[slot] = None
             # only what a cotangent reads is kept (Q100 p=4: 22.3M of 29.7M elements, 120 MB less to fault in)
@@ -144,9 +146,9 @@ class Sequence:
             if st.a.grad:
                 # h_A = (h_C B^T)^T = B h_C^T: [rows, k, m] made contiguous by the product itself (its
                 # transpose read back flat was a copy and two ops more)
-                self._give(st.a, torch.bmm(b, gc.mT), cot_held, cot_small)  # [rows, k, m]
+                self._give(st.a, product(b, gc.mT), cot_held, cot_small)  # [rows, k, m]
             if st.b.grad:
-                self._give(st.b, torch.bmm(a, gc), cot_held, cot_small)  # [rows, k, n]
+                self._give(st.b, product(a, gc), cot_held, cot_small)  # [rows, k, n]
 
     @staticmethod
     def _give(fetch: _Fetch, g: torch.Tensor, cot_held: list, cot_small: torch.Tensor) -> None:

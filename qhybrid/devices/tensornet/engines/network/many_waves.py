@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from . import many_tiny
+from .products import product
 
 
 class NotTogether(Exception):
@@ -245,7 +246,7 @@ def waves_forward(waves: list, indices: list, buffer: torch.Tensor, keep: list |
         b = torch.split_with_sizes(whole_b, wave.b_sizes)
         c = torch.split_with_sizes(buffer[wave.out[0] : wave.out[1]], wave.out_sizes)
         for g, ag, bg, cg in zip(wave.groups, a, b, c):
-            torch.bmm(ag.view(g.rows, g.m, g.k), bg.view(g.rows, g.k, g.n), out=cg.view(g.rows, g.m, g.n))
+            product(ag.view(g.rows, g.m, g.k), bg.view(g.rows, g.k, g.n), out=cg.view(g.rows, g.m, g.n))
 
 
 def waves_backward(waves: list, indices: list, buffer: torch.Tensor, cot: torch.Tensor, kept: list | None = None) -> None:
@@ -272,9 +273,9 @@ def waves_backward(waves: list, indices: list, buffer: torch.Tensor, cot: torch.
         for g, ag, bg, cg, gag, gbg in zip(wave.groups, a, b, c, ga_parts, gb_parts):
             gc = cg.view(g.rows, g.m, g.n)
             if g.need_a:
-                torch.bmm(gc, bg.view(g.rows, g.k, g.n).mT, out=gag.view(g.rows, g.m, g.k))
+                product(gc, bg.view(g.rows, g.k, g.n).mT, out=gag.view(g.rows, g.m, g.k))
             if g.need_b:
-                torch.bmm(ag.view(g.rows, g.m, g.k).mT, gc, out=gbg.view(g.rows, g.k, g.n))
+                product(ag.view(g.rows, g.m, g.k).mT, gc, out=gbg.view(g.rows, g.k, g.n))
         (a0, a1), (b0, b1) = wave.a_need, wave.b_need
         cot.index_add_(0, ia[a0:a1], ga[a0:a1])
         cot.index_add_(0, ib[b0:b1], gb[b0:b1])
