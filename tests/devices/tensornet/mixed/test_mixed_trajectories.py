@@ -135,3 +135,13 @@ def test_trainable_gate_outside_the_light_cone_has_a_zero_derivative(diff_method
     out = qhybrid.qnode(_device(wires=3, count=16), diff_method=diff_method)(circuit)(a, v)
     ga, gv = torch.autograd.grad(out, [a, v])
     assert torch.isfinite(ga) and abs(float(gv)) <= 1e-15  # zero up to rounding (which the draws move)
+
+
+@pytest.mark.parametrize("seed", [7, np.random.SeedSequence(7), lambda: np.random.default_rng(7)], ids=["int", "SeedSequence", "Generator"])
+def test_every_numpy_seed_kind_draws_the_same_on_two_devices(seed):
+    """The device's ``seed`` takes what ``numpy.random.default_rng`` takes; the draws (on the device, by a torch
+    generator seeded from it) repeat on a second device made with the same seed."""
+    tape = qml.tape.QuantumScript([qml.RX(0.3, 0), qml.DepolarizingChannel(0.3, 0)], [qml.expval(qml.Z(0))])
+    make = seed if callable(seed) else (lambda: seed)
+    first, second = (float(_device(seed=make(), count=16, wires=1).execute(tape)) for _ in range(2))
+    assert first == second

@@ -58,7 +58,8 @@ def trajectory_fields(device) -> dict:
 
 class NoiseDraws:
     """A device's source of trajectory draws: one torch generator per torch device, all seeded from the device's
-    ``seed`` (fresh entropy where it is None), so the draws are made where the state lives: no host data in a step.
+    ``seed`` (what ``numpy.random.default_rng`` takes: an int, a ``SeedSequence``, a ``Generator``, or None for fresh
+    entropy), so the draws are made where the state lives: no host data in a step.
 
     >>> draws = NoiseDraws(seed=3)
     >>> draws.generator(torch.device("cpu")) is draws.generator(torch.device("cpu"))
@@ -66,7 +67,7 @@ class NoiseDraws:
     """
 
     def __init__(self, seed: int | None):
-        self.seed = int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0] >> np.uint64(1))
+        self.seed = int(np.random.default_rng(seed).integers(1 << 62))
         self._generators: dict = {}
 
     def generator(self, device: torch.device) -> torch.Generator:
