@@ -37,8 +37,8 @@ def _angles(p):
     return torch.linspace(0.15, 0.5, p, dtype=torch.float64), torch.linspace(-0.4, -0.1, p, dtype=torch.float64)
 
 
-def qhybrid_step(n, edges, p):
-    dev = qhybrid.device("tensornet", wires=n)
+def qhybrid_step(n, edges, p, max_memory=None):
+    dev = qhybrid.device("tensornet", wires=n, max_memory=max_memory)
     node = qhybrid.qnode(dev)(qaoa_function(edges, n))
     gamma, beta = _angles(p)
 

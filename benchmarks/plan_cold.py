@@ -2,13 +2,17 @@
 cache, with the hyper tier on one process (``QHYBRID_PLAN_WORKERS=1``) and over every core (the default),
 alternating; the trees' total forward flops must be the same.
 
-    python -m benchmarks.plan_cold [Q100p4 L8p4 ...] [--repeats N] [--timeout S] [--workers both|1|cores] [--out FILE]
+    python -m benchmarks.plan_cold [Q100p4 L8p4 ...] [--repeats N] [--timeout S] [--workers both|1|cores]
+                                   [--max-memory GB] [--out FILE]
 
 ``hyper_s``: the seconds the hyper tier took (the costly trees' planning), ``flops``: the trees' forward flops,
 ``first_s`` / ``first_cpu_s``: the first step's wall and CPU seconds in the process, ``workers_cpu_s``: the CPU
 seconds of its plan workers, ``cpu_s`` both together; ``load`` / ``load_after``: the 1-minute load around it.
 Each run is its own process (nothing planned before: memo, path cache and compiled schedules empty), one
-intra-op thread. Writes one JSON row per run to ``--out`` (default benchmarks/results/plan_cold.json; the rows of
+intra-op thread. ``--max-memory`` fixes the device's ``max_memory``: without it the planner's largest intermediate
+follows the memory available at that moment, and trees near that limit change with it (an L8p4 class: 2^34.81
+flops with its 2^27-element tree fitting under 2^27.5 elements, 2^33.77 when nothing or everything fits), so trees
+are compared under one limit. Writes one JSON row per run to ``--out`` (default benchmarks/results/plan_cold.json; the rows of
 other workloads there are kept).
 """
 
@@ -30,7 +34,7 @@ from benchmarks.deep import qhybrid_step, tree_flops
 from qhybrid.devices.tensornet.engines.network.pathfind import STATS
 from benchmarks.workloads import deep_qaoa
 n, edges, p = deep_qaoa(sys.argv[1])
-step = qhybrid_step(n, edges, p)
+step = qhybrid_step(n, edges, p, max_memory=float(sys.argv[2]) if sys.argv[2] != "none" else None)
 t, cpu = time.perf_counter(), time.process_time()
 step()
 first, cpu = time.perf_counter() - t, time.process_time() - cpu
@@ -40,20 +44,24 @@ print(json.dumps({"first_s": first, "first_cpu_s": cpu, "workers_cpu_s": workers
 """
 
 
-def cold_run(workload: str, workers: int | None, timeout: float) -> dict:
-    """One cold first step in a fresh process (``workers`` None: the default, every core)."""
+def cold_run(workload: str, workers: int | None, timeout: float, max_memory: float | None = None) -> dict:
+    """One cold first step in a fresh process (``workers`` None: the default, every core; ``max_memory`` in bytes,
+    None: the device's default, a share of the memory available)."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop("QHYBRID_PLAN_WORKERS", None)
     if workers is not None:
         env["QHYBRID_PLAN_WORKERS"] = str(workers)
     row = {"workload": workload, "workers": workers or "cores", "load": os.getloadavg()[0]}
+    if max_memory is not None:
+        row["max_memory"] = max_memory
     if hasattr(os, "sched_getaffinity"):
         row["cores"] = len(os.sched_getaffinity(0))
     with tempfile.TemporaryDirectory() as cache:
         env["QHYBRID_CACHE_DIR"] = cache
         began = time.perf_counter()
         try:
-            out = subprocess.run([sys.executable, "-c", CHILD, workload], env=env, capture_output=True, text=True,
+            memory = "none" if max_memory is None else repr(float(max_memory))
+            out = subprocess.run([sys.executable, "-c", CHILD, workload, memory], env=env, capture_output=True, text=True,
                                  timeout=timeout, check=True)  # fmt: skip
             row.update(json.loads(out.stdout.strip().splitlines()[-1]))
         except subprocess.TimeoutExpired:
@@ -74,13 +82,15 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--workers", choices=["both", "1", "cores"], default="both",
                     help="plan in one process, over every core, or both alternating (default)")
+    ap.add_argument("--max-memory", type=float, default=None, metavar="GB",
+                    help="fix the device's max_memory (GB) so the trees are compared under one limit")
     ap.add_argument("--out", default=str(Path(__file__).with_name("results") / "plan_cold.json"))
     a = ap.parse_args()
     rows = []
     for workload in a.workloads:
         for _ in range(a.repeats):
             for workers in {"both": (1, None), "1": (1,), "cores": (None,)}[a.workers]:  # alternating: the load falls on both alike
-                row = cold_run(workload, workers, a.timeout)
+                row = cold_run(workload, workers, a.timeout, None if a.max_memory is None else a.max_memory * 2**30)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     out = Path(a.out)
