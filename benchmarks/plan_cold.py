@@ -10,9 +10,9 @@ alternating; the trees' total forward flops must be the same.
 seconds of its plan workers, ``cpu_s`` both together; ``load`` / ``load_after``: the 1-minute load around it.
 Each run is its own process (nothing planned before: memo, path cache and compiled schedules empty), one
 intra-op thread. ``--max-memory`` fixes the device's ``max_memory``: without it the planner's largest intermediate
-follows the memory available at that moment, and trees near that limit change with it (an L8p4 class: 2^34.81
-flops with its 2^27-element tree fitting under 2^27.5 elements, 2^33.77 when nothing or everything fits), so trees
-are compared under one limit. Writes one JSON row per run to ``--out`` (default benchmarks/results/plan_cold.json; the rows of
+follows the memory available at that moment, and a tree near that limit can change with it (an L8p4 class after
+steps 1-3: 2^34.81 flops with its 2^27-element tree fitting under 2^27.5 elements, 2^33.77 when nothing or
+everything fits; L8p4's final trees were the same at 3 GB, 6 GB and the default, 2026-11-28). Writes one JSON row per run to ``--out`` (default benchmarks/results/plan_cold.json; the rows of
 other workloads there are kept).
 """
 
