@@ -27,8 +27,8 @@ def cuda_graph(fn: Callable | nn.Module, sample_args: Sequence[torch.Tensor], *,
     The returned callable replays the captured kernels: Python, qhybrid's preprocessing and the checks
     run only during warm-up and capture, so later calls must keep the shapes of ``sample_args`` and the
     circuit's structure (anything else is a new structure: capture it separately). Circuits with finite
-    shots, ``diff_method="parameter-shift"``, non-unitary user matrices or ``create_graph`` are not
-    capturable (they read values back to the host); use them uncaptured.
+    shots, non-unitary user matrices or ``create_graph`` are not capturable (they read values back to the
+    host), nor noise trajectories (drawn by a torch generator the graph does not own); use them uncaptured.
 
     >>> import torch, qhybrid
     >>> layer = qhybrid.ExpQLayer(4, 2).double().cuda()          # doctest: +SKIP
