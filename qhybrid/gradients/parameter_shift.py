@@ -19,7 +19,7 @@ import torch
 from pennylane.measurements import DensityMatrixMP, StateMP, VarianceMP
 
 from .._variant import Variant, parameter_owners
-from ..devices.tensornet._constants import literal
+from ..devices._constants import literal
 from ..errors import GradientError
 from ._execute import execute_variants
 from .jpc import JacobianProductCalculator, Results, register_jpc

@@ -8,7 +8,7 @@ from typing import Sequence
 import torch
 from ._gates import broadcast_shape, constant_matrix, fast_matrix, generic_matrix, global_phase, state_vector
 from ._gates import typed_tensor
-from ._constants import literal
+from .._constants import literal
 from .engines.network.network import BATCH, STACK
 from ..._variant import Variant
 from ._structure import TapeStructure

@@ -20,7 +20,7 @@ from pennylane.measurements import (
 )
 
 from ....errors import UnsupportedOperationError
-from .._constants import literal
+from ..._constants import literal
 from .._gates import typed_tensor
 from .pauli_tables import pauli_expval, pauli_table
 

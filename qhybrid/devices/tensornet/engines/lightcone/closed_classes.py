@@ -33,7 +33,7 @@ from ..network.together import gate_view
 from . import together_store
 from .closed_sourced import sourced
 from .shared import capturing
-from ..._constants import on_device
+from ...._constants import on_device
 
 TOGETHER_MIN_MEMBERS = 2
 """Closed classes run together once they hold at least this many members (one network gains nothing)."""

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ...._collector import collector_paused
-from ..._constants import on_device
+from ...._constants import on_device
 from .shared import member_groups
 
 

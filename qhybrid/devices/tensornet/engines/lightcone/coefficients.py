@@ -11,7 +11,7 @@ from __future__ import annotations
 import pennylane as qml
 import torch
 
-from ..._constants import literal
+from ...._constants import literal
 
 
 class DataMap:

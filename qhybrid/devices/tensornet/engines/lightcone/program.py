@@ -31,7 +31,7 @@ from .coefficients import data_map
 from .parameters import parameter_rows, row_sources, scalar
 from .cones import cone_slots, make_cone
 from .shared import BY_VALUES, member_groups, run_distinct
-from ..._constants import on_device
+from ...._constants import on_device
 from .closed_classes import run_together
 from .preplan import plan_closed_classes
 from ..network.tree_grad import KeptBudget

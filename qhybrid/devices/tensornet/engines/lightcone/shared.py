@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ..._constants import on_device
+from ...._constants import on_device
 
 Run = Callable[[torch.Tensor], torch.Tensor]
 """``[K, P]`` parameter rows in, ``[K]`` values out (differentiable)."""

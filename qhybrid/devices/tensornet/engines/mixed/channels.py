@@ -18,7 +18,7 @@ import numpy as np
 import pennylane as qml
 import torch
 
-from ..._constants import literal
+from ...._constants import literal
 
 CHANNEL_NAMES = frozenset(
     {

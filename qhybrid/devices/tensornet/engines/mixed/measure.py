@@ -16,7 +16,7 @@ from pennylane.devices.qubit_mixed.measure import measure as mixed_measure
 from pennylane.measurements import DensityMatrixMP, ExpectationMP, ProbabilityMP, StateMP, VarianceMP
 
 from .....errors import UnsupportedOperationError
-from ..._constants import literal
+from ...._constants import literal
 from ..._gates import typed_tensor
 from .evolve import interleave
 

@@ -23,7 +23,7 @@ from functools import reduce
 import numpy as np
 import torch
 
-from ..._constants import literal, on_device
+from ...._constants import literal, on_device
 from ..._gates import typed_tensor
 from .evolve import _Gather, _inverse, apply_matrix
 

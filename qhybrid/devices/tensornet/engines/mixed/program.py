@@ -29,7 +29,7 @@ from .channels import superoperator
 from ..statevector.blocks import _full_monomial, _monomial
 from .evolve import apply_monomial, monomial_rows, apply_superoperator, apply_unitary, local_superoperator, local_unitary, product_density
 from .heisenberg import heisenberg_applies, heisenberg_expvals
-from ..._constants import literal
+from ...._constants import literal
 from ..._gates import real_gate
 from .report import engine_choices
 from .measure import DensityReader

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from ..._constants import on_device
+from ...._constants import on_device
 from .pauli import _conjugation, _images_of, _index_of_xz, transfer_back, unitary_superoperator
 
 SPARSE_WALK_MAX_FRACTION = 1 / 16

@@ -20,7 +20,7 @@ from pennylane.measurements import DensityMatrixMP, ExpectationMP, ProbabilityMP
 
 from .....errors import GradientError, UnsupportedOperationError
 from ....._variant import Variant, tape_parameters
-from ..._constants import on_device
+from ...._constants import on_device
 from .channels import check_channel, is_channel
 
 LINEAR_MEASUREMENTS = (ExpectationMP, ProbabilityMP, DensityMatrixMP)
@@ -80,37 +80,31 @@ class NoiseDraws:
 
 class DrawnUnitary(qml.QubitUnitary):
     """A channel's drawn unitaries, one per trajectory row: each a Kraus operator of a mixture checked when it was
-    decomposed (``unitary_mixture``), scaled, so a run takes them as unitary without checking their values (a host
+    decomposed (``_mixture``), scaled, so a run takes them as unitary without checking their values (a host
     read a step)."""
 
 
-def unitary_mixture(op: qml.operation.Operator) -> tuple[np.ndarray, np.ndarray]:
-    """``(weights, unitaries)`` with ``op = sum_r w_r U . U^dagger``; a clear error where ``op`` is not one.
-    Channels with scalar parameters are looked up by name and values (a noise model repeats one channel on every
-    wire after every layer: one Kraus decomposition for all of them)."""
-    return _mixture(op)[:2]
-
-
-def _mixture(op: qml.operation.Operator) -> tuple:
-    """``unitary_mixture``'s arrays and the same as torch tensors (the keys of their device copies, ``on_device``)."""
+def _mixture(op: qml.operation.Operator) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(weights, unitaries)`` with ``op = sum_r w_r U . U^dagger`` (CPU tensors, the keys of their device copies,
+    ``on_device``); a clear error where ``op`` is not one. Channels with scalar parameters are looked up by name and
+    values (a noise model repeats one channel on every wire after every layer: one Kraus decomposition for all of
+    them)."""
     check_channel(op)
     data = [qml.math.unwrap(p.detach() if hasattr(p, "detach") else p) for p in op.data]
     if not all(np.ndim(p) == 0 for p in data):
-        weights, unitaries = _unitary_mixture(op)
-        return weights, unitaries, torch.from_numpy(weights), torch.from_numpy(unitaries)
+        return tuple(map(torch.from_numpy, _unitary_mixture(op)))
     key = (op.name, len(op.wires), tuple(float(p) for p in data), repr(op.hyperparameters))
     hit = _MIXTURES.get(key)
     if hit is None:
         if len(_MIXTURES) > _MIXTURES_MAX:
             _MIXTURES.clear()
-        weights, unitaries = _unitary_mixture(op)
-        hit = _MIXTURES[key] = (weights, unitaries, torch.from_numpy(weights), torch.from_numpy(unitaries))
+        hit = _MIXTURES[key] = tuple(map(torch.from_numpy, _unitary_mixture(op)))
     return hit
 
 
 def _drawn(op, rows: int, draws: NoiseDraws, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """``rows`` unitaries of ``op``'s mixture drawn on ``device``, where its tables are kept (made once per device)."""
-    _, _, weights, unitaries = _mixture(op)
+    weights, unitaries = _mixture(op)
     weights, unitaries = on_device(weights, device, dtype.to_real()), on_device(unitaries, device, dtype)
     index = torch.multinomial(weights, rows, replacement=True, generator=draws.generator(device))
     return unitaries.index_select(0, index)

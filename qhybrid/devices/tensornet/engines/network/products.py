@@ -9,7 +9,7 @@ backward's products are outer products where the forward's ``m`` or ``n`` is one
 
 >>> import torch
 >>> a, b = torch.rand(5, 4, 1, dtype=torch.complex128), torch.rand(5, 1, 3, dtype=torch.complex128)
->>> bool(torch.equal(product(a, b), torch.bmm(a, b)))
+>>> bool(torch.allclose(product(a, b), torch.bmm(a, b), rtol=0, atol=1e-15))  # (the same up to rounding)
 True
 """
 
@@ -26,16 +26,16 @@ def is_outer(m: int, k: int, n: int) -> bool:
     return k == 1 and m * n >= OUTER_MIN_ELEMENTS
 
 
-def product(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """``torch.bmm(a, b, out=out)``, as a broadcast product where ``is_outer`` says so (the same values)."""
-    if is_outer(a.shape[-2], a.shape[-1], b.shape[-1]):
-        return torch.mul(a, b) if out is None else torch.mul(a, b, out=out)
-    return torch.bmm(a, b) if out is None else torch.bmm(a, b, out=out)
-
-
 def kernel(m: int, k: int, n: int):
-    """The op ``product`` picks for this shape, chosen once (arenas keep it beside their views)."""
+    """The op for ``[rows, m, k] x [rows, k, n]``: ``torch.mul`` where ``is_outer``, else ``torch.bmm`` (arenas
+    choose it once and keep it beside their views)."""
     return torch.mul if is_outer(m, k, n) else torch.bmm
+
+
+def product(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``torch.bmm(a, b, out=out)`` by the op ``kernel`` picks for its shape (the same values)."""
+    op = kernel(a.shape[-2], a.shape[-1], b.shape[-1])
+    return op(a, b) if out is None else op(a, b, out=out)
 
 
 __all__ = ["product", "kernel", "is_outer", "OUTER_MIN_ELEMENTS"]

@@ -8,7 +8,7 @@ from pennylane.measurements import ExpectationMP, ProbabilityMP, VarianceMP
 
 from .....errors import UnsupportedOperationError
 from ....._variant import Variant
-from ..._constants import literal
+from ...._constants import literal
 from ..._options import SimOptions
 from ..._structure import TapeStructure
 from ..._values import _expand_lead

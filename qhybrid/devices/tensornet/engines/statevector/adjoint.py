@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from ...._threads import threads_for
-from ..._constants import on_device
+from ...._constants import on_device
 from . import kernels, planned
 from .buffers import fresh
 from .zwords import z_cotangent, z_expvals, z_values

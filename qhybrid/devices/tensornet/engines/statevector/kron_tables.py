@@ -17,7 +17,7 @@ import itertools
 
 import torch
 
-from ..._constants import on_device
+from ...._constants import on_device
 
 _TABLES: dict = {}
 

@@ -21,7 +21,7 @@ import itertools
 
 import torch
 
-from ..._constants import on_device
+from ...._constants import on_device
 from .product import sum_to
 
 STACKED_MAX_BYTES = 16 << 20

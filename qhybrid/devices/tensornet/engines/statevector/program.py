@@ -40,7 +40,7 @@ import torch
 
 from ...._threads import threads_for
 from . import diagonal, kernels
-from ..._constants import literal, on_device
+from ...._constants import literal, on_device
 from ..._gates import real_gate
 from ..._structure import UNITARY_BY_CONSTRUCTION, TapeStructure
 from .allocator import tune_allocator as _tune_allocator

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from pennylane.measurements import ExpectationMP
 
-from ..._constants import on_device
+from ...._constants import on_device
 from ..._structure import TapeStructure
 
 SIGN_MATRIX_MAX_ELEMENTS = 1 << 24

@@ -6,8 +6,8 @@ import weakref
 
 import torch
 
-from qhybrid.devices.tensornet import _constants
-from qhybrid.devices.tensornet._constants import literal, on_device
+from qhybrid.devices import _constants
+from qhybrid.devices._constants import literal, on_device
 
 
 def test_a_table_is_copied_once_per_device_and_dtype_and_dropped_with_it():
