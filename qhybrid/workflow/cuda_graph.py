@@ -7,6 +7,8 @@ are each one graph launch; the inputs are copied into static buffers on every ca
 
 from __future__ import annotations
 
+import gc
+
 from typing import Callable, Sequence
 
 import torch
@@ -46,6 +48,11 @@ def cuda_graph(fn: Callable | nn.Module, sample_args: Sequence[torch.Tensor], *,
                 f"qhybrid.cuda_graph: sample_args[{i}] is on {where}; every argument must be a CUDA tensor "
                 "(captured graphs take tensors only: close over other values in fn)."
             )
+    # Python's cyclic collector may run mid-capture and free an earlier capture's graphs (a graph destroyed
+    # while a stream captures invalidates that capture): collect first, and not again until capture is done.
+    gc.collect()
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return torch.cuda.make_graphed_callables(fn, args, num_warmup_iters=max(1, int(warmup)))
     except RuntimeError as exc:
@@ -54,3 +61,6 @@ def cuda_graph(fn: Callable | nn.Module, sample_args: Sequence[torch.Tensor], *,
             "value back to the host nor copies host data to the GPU: adjoint or backprop, exact results "
             "(no shots), unitary gates. Run it uncaptured instead."
         ) from exc
+    finally:
+        if collecting:
+            gc.enable()
