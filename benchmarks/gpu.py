@@ -282,8 +282,8 @@ def run_workload(args, torch, qml, wl: Workload) -> dict:
     return record
 
 
-def _profile(torch, step) -> dict:
-    """One step under torch.profiler: CUDA kernels launched, host time, GPU busy time and the top kernels."""
+def _profile(torch, step, top: int = 8) -> dict:
+    """One step under torch.profiler: CUDA kernels launched, host time, GPU busy time and the ``top`` kernels."""
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
@@ -292,11 +292,11 @@ def _profile(torch, step) -> dict:
         torch.cuda.synchronize()
     events = prof.key_averages()
     kernels = [e for e in events if getattr(e, "device_time_total", 0) > 0 and e.device_type.name == "CUDA"]
-    top = sorted(kernels, key=lambda e: e.device_time_total, reverse=True)[:8]
+    heaviest = sorted(kernels, key=lambda e: e.device_time_total, reverse=True)[:top]
     return {
         "cuda_kernels": int(sum(e.count for e in kernels)),
         "gpu_busy_ms": sum(e.device_time_total for e in kernels) / 1e3,
-        "top_kernels": [{"name": e.key[:80], "count": e.count, "ms": e.device_time_total / 1e3} for e in top],
+        "top_kernels": [{"name": e.key[:80], "count": e.count, "ms": e.device_time_total / 1e3} for e in heaviest],
         "cpu_ops": int(sum(e.count for e in events if e.device_type.name == "CPU")),
     }
 

@@ -31,7 +31,7 @@ import torch
 import qhybrid
 from qhybrid.testing import OpCount, host_touches
 
-from .gpu import NO_GPU_EXIT, _time, _versions
+from .gpu import NO_GPU_EXIT, _profile, _time, _versions
 from .workloads import qaoa_function, qaoa_problem
 
 DEVICE = "cuda"
@@ -138,6 +138,8 @@ def run(name: str, args) -> dict:
                 _time(torch, step)
             if system == "qhybrid":
                 entry["ops_per_step"], entry["host_reads_per_step"] = ops_and_host_reads(step)
+                if args.profile and DEVICE != "cpu":
+                    entry["profile"] = _profile(torch, step, top=15)
             if DEVICE != "cpu":
                 entry["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
             steps[system], outs[system], entry["times_s"] = step, out, []
@@ -172,6 +174,7 @@ def main(argv=None) -> int:
     ap.add_argument("--backends", type=lambda s: [b for b in s.split(",") if b], default=[],
                     help="also these contraction backends, uncaptured (e.g. auto,cutensornet)")
     ap.add_argument("--device", default="cuda", help="cuda (default); cpu runs a smoke test of this script")
+    ap.add_argument("--profile", action="store_true", help="also one uncaptured qhybrid step's kernels (torch.profiler)")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "gpu_structured.json"))
     args = ap.parse_args(argv)
     global DEVICE

@@ -102,3 +102,21 @@ def test_arena_step_dispatches_fewer_ops(monkeypatch):
 
     without, with_arena = ops(False), ops(True)
     assert with_arena < 0.8 * without, (with_arena, without)
+
+
+def test_a_gpu_keeps_larger_schedules_than_the_cpu(monkeypatch):
+    """The caps follow the device: the CPU's constants, a GPU's memory over ``GPU_HELD_FRACTION``."""
+    trees, *_ = _setup(0, monkeypatch, 10**9)
+    assert many_arena.held_caps("cpu", 16) == (many_arena.ARENA_MAX_ELEMENTS, many_arena.SEQUENCE_MAX_ELEMENTS)
+    monkeypatch.setattr(many_arena, "ARENA_MAX_ELEMENTS", 0)
+    assert not many_arena.arena_fits(trees, "cpu", 16)
+
+    class Properties:
+        total_memory = 16 * 2**30
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Properties)
+    cap = 2**30 // many_arena.GPU_HELD_FRACTION
+    assert many_arena.held_caps("cuda", 16) == (cap, cap)
+    assert many_arena.arena_fits(trees, "cuda", 16)
+    Properties.total_memory = 0
+    assert not many_arena.arena_fits(trees, "cuda", 16)

@@ -215,7 +215,7 @@ class ManyTrees:
     def _arena(self, table: torch.Tensor) -> tuple:
         """``(arena, lease)`` where this schedule keeps its wave buffers between steps and no step holds
         them (``many_arena``), else ``(None, None)``."""
-        if not arena_fits(self):
+        if not arena_fits(self, table.device, table.element_size()):
             return None, None
         arenas = self.__dict__.setdefault("_arenas", {})
         key = (str(table.device), table.dtype)

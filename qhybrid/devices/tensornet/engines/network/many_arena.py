@@ -37,6 +37,12 @@ SEQUENCE_MAX_ELEMENTS = 1 << 25
 (``many_seq_arena``; 512 MiB of complex128: an 8x8 lattice QAOA p=3 holds 17M)."""
 
 
+GPU_HELD_FRACTION = 16
+"""On a GPU each cap above is instead this fraction of the GPU's memory (1/16: 8.7 GiB on an H200, 5 GiB on an
+H100), where buffers made per step cost a kernel launch a view: Q100 p=4 (2^23.7 elements of waves, 2^26.9 of
+large steps, 2.2 GB in all) keeps its arena there, 44,228 -> 6,816 ops a step (counted on the CPU with the caps
+raised). The CPU keeps the caps above: held between steps, its buffers would be the process's memory for good."""
+
 SEQUENCE_DEVICES = ("cuda", "cpu")
 """Device types whose large steps run over the arena. The CPU too since the arena's reads of the small buffer
 became one gather a step and its roots one read: an 8x8 lattice QAOA p=3 5,237 -> ~2,000 ops a step, no slower
@@ -102,7 +108,8 @@ class Arena:
             self.backward.append((bwd, tiny_bwd, add_index, given))
         self.sequence = None
         steps = trees.sequence.steps
-        if steps and torch.device(device).type in SEQUENCE_DEVICES and sequence_elements(trees.sequence) <= SEQUENCE_MAX_ELEMENTS:
+        sequence_cap = held_caps(device, dtype.itemsize)[1]
+        if steps and torch.device(device).type in SEQUENCE_DEVICES and sequence_elements(trees.sequence) <= sequence_cap:
             _, sequence, roots = trees._at(device)
             self.sequence = SequenceArena(sequence, dtype, device, roots, junk=2 * t)
         self.busy = 0  # the generation of the lease that holds it (0: free)
@@ -161,11 +168,25 @@ class Arena:
                 cot.index_add_(0, add_index, given)
 
 
-def arena_fits(trees) -> bool:
-    """Whether ``trees`` keeps an arena: its waves' buffers kept anyway (``keep_waves``) and within the cap."""
+def held_caps(device, itemsize: int) -> tuple[int, int]:
+    """Elements a schedule may keep between steps on ``device``: (its wave buffers, its large steps' buffers).
+
+    >>> held_caps("cpu", 16) == (ARENA_MAX_ELEMENTS, SEQUENCE_MAX_ELEMENTS)
+    True
+    """
+    device = torch.device(device)
+    if device.type != "cuda":
+        return ARENA_MAX_ELEMENTS, SEQUENCE_MAX_ELEMENTS
+    cap = torch.cuda.get_device_properties(device).total_memory // (GPU_HELD_FRACTION * itemsize)
+    return cap, cap
+
+
+def arena_fits(trees, device="cpu", itemsize: int = 16) -> bool:
+    """Whether ``trees`` keeps an arena on ``device``: its waves' buffers kept anyway (``keep_waves``) and within
+    the device's cap (``held_caps``)."""
     products = sum(len(t.index_a) for w in trees.waves for t in w.tiny)  # (their factors, products, cotangents)
     size = 2 * (trees.small_size + trees.small_read) + 3 * products
-    return bool(getattr(trees, "keep_waves", False)) and size <= ARENA_MAX_ELEMENTS
+    return bool(getattr(trees, "keep_waves", False)) and size <= held_caps(device, itemsize)[0]
 
 
-__all__ = ["Arena", "ARENA_MAX_ELEMENTS", "arena_fits"]
+__all__ = ["Arena", "ARENA_MAX_ELEMENTS", "GPU_HELD_FRACTION", "arena_fits", "held_caps"]
