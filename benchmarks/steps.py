@@ -1,5 +1,6 @@
 """The fixed cost of a steady step (issue 39): aten ops, host reads, page faults and time, plain qnode against
-``static_structure=True``, with torch default.qubit beside where it fits in memory (16 wires or fewer).
+``static_structure=True``, with torch default.qubit beside where it fits in memory (16 wires or fewer) and the
+cost of recording the user's function with PennyLane alone (the plain qnode's floor).
 
 One step is a value and every gradient (forward + backward) of the workload's circuit through ``qhybrid.qnode``
 (adjoint, complex128). The systems alternate step by step in one process after three warm-up steps each, so the
@@ -29,11 +30,15 @@ from .workloads import qaoa_function, qaoa_problem, sel_function
 
 RESULTS = Path(__file__).parent / "results" / "steps.json"
 DEFAULT = ("W1", "G16", "Q100p2", "Q100p3", "L8p3", "Q1000p2")
-SYSTEMS = ("qhybrid", "qhybrid static", "default.qubit")
+SYSTEMS = ("qhybrid", "qhybrid static", "default.qubit", "pennylane recording")
+"""``pennylane recording``: the user's function run under PennyLane's queue and made into a tape, nothing executed:
+what any plain qnode (PennyLane's or qhybrid's) pays each call before it runs, the floor of the plain column."""
 DQ_MAX_WIRES = 16
 
 
 def _node(system: str, circuit, n: int):
+    if system == "pennylane recording":
+        return lambda *args: qml.tape.make_qscript(circuit)(*args)
     if system == "default.qubit":
         return qml.QNode(circuit, qml.device("default.qubit", wires=n), interface="torch", diff_method="backprop")
     dev = qhybrid.device("tensornet", wires=n)
@@ -48,10 +53,14 @@ def make(system: str, name: str):
         gen = torch.Generator().manual_seed(3)
         x = torch.rand(128, n, generator=gen, dtype=torch.float64, requires_grad=True)
         w = torch.rand(4, n, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+        if system == "pennylane recording":
+            return (lambda: node(x, w)), n
         return (lambda: torch.stack(list(node(x, w))).sum().backward()), n
     n, edges, p = qaoa_problem(name)
     node = _node(system, qaoa_function(edges, n), n)
     g0, b0 = (t.detach() for t in qaoa_angles(p, "cpu"))
+    if system == "pennylane recording":
+        return (lambda: node(g0.clone().requires_grad_(), b0.clone().requires_grad_())), n
     return (lambda: node(g0.clone().requires_grad_(), b0.clone().requires_grad_()).backward()), n
 
 
@@ -91,13 +100,13 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     out = {"threads": args.threads, "repeats": args.repeats, "torch": torch.__version__, "rows": {}}
-    print(f"{'workload':9} {'system':15} {'ops':>6} {'host':>5} {'faults':>7} {'median ms':>10} {'vs dq':>7}")
+    print(f"{'workload':9} {'system':19} {'ops':>6} {'host':>5} {'faults':>7} {'median ms':>10} {'vs dq':>7}")
     for name in args.workloads.split(","):
         row = out["rows"][name] = measure(name, args.repeats)
         dq = row.get("default.qubit", {}).get("median_s")
         for system, r in row.items():
-            ratio = f"{dq / r['median_s']:.1f}x" if dq and system != "default.qubit" else ""
-            print(f"{name:9} {system:15} {r.get('ops', ''):>6} {r.get('host_reads', ''):>5} {r['page_faults']:>7.0f} "
+            ratio = f"{dq / r['median_s']:.1f}x" if dq and system.startswith("qhybrid") else ""
+            print(f"{name:9} {system:19} {r.get('ops', ''):>6} {r.get('host_reads', ''):>5} {r['page_faults']:>7.0f} "
                   f"{1e3 * r['median_s']:>10.1f} {ratio:>7}", flush=True)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(out, indent=1))

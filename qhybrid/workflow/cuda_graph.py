@@ -30,7 +30,8 @@ def cuda_graph(fn: Callable | nn.Module, sample_args: Sequence[torch.Tensor], *,
     run only during warm-up and capture, so later calls must keep the shapes of ``sample_args`` and the
     circuit's structure (anything else is a new structure: capture it separately). Circuits with finite
     shots, non-unitary user matrices or ``create_graph`` are not capturable (they read values back to the
-    host), nor noise trajectories (drawn by a torch generator the graph does not own); use them uncaptured.
+    host), nor noise trajectories (drawn by a torch generator the graph does not own), nor MPS steps (torch's CUDA
+    ``eigh`` reads cuSOLVER's status back to the host); use them uncaptured.
 
     >>> import torch, qhybrid
     >>> layer = qhybrid.ExpQLayer(4, 2).double().cuda()          # doctest: +SKIP
