@@ -8,7 +8,6 @@ are each one graph launch; the inputs are copied into static buffers on every ca
 from __future__ import annotations
 
 import gc
-
 from typing import Callable, Sequence
 
 import torch

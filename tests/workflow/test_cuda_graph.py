@@ -78,3 +78,42 @@ def test_host_arguments_are_refused_by_name():
 def test_without_a_gpu_capture_is_refused():
     with pytest.raises(CaptureError, match="needs a CUDA GPU"):
         qhybrid.cuda_graph(lambda x: x, (torch.zeros(1),))
+
+
+class _OnCuda(torch.Tensor):
+    """A CPU tensor that says it is on CUDA: the argument checks pass and capture itself is faked."""
+
+    @property
+    def is_cuda(self):
+        return True
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_collector_is_off_during_capture_and_back_after(monkeypatch, fails):
+    """Python's collector must not run mid-capture (it can free an earlier capture's graphs, which invalidates the
+    capture): off while ``make_graphed_callables`` runs, as it was afterwards, even when capture fails."""
+    import gc
+
+    seen = []
+
+    def capture(fn, args, num_warmup_iters):
+        seen.append(gc.isenabled())
+        if fails:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return fn
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "make_graphed_callables", capture)
+    x = torch.Tensor._make_subclass(_OnCuda, torch.zeros(2))
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            if fails:
+                with pytest.raises(CaptureError, match="could not capture"):
+                    qhybrid.cuda_graph(lambda t: t, (x,))
+            else:
+                qhybrid.cuda_graph(lambda t: t, (x,))
+            assert gc.isenabled() == enabled
+        finally:
+            gc.enable()
+    assert seen == [False, False]
