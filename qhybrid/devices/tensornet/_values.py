@@ -50,6 +50,10 @@ class _Values:
         self._slots: dict[int, torch.Tensor] = {}
         self._matrices: dict[int, torch.Tensor] = {}
         self._stacks: dict[int, tuple[torch.Tensor, int]] = {}  # slot -> (its kind's matrices, position)
+        # a kind's matrices are split into per-slot views only when a slot's own matrix is asked for: the closed
+        # networks read them stacked, and Q100 p=3 split its 750 gate matrices every step for views never read
+        # (an unbind and 750 selects, ~2 ms of profiled self time a step)
+        self._members: dict[int, list[int]] = {}  # id of a kind's matrices -> its slots, in order
         self._table = None  # (position -> column, [S, P] table) of the stacked scalar parameters
 
     def _stack_table(self) -> dict:
@@ -175,7 +179,7 @@ class _Values:
         groups: dict[tuple, list[int]] = {}
         for si in indices:
             slot = self.structure.slots[si]
-            if slot.kind == "fast" and si not in self._matrices:
+            if slot.kind == "fast" and si not in self._matrices and si not in self._stacks:
                 groups.setdefault((slot.name, si in self.stacked, slot.batched), []).append(si)
         for (name, stacked_kind, _), members in groups.items():
             if len(members) == 1:
@@ -191,8 +195,8 @@ class _Values:
                     for k in range(n_params)
                 ]
             whole = fast_matrix(name, stacked, self.dtype, self.device)
-            for k, (si, m) in enumerate(zip(members, whole.unbind(0))):
-                self._matrices[si] = m
+            self._members[id(whole)] = members
+            for k, si in enumerate(members):
                 self._stacks[si] = (whole, k)
 
     def _gathered_columns(self, members: list[int]) -> list[torch.Tensor] | None:
@@ -229,6 +233,12 @@ class _Values:
         m = self._matrices.get(si)
         if m is not None:
             return m
+        stack = self._stacks.get(si)
+        if stack is not None:  # every slot of its kind at once: one unbind (one autograd node), not a select each
+            whole = stack[0]
+            for sj, m in zip(self._members[id(whole)], whole.unbind(0)):
+                self._matrices[sj] = m
+            return self._matrices[si]
         slot = self.structure.slots[si]
         dtype, device = self.dtype, self.device
         if slot.kind == "fast":
