@@ -12,8 +12,8 @@ Each run is its own process (nothing planned before: memo, path cache and compil
 intra-op thread. ``--max-memory`` fixes the device's ``max_memory``: without it the planner's largest intermediate
 follows the memory available at that moment, and a tree near that limit can change with it (an L8p4 class after
 steps 1-3: 2^34.81 flops with its 2^27-element tree fitting under 2^27.5 elements, 2^33.77 when nothing or
-everything fits; L8p4's final trees were the same at 3 GB, 6 GB and the default, 2026-11-28). Writes one JSON row per run to ``--out`` (default benchmarks/results/plan_cold.json; the rows of
-other workloads there are kept).
+everything fits; L8p4's final trees were the same at 3 GB, 6 GB and the default, 2026-11-28). Writes one JSON
+row per run to ``--out`` (default benchmarks/results/plan_cold.json; the rows of other workloads there are kept).
 """
 
 from __future__ import annotations

@@ -50,10 +50,6 @@ class _Values:
         self._slots: dict[int, torch.Tensor] = {}
         self._matrices: dict[int, torch.Tensor] = {}
         self._stacks: dict[int, tuple[torch.Tensor, int]] = {}  # slot -> (its kind's matrices, position)
-        # a kind's matrices are split into per-slot views only when a slot's own matrix is asked for: the closed
-        # networks read them stacked, and Q100 p=3 split its 750 gate matrices every step for views never read
-        # (an unbind and 750 selects, ~2 ms of profiled self time a step)
-        self._members: dict[int, list[int]] = {}  # id of a kind's matrices -> its slots, in order
         self._table = None  # (position -> column, [S, P] table) of the stacked scalar parameters
 
     def _stack_table(self) -> dict:
@@ -194,8 +190,9 @@ class _Values:
                     torch.stack([col[k] if col[k].shape == shape else col[k].expand(shape) for col in columns])
                     for k in range(n_params)
                 ]
+            # split into per-slot views only when a slot's own matrix is read (``matrix``): the closed networks
+            # read them stacked, and Q100 p=3 split its 750 every step for views never read (~2 ms a step)
             whole = fast_matrix(name, stacked, self.dtype, self.device)
-            self._members[id(whole)] = members
             for k, si in enumerate(members):
                 self._stacks[si] = (whole, k)
 
@@ -236,7 +233,8 @@ class _Values:
         stack = self._stacks.get(si)
         if stack is not None:  # every slot of its kind at once: one unbind (one autograd node), not a select each
             whole = stack[0]
-            for sj, m in zip(self._members[id(whole)], whole.unbind(0)):
+            members = sorted((k, sj) for sj, (w, k) in self._stacks.items() if w is whole)
+            for (_, sj), m in zip(members, whole.unbind(0)):
                 self._matrices[sj] = m
             return self._matrices[si]
         slot = self.structure.slots[si]

@@ -40,7 +40,6 @@ class ConeValues(_Values):
         self._slots: dict[int, torch.Tensor] = {}
         self._matrices: dict[int, torch.Tensor] = {}
         self._stacks: dict[int, tuple[torch.Tensor, int]] = {}  # slot -> (its kind's matrices, position)
-        self._members: dict[int, list[int]] = {}  # id of a kind's matrices -> its slots (split at the first read)
         self._unbound: tuple | None = None  # the columns, unbound at the first read
 
     def _column(self, j: int, batched: bool) -> torch.Tensor:
