@@ -9,6 +9,10 @@ machine's drift hits them alike; the table gives medians and ratios to default.q
 
     python -m benchmarks.steps                                  # W1 G16 Q100p2 Q100p3 L8p3 Q1000p2, one thread
     python -m benchmarks.steps --workloads W1,G16 --repeats 25 --threads 2
+    python -m benchmarks.steps --workloads W3,W3b              # the 64-wire CNOT ladder (no default.qubit)
+
+A run replaces the rows of the workloads it measured in ``results/steps.json`` and keeps the others; ``measured``
+says when each row was measured.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import torch
 import qhybrid
 
 from .gpu_structured import ops_and_host_reads, qaoa_angles
-from .workloads import qaoa_function, qaoa_problem, sel_function
+from .workloads import WORKLOADS, ladder_function, qaoa_function, qaoa_problem, sel_function
 
 RESULTS = Path(__file__).parent / "results" / "steps.json"
 DEFAULT = ("W1", "G16", "Q100p2", "Q100p3", "L8p3", "Q1000p2")
@@ -56,6 +60,13 @@ def make(system: str, name: str):
         if system == "pennylane recording":
             return (lambda: node(x, w)), n
         return (lambda: torch.stack(list(node(x, w))).sum().backward()), n
+    if name in ("W3", "W3b"):  # 64 wires: the CNOT ladder, one Z word or the sum of every wire's Z
+        n = WORKLOADS[name].n_qubits
+        node = _node(system, ladder_function(n, WORKLOADS[name].hamiltonian), n)
+        theta = torch.rand(2, n, generator=torch.Generator().manual_seed(7), dtype=torch.float64) * 3
+        if system == "pennylane recording":
+            return (lambda: node(theta.clone().requires_grad_())), n
+        return (lambda: node(theta.clone().requires_grad_()).backward()), n
     n, edges, p = qaoa_problem(name)
     node = _node(system, qaoa_function(edges, n), n)
     g0, b0 = (t.detach() for t in qaoa_angles(p, "cpu"))
@@ -100,14 +111,19 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     out = {"threads": args.threads, "repeats": args.repeats, "torch": torch.__version__, "rows": {}}
+    if RESULTS.exists():  # rows of workloads not run this time are kept (each row says when it was measured)
+        kept = json.loads(RESULTS.read_text())
+        out["rows"], out["measured"] = kept.get("rows", {}), kept.get("measured", {})
     print(f"{'workload':9} {'system':19} {'ops':>6} {'host':>5} {'faults':>7} {'median ms':>10} {'vs dq':>7}")
     for name in args.workloads.split(","):
         row = out["rows"][name] = measure(name, args.repeats)
+        stamp = {"measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "threads": args.threads}
         dq = row.get("default.qubit", {}).get("median_s")
         for system, r in row.items():
             ratio = f"{dq / r['median_s']:.1f}x" if dq and system.startswith("qhybrid") else ""
             print(f"{name:9} {system:19} {r.get('ops', ''):>6} {r.get('host_reads', ''):>5} {r['page_faults']:>7.0f} "
                   f"{1e3 * r['median_s']:>10.1f} {ratio:>7}", flush=True)
+        out.setdefault("measured", {})[name] = stamp
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(out, indent=1))
     print(f"wrote {RESULTS}")

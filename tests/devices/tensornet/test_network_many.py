@@ -350,3 +350,97 @@ def test_held_reads_position_tables_and_their_inverse(seed, monkeypatch):
     index, inverse = fetch.index.numpy(), fetch.inverse.numpy()
     np.testing.assert_array_equal(index, want)
     np.testing.assert_array_equal(inverse[index], np.arange(index.size))
+
+
+LADDER = 8
+
+
+def _ladder_gates(theta):
+    for layer in range(2):
+        for w in range(LADDER):
+            qml.RY(theta[layer, w], wires=w)
+        for w in range(LADDER - 1):
+            qml.CNOT(wires=[w, w + 1])
+
+
+def _ladder(hamiltonian: bool, seed: int):
+    """W3 in small: RY layers and a CNOT ladder, one Z word in the middle (its light cone: the ladder below
+    it) or a sentence of every wire's Z with a few other words (one MPO network)."""
+    rng = np.random.default_rng(seed)
+    coeffs = [float(c) for c in rng.uniform(-1, 1, size=LADDER + 2)]
+
+    def circuit(theta):
+        _ladder_gates(theta)
+        if not hamiltonian:
+            return qml.expval(qml.Z(LADDER // 2))
+        words = [qml.Z(w) for w in range(LADDER)] + [qml.X(1) @ qml.Y(5), qml.Z(0) @ qml.X(7)]
+        return qml.expval(qml.Hamiltonian(coeffs, words))
+
+    return circuit
+
+
+@pytest.fixture
+def one_network(monkeypatch):
+    """Closed networks of the whole circuit; counts of ``Together`` runs and of trees contracted one by one."""
+    from qhybrid.devices.tensornet.backends import torch_backend
+
+    monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 0)
+    runs = {"together": 0, "one by one": 0}
+    contract = together.Together.contract
+    tree = torch_backend.contract_tree
+
+    def counted(self, values):
+        runs["together"] += 1
+        return contract(self, values)
+
+    def counted_tree(*args, **kwargs):
+        runs["one by one"] += 1
+        return tree(*args, **kwargs)
+
+    monkeypatch.setattr(together.Together, "contract", counted)
+    monkeypatch.setattr(torch_backend, "contract_tree", counted_tree)
+    return runs
+
+
+@pytest.mark.parametrize("hamiltonian", [False, True])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_one_network_runs_as_many_trees_and_matches_default_qubit(hamiltonian, seed, one_network):
+    """A single network (one word, or a sentence as one MPO network) used to be contracted by ``contract_tree``,
+    an ``einsum`` a step (W3: 10,751 ops a step); now its tree runs through ``ManyTrees`` (342)."""
+    circuit = _ladder(hamiltonian, seed)
+    theta = torch.tensor(np.random.default_rng(seed).uniform(0, math.pi, size=(2, LADDER)))
+    results = {}
+    for name, dev in (("qhybrid", qhybrid.device("tensornet", wires=LADDER)), ("ref", qml.device("default.qubit"))):
+        x = theta.clone().requires_grad_()
+        node = qhybrid.qnode(dev)(circuit) if name == "qhybrid" else qml.QNode(circuit, dev, interface="torch")
+        value = node(x)
+        results[name] = (value.detach(), torch.autograd.grad(value, x)[0])
+    assert one_network == {"together": 1, "one by one": 0}
+    (v, g), (rv, rg) = results["qhybrid"], results["ref"]
+    assert abs(float(v) - float(rv)) < 1e-10
+    assert torch.allclose(g, rg, atol=1e-10)
+
+
+def test_one_network_second_derivatives(one_network):
+    circuit = _ladder(True, 2)
+    theta = torch.tensor(np.random.default_rng(2).uniform(0, math.pi, size=(2, LADDER)))
+    node = qhybrid.qnode(qhybrid.device("tensornet", wires=LADDER), diff_method="backprop")(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit"), interface="torch", diff_method="backprop")
+    hess = torch.autograd.functional.hessian(node, theta)
+    want = torch.autograd.functional.hessian(ref, theta)
+    assert one_network["together"] and not one_network["one by one"]
+    assert torch.allclose(hess, want, atol=1e-10)
+
+
+def test_an_observable_matrix_network_is_still_contracted_one_by_one(one_network):
+    """A network reading the observable's own matrix (given with each call) stays on ``contract_tree``."""
+
+    def circuit(theta):
+        _ladder_gates(theta)
+        return qml.expval(qml.Hermitian(np.diag([1.0, -2.0, 0.5, 3.0]), wires=[2, 5]))
+
+    theta = torch.tensor(np.random.default_rng(3).uniform(0, math.pi, size=(2, LADDER)), requires_grad=True)
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=LADDER))(circuit)(theta)
+    want = qml.QNode(circuit, qml.device("default.qubit"), interface="torch")(theta)
+    assert one_network["one by one"] and not one_network["together"]
+    assert abs(float(got.detach()) - float(want.detach())) < 1e-10
