@@ -58,3 +58,21 @@ def test_steps_measures_both_qnodes_and_default_qubit():
     for system in ("qhybrid", "qhybrid static"):
         assert row[system]["ops"] > 0 and row[system]["host_reads"] == 0
     assert all(r["median_s"] > 0 for r in row.values())
+
+
+def test_compiled_step_core_is_the_qnodes_step():
+    """benchmarks/compiled_step.py's core (compiled there, eager here): W1's values and gate cotangents."""
+    import pennylane as qml
+    import torch
+
+    from benchmarks import compiled_step
+    from benchmarks.workloads import sel_function
+
+    core, tensors, _, _ = compiled_step.step_core(4, n=4, layers=2)
+    values, grads = core(*tensors)
+    gen = torch.Generator().manual_seed(3)  # step_core's arguments
+    x = torch.rand(4, 4, generator=gen, dtype=torch.float64)
+    w = torch.rand(2, 4, 3, generator=gen, dtype=torch.float64)
+    want = torch.stack(qml.QNode(sel_function(4), qml.device("default.qubit"), interface="torch")(x, w))
+    assert torch.allclose(values, want, atol=1e-12)
+    assert grads and all(torch.isfinite(g).all() for g in grads)
