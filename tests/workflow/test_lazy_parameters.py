@@ -448,3 +448,32 @@ def test_views_stay_lazy_and_read_what_torch_reads(view):
     if not lazy._steps:  # the index table reads the very elements torch's view does
         assert torch.equal(torch.take(w, torch.as_tensor(lazy._index.copy())), want)
     assert torch.equal(lazy._value(), want) and lazy._value().grad_fn is not None
+
+
+def test_arithmetic_operators_skip_torch_function_and_fall_back_as_torch(monkeypatch):
+    """``2 * p``, ``p / 3``, ``0.5 - p``, ``-p`` ... on a proxy call their handlers from Python (no
+    ``__torch_function__`` round trip, ~10 us each); anything the handlers do not take (a tensor operand) still
+    runs for real, with torch's value."""
+    from qhybrid.workflow import _lazy
+
+    calls = []
+    through = _lazy.LazyParam.__torch_function__.__func__
+
+    def counted(cls, func, types, args=(), kwargs=None):
+        calls.append(getattr(func, "__name__", func))
+        return through(cls, func, types, args, kwargs)
+
+    monkeypatch.setattr(_lazy.LazyParam, "__torch_function__", classmethod(counted))
+    w = torch.tensor([0.3, -0.7], dtype=torch.float64, requires_grad=True)
+    (p,), _, _ = _lazy.proxied((w,), {})
+    q = p[1]  # indexing goes through __torch_function__ (see _lazy._operator)
+    calls.clear()
+    made = [2 * q, q * 2, q / 3, q + 0.5, 0.5 + q, q - 0.25, 0.5 - q, -q]
+    assert calls == [] and all(isinstance(m, LazyParam) for m in made)
+    assert made[0] is made[1] or torch.equal(made[0]._value(), made[1]._value())
+    want = [2 * w[1], w[1] * 2, w[1] / 3, w[1] + 0.5, 0.5 + w[1], w[1] - 0.25, 0.5 - w[1], -w[1]]
+    for m, v in zip(made, want):
+        assert torch.equal(m._value(), v)
+    t = torch.tensor(1.5, dtype=torch.float64)
+    mixed = q * t  # a tensor operand: the real product, as torch gives it
+    assert type(mixed) is torch.Tensor and torch.equal(mixed, w[1] * t) and calls
