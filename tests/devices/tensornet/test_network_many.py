@@ -444,3 +444,23 @@ def test_an_observable_matrix_network_is_still_contracted_one_by_one(one_network
     want = qml.QNode(circuit, qml.device("default.qubit"), interface="torch")(theta)
     assert one_network["one by one"] and not one_network["together"]
     assert abs(float(got.detach()) - float(want.detach())) < 1e-10
+
+
+def test_a_network_the_budget_did_not_admit_is_contracted_one_by_one(one_network, monkeypatch):
+    """A tree the step's ``KeptBudget`` turned away recomputes its intermediates in the backward
+    (``contract_tree(keep=False)``); ``ManyTrees`` would keep them all, so it is not taken there."""
+    init = programs._Contraction.__init__
+
+    def refused(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.keep = False
+
+    monkeypatch.setattr(programs._Contraction, "__init__", refused)
+    circuit = _ladder(False, 4)
+    theta = torch.tensor(np.random.default_rng(4).uniform(0, math.pi, size=(2, LADDER)), requires_grad=True)
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=LADDER))(circuit)(theta)
+    want = qml.QNode(circuit, qml.device("default.qubit"), interface="torch")(theta)
+    assert one_network["one by one"] and not one_network["together"]
+    assert abs(float(got.detach()) - float(want.detach())) < 1e-10
+    g, r = torch.autograd.grad(got, theta)[0], torch.autograd.grad(want, theta)[0]
+    assert torch.allclose(g, r, atol=1e-10)

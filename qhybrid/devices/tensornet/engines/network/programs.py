@@ -121,9 +121,10 @@ class ClosedProgram:
 
     def _value(self, values, spec, lead_shape, matrix=None) -> torch.Tensor:
         c = self._contraction(spec)
-        # a word's or a sentence's network (a scalar) through ManyTrees; probabilities (an open output) and an
-        # observable's own matrix (given with each call) one by one
-        joint = self._together(values, [spec]) if spec[0] in ("pauli", "paulisum") and not c.network.output else None
+        # a word's or a sentence's network (a scalar) through ManyTrees (``_together``); probabilities (an open
+        # output) and an observable's own matrix (given with each call) one by one
+        scalar = spec[0] in ("pauli", "paulisum") and not c.network.output
+        joint = self._together(values, [spec]) if scalar else None
         if joint is not None:
             return _expand_lead(joint.contract(values)[0], c.network.lead, lead_shape)
         ops = [values.operand(o, matrix) for o in c.network.operands]
@@ -159,7 +160,11 @@ class ClosedProgram:
         return total
 
     def _together(self, values, specs):
-        """The ``Together`` of the words' networks (built at their first run), or None."""
+        """The ``Together`` of the words' networks (built at their first run), or None: also where the step's budget
+        did not admit some network's intermediates (``admit``), since ``ManyTrees`` keeps them all for the
+        backward where ``contract_tree`` recomputes them."""
+        if not all(self._contraction(spec).keep for spec in specs):
+            return None
         key = tuple(specs)
         if key not in self._joint:
             self._joint[key] = together([self._contraction(spec) for spec in specs], values)
