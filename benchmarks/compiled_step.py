@@ -62,7 +62,8 @@ def _bound_program(n: int, layers: int, batch: int):
 def _traceable_constants(actions, dtype):
     """Plan-time constants that qhybrid caches by tensor identity, read from plain dicts while the trial runs (see
     the module); qhybrid's own lookups are put back after it."""
-    columns = {id(a.info[1]): a.info[1].to(dtype)[:, None] for a in actions[1:] if a.kind == "monomial" and a.info[1] is not None}
+    phases = [a.info[1] for a in actions[1:] if a.kind == "monomial" and a.info[1] is not None]
+    columns = {id(p): p.to(dtype)[:, None] for p in phases}
     column, cached = planned._column, product_stacked.on_device
     copies: dict = {}
 
@@ -160,7 +161,8 @@ def main(argv=None) -> None:
             f"({row['inductor_over_eager']:.2f}x; first call {row['first_call_s']:.1f} s)",
             flush=True,
         )
-    meta = {"threads": args.threads, "torch": torch.__version__, "pennylane": qml.__version__, "machine": platform.machine()}
+    meta = {"threads": args.threads, "torch": torch.__version__, "pennylane": qml.__version__}
+    meta["machine"] = platform.machine()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")
 

@@ -81,13 +81,18 @@ def sel_function(n: int, measure_all: bool = True) -> Callable:
     return circuit
 
 
+def ladder_layers(theta, n: int) -> None:
+    """W3's gates: two layers of RY on every wire, then CNOT(i, i + 1) down the wires."""
+    for layer in range(2):
+        for i in range(n):
+            qml.RY(theta[layer, i], wires=i)
+        for i in range(n - 1):
+            qml.CNOT(wires=[i, i + 1])
+
+
 def ladder_function(n: int, hamiltonian: bool) -> Callable:
     def circuit(theta):
-        for layer in range(2):
-            for i in range(n):
-                qml.RY(theta[layer, i], wires=i)
-            for i in range(n - 1):
-                qml.CNOT(wires=[i, i + 1])
+        ladder_layers(theta, n)
         if hamiltonian:
             return qml.expval(qml.sum(*[qml.Z(i) for i in range(n)]))
         return qml.expval(qml.Z(n // 2))

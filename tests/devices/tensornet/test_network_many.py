@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import qhybrid
+from benchmarks.workloads import ladder_layers
 from qhybrid.devices.tensornet import _simulate
 from qhybrid.devices.tensornet.engines.network import many, many_sequence, many_tiny, programs, together
 from qhybrid.devices.tensornet.engines.network import products as network_products
@@ -355,14 +356,6 @@ def test_held_reads_position_tables_and_their_inverse(seed, monkeypatch):
 LADDER = 8
 
 
-def _ladder_gates(theta):
-    for layer in range(2):
-        for w in range(LADDER):
-            qml.RY(theta[layer, w], wires=w)
-        for w in range(LADDER - 1):
-            qml.CNOT(wires=[w, w + 1])
-
-
 def _ladder(hamiltonian: bool, seed: int):
     """W3 in small: RY layers and a CNOT ladder, one Z word in the middle (its light cone: the ladder below
     it) or a sentence of every wire's Z with a few other words (one MPO network)."""
@@ -370,7 +363,7 @@ def _ladder(hamiltonian: bool, seed: int):
     coeffs = [float(c) for c in rng.uniform(-1, 1, size=LADDER + 2)]
 
     def circuit(theta):
-        _ladder_gates(theta)
+        ladder_layers(theta, LADDER)
         if not hamiltonian:
             return qml.expval(qml.Z(LADDER // 2))
         words = [qml.Z(w) for w in range(LADDER)] + [qml.X(1) @ qml.Y(5), qml.Z(0) @ qml.X(7)]
@@ -436,7 +429,7 @@ def test_an_observable_matrix_network_is_still_contracted_one_by_one(one_network
     """A network reading the observable's own matrix (given with each call) stays on ``contract_tree``."""
 
     def circuit(theta):
-        _ladder_gates(theta)
+        ladder_layers(theta, LADDER)
         return qml.expval(qml.Hermitian(np.diag([1.0, -2.0, 0.5, 3.0]), wires=[2, 5]))
 
     theta = torch.tensor(np.random.default_rng(3).uniform(0, math.pi, size=(2, LADDER)), requires_grad=True)
