@@ -117,12 +117,12 @@ def main(argv=None) -> None:
     print(f"{'workload':9} {'system':19} {'ops':>6} {'host':>5} {'faults':>7} {'median ms':>10} {'vs dq':>7}")
     for name in args.workloads.split(","):
         row = out["rows"][name] = measure(name, args.repeats)
-        stamp = {"measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "threads": args.threads}
         dq = row.get("default.qubit", {}).get("median_s")
         for system, r in row.items():
             ratio = f"{dq / r['median_s']:.1f}x" if dq and system.startswith("qhybrid") else ""
             print(f"{name:9} {system:19} {r.get('ops', ''):>6} {r.get('host_reads', ''):>5} {r['page_faults']:>7.0f} "
                   f"{1e3 * r['median_s']:>10.1f} {ratio:>7}", flush=True)
+        stamp = {"measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "threads": args.threads}
         out.setdefault("measured", {})[name] = stamp
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(out, indent=1))

@@ -121,10 +121,7 @@ class ClosedProgram:
 
     def _value(self, values, spec, lead_shape, matrix=None) -> torch.Tensor:
         c = self._contraction(spec)
-        # a word's or a sentence's network (a scalar) through ManyTrees (``_together``); probabilities (an open
-        # output) and an observable's own matrix (given with each call) one by one
-        scalar = spec[0] in ("pauli", "paulisum") and not c.network.output
-        joint = self._together(values, [spec]) if scalar else None
+        joint = self._together(values, [spec])  # None for what ``Together`` does not take (probabilities, a matrix)
         if joint is not None:
             return _expand_lead(joint.contract(values)[0], c.network.lead, lead_shape)
         ops = [values.operand(o, matrix) for o in c.network.operands]

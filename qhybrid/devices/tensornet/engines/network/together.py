@@ -13,8 +13,9 @@ large ones in order, where ``contract_tree`` dispatches a pairwise ``einsum`` a 
 ladder measured by one Z word: 659 ``einsum`` calls and 10,751 aten ops a value + gradient step, 342 ops
 this way; W3b's sentence of 64 words as one MPO network likewise).
 
-Taken for networks without lead indices (nothing stacked or broadcast), on the torch backend, whose
-operands are gates, caps and a sentence's MPO sites; the program contracts any other network one by one.
+Taken for closed networks (one value each) without lead indices (nothing stacked or broadcast), on the torch
+backend, whose operands are gates, caps and a sentence's MPO sites; the program contracts any other network
+(probabilities, an observable's own matrix) one by one.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ class Together:
         self._sources: list = []  # per table block: ("stack", a slot of it, its shape) or ("base", operand)
         blocks: dict[tuple, tuple] = {}  # block key -> (source, shape), constants (|0>, Pauli caps) first
         for c in contractions:
-            if c.network.lead:
-                raise NotTogether("a network with lead indices")
+            if c.network.lead or c.network.output:  # ``ManyTrees`` gives each network one value
+                raise NotTogether("a network with lead indices or open output indices")
             for o in c.network.operands:
                 if o.kind not in _TABLE_KINDS:
                     raise NotTogether(f"a {o.kind} operand")
