@@ -6,7 +6,7 @@ another step in between, a forward under no_grad), and far fewer ops a step than
 import pytest
 import torch
 
-from qhybrid.devices.tensornet.engines.network import many, many_arena, many_tiny
+from qhybrid.devices.tensornet.engines.network import many, many_arena, many_seq_arena, many_tiny
 from qhybrid.devices.tensornet.engines.network.many import ManyTrees
 from qhybrid.testing import OpCount
 
@@ -30,12 +30,15 @@ def _grad(trees, table, w):
     return g
 
 
+@pytest.mark.parametrize("copy", ["tables", "copies"])
 @pytest.mark.parametrize("tiny", [0, 40, 10**9])
 @pytest.mark.parametrize("split", [10**9, 6])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_arena_steps_match_fresh_buffers(seed, split, tiny, monkeypatch):
-    """Every wave group a ``bmm``, some as elementwise products, or all of them; steps batched or split."""
+def test_arena_steps_match_fresh_buffers(seed, split, tiny, copy, monkeypatch):
+    """Every wave group a ``bmm``, some as elementwise products, or all of them; steps batched or split; the
+    large steps' held operands gathered by tables or (where their permutation allows) copied as permuted views."""
     monkeypatch.setattr(many_tiny, "TINY_PRODUCTS", tiny)
+    monkeypatch.setattr(many_seq_arena, "COPY_MIN_ELEMENTS", 1 if copy == "copies" else 10**9)
     trees, table, want, w = _setup(seed, monkeypatch, split)
     assert many_arena.arena_fits(trees)
     fresh = ManyTrees.__new__(ManyTrees)
@@ -49,6 +52,36 @@ def test_arena_steps_match_fresh_buffers(seed, split, tiny, monkeypatch):
         (g,) = torch.autograd.grad((got * w).real.sum(), t)
         assert torch.allclose(g, want_grad, atol=1e-11)
     assert trees._arenas and not any(a.busy for a in trees._arenas.values())
+    if split == 6:  # held operands read by copies (some permuted) exactly where asked
+        copies = [c for a in trees._arenas.values() for level in a.sequence.levels for c in level[1]]
+        assert bool(copies) == (copy == "copies")
+        assert copy == "tables" or any(not held.is_contiguous() for _, held in copies)
+
+
+def test_copied_operands_of_constant_leaves_get_no_cotangent(monkeypatch):
+    """Held operands read by copies where some need no cotangent (the table's constant head): the other entries'
+    gradients are the one-by-one plans' and the copies that need none write nothing back."""
+    monkeypatch.setattr(many, "BIG_STEP_ELEMENTS", 0)
+    monkeypatch.setattr(many_arena, "SEQUENCE_DEVICES", ("cpu", "cuda"))
+    monkeypatch.setattr(many_seq_arena, "COPY_MIN_ELEMENTS", 1)
+    plans, leaves, table = _random_networks(5, 3)
+    constants = len(table) // 3
+    trees = ManyTrees(plans, leaves, len(table), constants=constants)
+    want = _one_by_one(plans, leaves, torch.cat([table, table.conj()]))
+    w = torch.randn(want.shape, dtype=want.dtype, generator=torch.Generator().manual_seed(5))
+    for _ in range(2):  # the arena reused
+        t = table.clone().requires_grad_()
+        got = trees.contract(t)
+        assert torch.allclose(got, want, atol=1e-12)
+        (g,) = torch.autograd.grad((got * w).real.sum(), t)
+        r = table.clone().requires_grad_()
+        (g_ref,) = torch.autograd.grad((_one_by_one(plans, leaves, torch.cat([r, r.conj()])) * w).real.sum(), r)
+        assert torch.allclose(g[constants:], g_ref[constants:], atol=1e-11)
+    (arena,) = trees._arenas.values()
+    levels = arena.sequence.levels
+    copies = sum(len(level[1]) for level in levels)
+    gives = sum(len(level[4]) for level in levels)
+    assert copies and gives < copies  # some copied operands need no cotangent
 
 
 def test_two_forwards_before_their_backwards(monkeypatch):

@@ -116,6 +116,36 @@ def test_constant_leaves_get_no_cotangent_work_and_the_rest_theirs(split, tiny, 
         assert trees.sequence.held_elements < sum(st.rows * st.k * (st.m + st.n) for st in steps)
 
 
+def test_a_large_step_reads_its_larger_operand_in_that_operand_own_order(monkeypatch):
+    """The indices a step's operands share (batch and summed) follow the larger operand's order, so that it is
+    read as it lies (or in few runs) and the small one takes the permutation: ``B = B1 V`` (a..g, 128 elements,
+    held) meets ``A`` (c, b, a, x), whose order of the shared a, b, c differs, and ``B`` is read unpermuted."""
+    monkeypatch.setattr(many, "BIG_STEP_ELEMENTS", 0)  # every step one by one, ``B`` held
+    monkeypatch.setattr(many, "fuse_chains", lambda nodes, indices, sizes, root, big: (nodes, indices, root))
+    a_, b_, c_, d, e, f, g, x, y = range(9)
+    inputs = [(a_, b_, c_, d, e, f, g, y), (y,), (c_, b_, a_, x)]
+    output = (x, a_, b_, d, e, f, g)
+    plan = ContractionPlan(inputs, output, dict.fromkeys(range(9), 2))
+    plan._tree = _binary_tree(inputs, output, [(0, 1), (0, 1)])  # B1 V first, then A
+    gen = torch.Generator().manual_seed(4)
+    parts = [torch.randn(2 ** len(ix), dtype=torch.complex128, generator=gen) for ix in inputs]
+    starts = np.cumsum([0] + [len(t) for t in parts])
+    leaves = [[starts[j] + np.arange(len(t)).reshape([2] * len(ix)) for j, (t, ix) in enumerate(zip(parts, inputs))]]
+    table = torch.cat(parts).requires_grad_()
+    trees = ManyTrees([plan], leaves, len(table))
+    steps = trees.sequence.steps
+    assert len(steps) == 2 and (steps[1].rows, steps[1].m, steps[1].k, steps[1].n) == (4, 2, 2, 16)
+    held, small = (steps[1].b, steps[1].a) if steps[1].b.slot == 0 else (steps[1].a, steps[1].b)
+    assert held.slot == 0 and small.slot < 0
+    assert held.perm is None and held.index is None  # read as it lies (before: through (1, 0, 2, 3, 4, 5, 6))
+    got, want = trees.contract(table), _one_by_one([plan], leaves, torch.cat([table, table.conj()]))
+    assert torch.allclose(got, want, atol=1e-12)
+    w = torch.randn(got.shape, dtype=got.dtype, generator=gen)
+    (g1,) = torch.autograd.grad((got * w).real.sum(), table)
+    (g2,) = torch.autograd.grad((want * w).real.sum(), table)
+    assert torch.allclose(g1, g2, atol=1e-11)
+
+
 def _doubled_networks(count, seed):
     """``<psi|H|psi>`` networks: a random chain of ket tensors from the table, their bra copies read from its
     conjugate block on their own bond indices, and a Hermitian ``H`` (the table's constant head) on the

@@ -20,6 +20,10 @@ that a product reads operands still in cache). Cotangents a step's operand needs
 to a junk cell (the small buffer's zero cell, past the pool's end), where nothing reads them. A chunk's
 operand cotangents live until its gives only: every chunk's are one scratch buffer per source. The roots are read out of the pool (and their cotangents put
 back) by one gather each way. The same products as ``Sequence``: values and gradients equal to rounding.
+
+A large held operand whose permutation copies in few strided runs (``Sequence``'s rule, ``MAX_COPY_RUNS``; or
+none) is not gathered by positions but copied as a permuted view into a buffer of its own, and its cotangent
+written back through the same view (``COPY_MIN_ELEMENTS``): one op more each way, at half the time a table took.
 """
 
 from __future__ import annotations
@@ -30,6 +34,12 @@ import torch
 from .many_sequence import permuted_positions
 from .products import kernel
 
+
+COPY_MIN_ELEMENTS = 1 << 15
+"""Held operands from this many elements on are read by a permuted copy where their permutation allows one (module
+notes): an 8x8 lattice QAOA p=3 read a 2^20-element operand over 6 runs by ``index_select`` in 13.8 ms and as a
+permuted copy in 6.9 ms, and wrote its cotangent back by ``scatter_`` in 13.0 ms and by a permuted copy in 6.6
+(one thread); below ~2^15 the op a copy adds costs more than it saves."""
 
 CHUNK_ELEMENTS = 1 << 18
 """Operand elements (4 MiB of complex128) up to which one gather feeds a level's products: gathered all at once,
@@ -80,12 +90,12 @@ class SequenceArena:
         pool_junk = at
         self.pool, self.pool_cot = zeros(at + 1), zeros(at + 1)
         # a chunk's operands' cotangents live only until its gives: one scratch per source for every chunk
-        most = {True: 0, False: 0}
+        most = {True: 0, False: 0, COPIED: 0}
         for groups in chunks:
-            count = {True: 0, False: 0}
+            count = {True: 0, False: 0, COPIED: 0}
             for (rows, m, k, n, small_a, small_b), members in groups.items():
-                count[not small_a] += len(members) * rows * k * m
-                count[not small_b] += len(members) * rows * k * n
+                for small, free, which in ((small_a, m, "a"), (small_b, n, "b")):
+                    count[_source(steps, members, which, small, rows * k * free)] += len(members) * rows * k * free
             most = {x: max(most[x], count[x]) for x in most}
         self._scratch = {x: zeros(most[x]) for x in most}
         self.levels = [self._level(steps, groups, offsets, zeros, junk, pool_junk, device) for groups in chunks]
@@ -96,26 +106,34 @@ class SequenceArena:
         self.joined = True
 
     def _level(self, steps, groups: dict, offsets: dict, zeros, junk: int, pool_junk: int, device) -> tuple:
-        """``(gathers, products, gives)`` of one level: ``gathers`` ``[(source is the pool, table, buffer)]``,
-        ``products`` per shape ``(a [R, k, m], b [R, k, n], out [R, m, n], gc [R, m, n], ga, gb)`` (``ga``/``gb``
-        None where no member's operand needs a cotangent), ``gives`` ``[(to the pool, table, buffer)]``."""
+        """``(gathers, copies, products, gives, copy_gives)`` of one level: ``gathers`` ``[(source is the pool,
+        table, buffer)]``, ``copies`` ``[(destination, permuted view of a held result)]``, ``products`` per shape
+        ``(a [R, k, m], b [R, k, n], out [R, m, n], gc [R, m, n], ga, gb)`` (``ga``/``gb`` None where no
+        member's operand needs a cotangent), ``gives`` ``[(to the pool, table, buffer)]``, ``copy_gives``
+        ``[(permuted view of the pool's cotangent, cotangent)]``."""
         tables = {True: [], False: []}  # by source (the pool?): [(forward positions, backward positions)]
-        sizes = {True: 0, False: 0}
+        sizes = {True: 0, False: 0, COPIED: 0}
+        held_copies = []  # (slot, shape, perm, start in the copy buffer, elements, grad)
         plan = []
         for (rows, m, k, n, small_a, small_b), members in groups.items():
             sides = []
             for small, free, which in ((small_a, m, "a"), (small_b, n, "b")):
-                pool = not small
-                start = sizes[pool]
+                source = _source(steps, members, which, small, rows * k * free)
+                start = sizes[source]
                 need = False
                 for s in members:
                     f = getattr(steps[s], which)
+                    need = need or f.grad
+                    if source is COPIED:
+                        held_copies.append((f.slot, f.shape, f.perm, sizes[COPIED], rows * k * free, f.grad))
+                        sizes[COPIED] += rows * k * free
+                        continue
+                    pool = source
                     fwd = f.index.cpu().numpy() if small else offsets[f.slot] + _positions(f, rows * k * free)
                     back = fwd if f.grad else np.full(fwd.shape, pool_junk if pool else junk, dtype=np.int64)
                     tables[pool].append((fwd.astype(np.int64), back.astype(np.int64)))
                     sizes[pool] += fwd.size
-                    need = need or f.grad
-                sides.append((pool, start, sizes[pool], need, free))
+                sides.append((source, start, sizes[source], need, free))
             plan.append((rows * len(members), m, k, n, offsets[members[0]], sides))
         bufs, grads, gathers, gives = {}, {}, [], []
         for pool in (False, True):
@@ -132,6 +150,16 @@ class SequenceArena:
             bufs[pool], grads[pool] = zeros(len(fwd)), self._scratch[pool][: len(fwd)]
             gathers.append((pool, fwd, bufs[pool]))
             gives.append((pool, back, grads[pool]))
+        copies, copy_gives = [], []
+        if held_copies:
+            bufs[COPIED], grads[COPIED] = zeros(sizes[COPIED]), self._scratch[COPIED][: sizes[COPIED]]
+        for slot, shape, perm, at, count, grad in held_copies:
+            order = perm or tuple(range(len(shape)))
+            permuted = [shape[p] for p in order]
+            span = slice(offsets[slot], offsets[slot] + count)
+            copies.append((bufs[COPIED][at : at + count].view(permuted), self.pool[span].view(shape).permute(order)))
+            if grad:
+                copy_gives.append((self.pool_cot[span].view(shape).permute(order), grads[COPIED][at : at + count].view(permuted)))
         products = []
         for rows, m, k, n, at, sides in plan:
             (pa, a0, a1, need_a, _), (pb, b0, b1, need_b, _) = sides
@@ -141,14 +169,16 @@ class SequenceArena:
             ga = grads[pa][a0:a1].view(rows, k, m) if need_a else None
             gb = grads[pb][b0:b1].view(rows, k, n) if need_b else None
             products.append((a.mT, b, out, gc, gc.mT, a, ga, gb, kernel(m, k, n), kernel(k, n, m), kernel(k, m, n)))
-        return gathers, products, gives
+        return gathers, copies, products, gives, copy_gives
 
     def run_forward(self, small: torch.Tensor) -> list:
         """Every step's result (views of the pool)."""
         pool = self.pool
-        for gathers, products, _ in self.levels:
+        for gathers, copies, products, _, _ in self.levels:
             for from_pool, index, buf in gathers:
                 torch.index_select(pool if from_pool else small, 0, index, out=buf)
+            for buf, held in copies:
+                buf.copy_(held)
             for aT, b, out, *_, op, _, _ in products:  # (``products.kernel``: bmm, or mul for outer products)
                 op(aT, b, out=out)
         return self.held
@@ -177,7 +207,7 @@ class SequenceArena:
         ``give_roots``)."""
         pool_cot = self.pool_cot
         for l in range(len(self.levels) - 1, -1, -1):
-            _, products, gives = self.levels[l]
+            _, _, products, gives, copy_gives = self.levels[l]
             for aT, b, out, gc, gcT, a, ga, gb, _, op_a, op_b in products:
                 if ga is not None:
                     op_a(b, gcT, out=ga)  # h_A = (h_C B^T)^T = B h_C^T, as [rows, k, m]
@@ -188,6 +218,24 @@ class SequenceArena:
                     pool_cot.scatter_(0, index, buf)  # (``index_copy_``: 2-5x as long here)
                 else:
                     cot_small.index_add_(0, index, buf)
+            for held, buf in copy_gives:  # (each held result is read by one step, whole: written, not added)
+                held.copy_(buf)
+
+
+COPIED = "copied"
+"""The source of a level's operands read by permuted copies (beside ``False``, the small buffer, and ``True``, the
+pool through a table)."""
+
+
+def _source(steps, members, which: str, small: bool, count: int):
+    """Where a group's ``which`` operands are read from: ``False`` (the small buffer), ``True`` (the pool, by a
+    table), or ``COPIED`` where every member's is a held result of ``count >= COPY_MIN_ELEMENTS`` elements read
+    unpermuted or through a permutation (no table: few runs, ``many_sequence.held_fetch``)."""
+    if small:
+        return False
+    if count >= COPY_MIN_ELEMENTS and all(getattr(steps[s], which).index is None for s in members):
+        return COPIED
+    return True
 
 
 def _positions(fetch, count: int) -> np.ndarray:
