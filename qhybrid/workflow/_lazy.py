@@ -94,10 +94,7 @@ class LazyParam(torch.Tensor):
                 return func(*args, **kwargs)
         handler = _HANDLERS.get(func)
         if handler is not None and kwargs.get("out") is None:
-            try:
-                out = handler(*args, **kwargs)
-            except (IndexError, TypeError, ValueError):  # torch says what is wrong: run it for real
-                out = NotImplemented
+            out = _handled(handler, args, kwargs)
             if out is not NotImplemented:
                 return out
         name = getattr(func, "__name__", "")
@@ -357,16 +354,22 @@ _HANDLERS = {
 }
 
 
+def _handled(handler, args, kwargs):
+    """What ``handler`` makes of a call, or ``NotImplemented`` where it declines or the arguments are wrong (then
+    the call runs for real on the value, and torch says what is wrong)."""
+    try:
+        return handler(*args, **kwargs)
+    except (IndexError, TypeError, ValueError):
+        return NotImplemented
+
+
 def _operator(handler, slow):
     """``LazyParam``'s own ``2 * p``, ``p / 3``, ...: the handler called straight from Python, not through torch's
     ``__torch_function__`` machinery (~10 us a call); where the handler declines, ``slow`` (the tensor's own
     operator) goes that way and replays the real value."""
 
     def method(self, *args):
-        try:
-            out = handler(self, *args)
-        except (IndexError, TypeError, ValueError):  # torch says what is wrong: run it for real
-            out = NotImplemented
+        out = _handled(handler, (self, *args), {})
         return slow(self, *args) if out is NotImplemented else out
 
     method.__name__ = slow.__name__
