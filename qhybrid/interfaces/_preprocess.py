@@ -55,10 +55,10 @@ def settings_key(op) -> str:
 
 
 def _structure_key(device, tape: qml.tape.QuantumScript, params: Sequence[torch.Tensor]):
-    ops = tuple((type(op), op.name, tuple(op.wires), settings_key(op), len(op.data)) for op in tape.operations)
+    ops = tuple((type(op), op.name, op.wires.labels, settings_key(op), len(op.data)) for op in tape.operations)
     meas = tuple(observable_key(mp) for mp in tape.measurements)
     shapes = tuple(
-        (tuple(p.shape), p.dtype, p.device, p.requires_grad) if isinstance(p, torch.Tensor) else None for p in params
+        (p.shape, p.dtype, p.device, p.requires_grad) if isinstance(p, torch.Tensor) else None for p in params
     )
     # constants (a BasisState's bits, numbers) are held by the cached tape: their values key it (an observable's
     # own are in its key, computed once per observable object)

@@ -14,6 +14,7 @@ recording ``_lazy_resolve.resolve`` gives the tape's proxies their values with o
 steps, and the device gathers from those few tensors (``_variant.through_rows``).
 
 >>> import torch
+>>> from qhybrid.workflow._lazy_arguments import proxied
 >>> w = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64, requires_grad=True)
 >>> (p,), _, session = proxied((w,), {})
 >>> q = -p[1:][1] / 3
@@ -35,7 +36,6 @@ from torch.utils._pytree import tree_map
 ENABLED = True
 """Whether plain qnode calls record their tensor arguments lazily (False: as the tensors themselves)."""
 
-_LAZY_DTYPES = (torch.float64, torch.float32)
 
 
 def _is_number(c) -> bool:
@@ -88,6 +88,11 @@ class LazyParam(torch.Tensor):
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func is _GETITEM and len(args) == 2 and type(args[1]) is int and not kwargs:
+            # ``gamma[l]`` per gate: the child made for the layer's first gate, before the handler and its key
+            found = args[0]._children.get(("[]", args[1]))
+            if found is not None and found._mode == torch.is_grad_enabled() and not args[0]._session.eager:
+                return found
         kwargs = kwargs or {}
         if func in _METADATA:  # shape, dtype, ...: the wrapper's own, nothing computed
             with torch._C.DisableTorchFunctionSubclass():
@@ -144,58 +149,6 @@ def _freeze(tree) -> None:
         for p in s.made:
             p._value()
             p._eager = True
-
-
-class Session:
-    """One recording: the proxies made (an in-place write freezes them all), whether that happened, and how often
-    a proxy's value was used."""
-
-    def __init__(self):
-        self.made: list = []
-        self.eager = False
-        self.real_uses = 0
-        """Ops that ran on a proxy's value (``torch.sin(x[0])``, ``x[0] > 0``, ``float(x[0])``)."""
-
-    def close(self) -> None:
-        """Break the proxies' reference cycles once the recording is resolved: each proxy holds its session and its
-        parent its children, ~70 objects a Q100 p=2 step left to the cyclic collector (and a recording made with
-        the collector paused, as ``QNode.construct`` makes it, moves them to its oldest generation, whose full
-        passes are rare). A proxy kept past the recording still gives its value."""
-        for p in self.made:
-            p._children = {}
-        self.made = []
-
-
-LAZY_MAX_ELEMENTS = 1 << 20
-"""Arguments with more elements are handed over as they are (their position table would cost more than it saves)."""
-
-_ARANGES: dict = {}
-
-
-def _arange(shape) -> np.ndarray:
-    found = _ARANGES.get(shape)
-    if found is None:
-        found = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
-        found.flags.writeable = False
-        if len(_ARANGES) < 64 and found.size <= 1 << 16:
-            _ARANGES[shape] = found
-    return found
-
-
-def _lazy_argument(x, session):
-    if type(x) not in (torch.Tensor, torch.nn.Parameter) or x.dtype not in _LAZY_DTYPES or x.layout != torch.strided:
-        return x
-    if x.numel() > LAZY_MAX_ELEMENTS:
-        return x
-    return LazyParam(session, x, _arange(tuple(x.shape)), (), None, None)
-
-
-def proxied(args, kwargs):
-    """``(args, kwargs, session)`` with every floating tensor argument (top level) a ``LazyParam``."""
-    session = Session()
-    a = tuple(_lazy_argument(x, session) for x in args)
-    k = {n: _lazy_argument(v, session) for n, v in kwargs.items()}
-    return a, k, session
 
 
 # --- what stays lazy ---------------------------------------------------------------------------------
@@ -313,6 +266,7 @@ def _commuted(kind, op):
     return handler
 
 
+_GETITEM = torch.Tensor.__getitem__
 _mul = _commuted("mul", operator.mul)
 _add = _commuted("add", operator.add)
 _HANDLERS = {
@@ -363,12 +317,20 @@ def _handled(handler, args, kwargs):
         return NotImplemented
 
 
-def _operator(handler, slow):
+def _operator(handler, slow, kind: str | None = None):
     """``LazyParam``'s own ``2 * p``, ``p / 3``, ...: the handler called straight from Python, not through torch's
     ``__torch_function__`` machinery (~10 us a call); where the handler declines, ``slow`` (the tensor's own
-    operator) goes that way and replays the real value."""
+    operator) goes that way and replays the real value. ``kind``: the step it makes with a Python number, whose
+    proxy made before is looked up first (``2 * gamma[l]`` per gate: the same child every gate of a layer)."""
 
     def method(self, *args):
+        if kind is not None and len(args) == 1:
+            c = args[0]
+            t = type(c)
+            if t is int or t is float:  # ``_step``'s key, for the numbers it keeps
+                found = self._children.get((kind, t, c if t is int else c.hex()))
+                if found is not None and found._mode == torch.is_grad_enabled() and not self._session.eager:
+                    return found
         out = _handled(handler, (self, *args), {})
         return slow(self, *args) if out is NotImplemented else out
 
@@ -378,8 +340,10 @@ def _operator(handler, slow):
 
 # (not ``__getitem__``: a class that defines it in Python is a sequence to CPython, and torch then reads a list of
 # proxies, such as a Hamiltonian's coefficients, element by element)
-for _name in ("__mul__", "__rmul__", "__add__", "__radd__", "__truediv__", "__sub__", "__rsub__", "__neg__"):
-    setattr(LazyParam, _name, _operator(_HANDLERS[getattr(torch.Tensor, _name)], getattr(torch.Tensor, _name)))
+_KINDS = {"__mul__": "mul", "__rmul__": "mul", "__add__": "add", "__radd__": "add", "__truediv__": "div",
+          "__sub__": "sub", "__rsub__": "rsub", "__neg__": None}
+for _name, _kind in _KINDS.items():
+    setattr(LazyParam, _name, _operator(_HANDLERS[getattr(torch.Tensor, _name)], getattr(torch.Tensor, _name), _kind))
 
 _METADATA = frozenset(
     {
@@ -394,4 +358,4 @@ _METADATA = frozenset(
 )
 
 
-__all__ = ["LazyParam", "proxied", "ENABLED"]
+__all__ = ["LazyParam", "ENABLED"]

@@ -10,7 +10,7 @@ its argument unchanged is the argument; one whose real value was made (used by s
 a hook, ``autograd.grad`` with respect to it, a frozen one after an in-place write) is that value.
 
 >>> import torch, pennylane as qml
->>> from qhybrid.workflow._lazy import proxied
+>>> from qhybrid.workflow._lazy_arguments import proxied
 >>> g = torch.tensor([0.1, 0.2], dtype=torch.float64, requires_grad=True)
 >>> (p,), _, session = proxied((g,), {})
 >>> tape = qml.tape.QuantumScript([qml.RX(2 * p[k % 2], 0) for k in range(4)], [qml.expval(qml.Z(0))])
@@ -91,12 +91,27 @@ def measured_proxies(tape: qml.tape.QuantumScript) -> bool:
     return any(isinstance(d, LazyParam) for mp in tape.measurements if mp.obs is not None for d in observable_data(mp.obs))
 
 
+_DERIVED: dict = {}
+
+
+def _data_derived(kind: type) -> bool:
+    """Whether operators of ``kind`` compute their ``data`` from parts (a property: a new operator takes new
+    values), asked once per kind."""
+    derived = _DERIVED.get(kind)
+    if derived is None:
+        derived = _DERIVED[kind] = isinstance(getattr(kind, "data", None), property)
+    return derived
+
+
 def resolve(tape: qml.tape.QuantumScript, groups: dict | None = None) -> qml.tape.QuantumScript:
     """``tape`` with every ``LazyParam`` among its operators' and observables' data given its value (plain
     operators are updated in place, others copied). ``groups``: a dict that receives the groups made
     (``_Group``: root, steps, index ``table``, value ``rows``), for a static trace to replay them."""
     groups = {} if groups is None else groups
     found = []  # (data list, position, group, member) to fill once the groups have their values
+    # a proxy is placed once however many gates read it (``2 * gamma[l]`` per edge: Q1000 p=2's 5,000 gate
+    # parameters are four proxies), keyed by identity: every proxy is alive until the tape is resolved
+    placed: dict = {}
 
     def visit(data) -> list | None:
         new = None
@@ -108,11 +123,14 @@ def resolve(tape: qml.tape.QuantumScript, groups: dict | None = None) -> qml.tap
             if d._eager or d._real is not None or d._parent is None:  # frozen, used by itself, or an argument
                 new[j] = d._value()
                 continue
-            key = (id(d._root), d._steps, d._index.shape, d._mode)
-            g = groups.get(key)
-            if g is None:
-                g = groups[key] = _Group(d._root, d._steps, d._index.shape, d._mode)
-            found.append((new, j, g, g.member(d._index)))
+            at = placed.get(id(d))
+            if at is None:
+                key = (id(d._root), d._steps, d._index.shape, d._mode)
+                g = groups.get(key)
+                if g is None:
+                    g = groups[key] = _Group(d._root, d._steps, d._index.shape, d._mode)
+                at = placed[id(d)] = (g, g.member(d._index))
+            found.append((new, j, *at))
         return new
 
     ops, changed = [], False
@@ -130,7 +148,7 @@ def resolve(tape: qml.tape.QuantumScript, groups: dict | None = None) -> qml.tap
     for i, (op, new) in enumerate(zip(ops, pending)):
         if new is None:
             continue
-        if isinstance(getattr(type(op), "data", None), property) or getattr(op, "_pauli_rep", None) is not None:
+        if _data_derived(type(op)) or getattr(op, "_pauli_rep", None) is not None:
             ops[i] = qml.ops.functions.bind_new_parameters(op, new)  # data derived from parts: a new operator
             changed = True
         else:

@@ -13,7 +13,7 @@ from pennylane.transforms.core import CompilePipeline
 from ._call_args import shaped_like
 from ._capture import capture_graphs, qnode_call, replaying
 from ._functorch import call_under_transforms, transforms_active
-from . import _lazy
+from . import _lazy, _lazy_arguments
 from ._lazy_resolve import measured_proxies, resolve
 from ..devices._collector import collector_paused
 from ..interfaces._compile import quantum_boundary
@@ -41,7 +41,7 @@ class QNode(PennyLaneQNodeFace):
     ...     qml.RY(x, wires=0)
     ...     qml.CNOT(wires=[0, 1])
     ...     return qml.expval(qml.Z(1))
-    >>> circuit(torch.tensor([0.0, 3.14159]))
+    >>> circuit(torch.tensor([0.0, torch.pi])).round(decimals=12)
     tensor([ 1., -1.], dtype=torch.float64)
     """
 
@@ -122,7 +122,7 @@ class QNode(PennyLaneQNodeFace):
         # cycles are broken below
         with collector_paused():
             if lazy:
-                args, kwargs, session = _lazy.proxied(args, kwargs)
+                args, kwargs, session = _lazy_arguments.proxied(args, kwargs)
             tape, out = self._record(args, kwargs)
             if lazy:
                 if recorded is not None:

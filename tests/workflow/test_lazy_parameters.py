@@ -12,7 +12,7 @@ import torch
 import qhybrid
 from benchmarks.workloads import qaoa_function
 from qhybrid.testing import OpCount
-from qhybrid.workflow import _lazy
+from qhybrid.workflow import _lazy, _lazy_arguments
 from qhybrid.workflow._lazy import LazyParam
 
 TOL = 1e-10
@@ -259,8 +259,8 @@ def test_an_observable_from_the_arguments_turns_lazy_recording_off_for_later_cal
     ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2))(circuit)
     ref = qml.qnode(qml.device("default.qubit", wires=2), interface="torch")(circuit)
     proxied = []
-    real = _lazy.proxied
-    monkeypatch.setattr(_lazy, "proxied", lambda *a: proxied.append(1) or real(*a))
+    real = _lazy_arguments.proxied
+    monkeypatch.setattr(_lazy_arguments, "proxied", lambda *a: proxied.append(1) or real(*a))
     w = torch.tensor([0.3, 0.8], dtype=torch.float64, requires_grad=True)
     for k in range(3):
         c = torch.tensor([0.5, -1.2, 0.7, 0.1 * k], dtype=torch.float64, requires_grad=True)
@@ -436,7 +436,7 @@ VIEWS = {
 
 @pytest.mark.parametrize("view", sorted(VIEWS))
 def test_views_stay_lazy_and_read_what_torch_reads(view):
-    from qhybrid.workflow._lazy import proxied
+    from qhybrid.workflow._lazy_arguments import proxied
 
     w = torch.arange(12.0, dtype=torch.float64).reshape(3, 4).requires_grad_()
     (p,), _, _ = proxied((w,), {})
@@ -466,7 +466,7 @@ def test_arithmetic_operators_skip_torch_function_and_fall_back_as_torch(monkeyp
 
     monkeypatch.setattr(_lazy.LazyParam, "__torch_function__", classmethod(counted))
     w = torch.tensor([0.3, -0.7], dtype=torch.float64, requires_grad=True)
-    (p,), _, _ = _lazy.proxied((w,), {})
+    (p,), _, _ = _lazy_arguments.proxied((w,), {})
     q = p[1]  # indexing goes through __torch_function__ (see _lazy._operator)
     calls.clear()
     made = [2 * q, q * 2, q / 3, q + 0.5, 0.5 + q, q - 0.25, 0.5 - q, -q]
@@ -478,6 +478,42 @@ def test_arithmetic_operators_skip_torch_function_and_fall_back_as_torch(monkeyp
     t = torch.tensor(1.5, dtype=torch.float64)
     mixed = q * t  # a tensor operand: the real product, as torch gives it
     assert type(mixed) is torch.Tensor and torch.equal(mixed, w[1] * t) and calls
+
+
+def test_a_number_step_made_before_is_found_without_the_handler(monkeypatch):
+    """``2 * gamma[l]`` written per gate finds the proxies made for the layer's first gate (the index and the
+    product) before calling the handlers (~1 us, not ~3); only a plain ``int`` or ``float`` in the grad mode it was made in is found so: a NumPy number,
+    ``2`` against ``2.0``, another grad mode or a frozen session go the handler's way, and every value is torch's."""
+    import numpy as np
+
+    from qhybrid.workflow import _lazy
+
+    w = torch.tensor([0.3, -0.7], dtype=torch.float64, requires_grad=True)
+    (p,), _, session = _lazy_arguments.proxied((w,), {})
+    q = p[1]
+    first = 2 * q
+    handled = []
+    real = _lazy._handled
+    monkeypatch.setattr(_lazy, "_handled", lambda *a: handled.append(a) or real(*a))
+    assert 2 * q is first and q * 2 is first and p[1] is q and not handled  # found, no handler call
+    assert p[0] is not q and p[-1] is not q and handled  # (a negative index: another key, the handler's)
+    handled.clear()
+    third = q / 3
+    assert (q / 3) is third and (0.5 - q) is (0.5 - q) and (q + 0.5) is (0.5 + q)
+    handled.clear()
+    two_float = 2.0 * q  # another key than the integer 2 (``_step``'s own): made by the handler
+    assert handled and two_float is not first and torch.equal(two_float._value(), 2.0 * w[1])
+    handled.clear()
+    np_two = np.float64(2.0) * q  # a float subclass: the handler decides
+    assert handled and torch.equal(torch.as_tensor(np_two._value() if isinstance(np_two, LazyParam) else np_two), 2 * w[1])
+    with torch.no_grad():
+        plain = 2 * q  # made in another grad mode: not the child made with grad on
+    assert plain is not first and not plain.requires_grad
+    session.eager = True  # the arguments were written in place: every use is real
+    eager = 2 * q
+    assert type(eager) is torch.Tensor and torch.equal(eager, 2 * w[1])
+    for m, v in ((first, 2 * w[1]), (third, w[1] / 3)):
+        assert torch.equal(m._value(), v)
 
 
 def test_recording_runs_with_the_collector_paused_and_leaves_no_cycles():
@@ -511,7 +547,7 @@ def test_recording_runs_with_the_collector_paused_and_leaves_no_cycles():
         gc.collect()
         # (other tests' objects may still turn into garbage here, a cache's evicted entry say: only the lazy
         # recording's own are this test's business)
-        ours = [o for o in gc.garbage if isinstance(o, (LazyParam, _lazy.Session))]
+        ours = [o for o in gc.garbage if isinstance(o, (LazyParam, _lazy_arguments.Session))]
         assert not ours, collections.Counter(type(o).__name__ for o in gc.garbage)
     finally:
         gc.set_debug(0)
