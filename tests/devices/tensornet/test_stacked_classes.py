@@ -72,6 +72,43 @@ def test_qaoa_classes_run_as_one_stack_with_shared_rows(stacks, monkeypatch):
     assert all(len(run) == 2 for run, _ in stacks[-1].runs)  # ZZ runs as products over the wire halves
 
 
+@pytest.mark.parametrize("most", [None, 1])
+def test_a_run_whose_gates_read_one_angle_takes_its_phases_from_a_table(stacks, monkeypatch, most):
+    """QAOA as users write it (every ZZ of a layer reads ``2 * gamma[l]``): each cost run's phases are its few values'
+    ``exp(i theta c)`` gathered (``PHASE_TABLE_MAX_VALUES``), with values, gradients and Hessians those of
+    default.qubit; a layer whose edges alternate two angles, and a bound of one value (``most=1``), keep the whole
+    ``exp(i L)``."""
+    from qhybrid.devices.tensornet.engines.lightcone import stacked_plan
+
+    if most is not None:
+        monkeypatch.setattr(stacked_plan, "PHASE_TABLE_MAX_VALUES", most)
+    monkeypatch.setattr(stacked, "STACK_MAX_WASTE", 4.0)
+    n = 14
+    edges = [(int(u), int(v)) for u, v in nx.random_regular_graph(3, n, seed=7).edges()]
+    ours, ref = _pair(qaoa_function(edges, n), n)
+    _compare(ours, ref, (torch.tensor([0.37], dtype=torch.float64), torch.tensor([0.29], dtype=torch.float64)))
+    shared = [sh for plan in stacks for sh in plan.shared]
+    assert shared and all((sh is None) == (most == 1) for sh in shared)
+    for sh in shared:
+        if sh is not None:  # row s's angle D times, its values, and codes into them
+            positions, values, codes = sh
+            assert positions.shape == values.shape and codes.max() < values.size and len(set(values)) > 1
+
+    def two_angles(gamma, beta):
+        for i in range(n):
+            qml.Hadamard(i)
+        for k, (u, v) in enumerate(edges):
+            qml.IsingZZ(2 * gamma[k % 2], wires=[u, v])
+        for i in range(n):
+            qml.RX(2 * beta[0], wires=i)
+        return qml.expval(qml.sum(*[qml.Z(u) @ qml.Z(v) for u, v in edges]))
+
+    stacks.clear()
+    ours, ref = _pair(two_angles, n)
+    _compare(ours, ref, (torch.tensor([0.37, -0.81], dtype=torch.float64), torch.tensor([0.29], dtype=torch.float64)))
+    assert stacks and any(sh is None for plan in stacks for sh in plan.shared)
+
+
 def test_a_run_table_factors_only_where_every_column_is_a_product():
     """``phase_factors.factored``: Z-type columns (a sign or bit per wire) split exactly over the wire halves and
     rebuild the table bit for bit; one column that is no such product keeps the whole table dense."""

@@ -79,7 +79,7 @@ def _plans(cp, params, dtype, device, sources, done) -> list:
             for stack in pack([(cm.bp.n, len(cm.first)) for cm in members]):
                 if len(stack) >= MIN_CLASSES:  # its members' values in class order: one stack of all, no cat
                     chosen = sorted((members[i] for i in stack), key=lambda cm: order[id(cm.c)])
-                    hit.append(StackPlan(chosen, params.shape[-1]))
+                    hit.append(StackPlan(chosen, params.shape[-1], sources))
         per[key] = hit
     return hit
 

@@ -4,8 +4,10 @@ to every member's value.
 Forward: gather every gate kind's angles from the row (one index a kind), build their matrices and, for the
 backward, their derivatives in one call a kind (``gate_grads``), every Kronecker block of one size in one gather
 and product (``kron_tables``), then walk the ``[S, 2**N]`` state through the plan's steps (one ``bmm`` a
-diagonal run or block) keeping the state before each step (the stack is small: ``STACK_MAX_AMPLITUDES``).
-Measure ``v_s = sum_x signs[s, x] |psi[s, x]|^2`` and hand member m the value of its row.
+diagonal run or block; a run whose gates read one angle a row takes its phases from its few values'
+``exp(i theta c)``, ``stacked_plan.PHASE_TABLE_MAX_VALUES``) keeping the state before each step (the stack is
+small: ``STACK_MAX_AMPLITUDES``). Measure ``v_s = sum_x signs[s, x] |psi[s, x]|^2`` and hand member m the value
+of its row.
 
 Backward: the adjoint walk with a cotangent of one on every row (so that each row's gradient is that of its own
 value, ``J_s``), carrying ``h = conj(g)``: a block's factor cotangent ``conj(g_K) = sum h psi_before^T`` and
@@ -84,12 +86,18 @@ def forward(plan, params: torch.Tensor, dtype, device, derivatives: bool):
     for kind, data in plan.steps:
         if kind == "diagonal":
             kept.append(psi)
-            run, L0 = t["tables"][data]
-            theta = flat[t["run_index"][data]]  # [S, G]
-            L = _phases(theta, run).view(psi.shape)
-            if L0 is not None:
-                L = L + L0
-            P = torch.complex(torch.cos(L), torch.sin(L))
+            shared = t["shared"][data]
+            if shared is not None:  # one angle a row: its few phases, gathered (``PHASE_TABLE_MAX_VALUES``)
+                position, values, codes = shared
+                A = flat[position] * values  # [S * D]
+                P = torch.take(torch.complex(torch.cos(A), torch.sin(A)), codes)  # [S, 2**N]
+            else:
+                run, L0 = t["tables"][data]
+                theta = flat[t["run_index"][data]]  # [S, G]
+                L = _phases(theta, run).view(psi.shape)
+                if L0 is not None:
+                    L = L + L0
+                P = torch.complex(torch.cos(L), torch.sin(L))
             phases.append(P)
             psi = psi * P
         else:

@@ -40,6 +40,13 @@ costs more than the ops it saves beyond that (Q100 p=2, one thread, CPU time a s
 one stack padding 2.4x 39-50 ms and 231 ops, two stacks within 1.5x 34-35 ms and 422 ops); on a GPU, where each op
 is a launch, a larger bound may pay (not measured yet)."""
 
+PHASE_TABLE_MAX_VALUES = 64
+"""A diagonal run whose gates all read one parameter in each row (a QAOA cost layer: every ``IsingZZ`` of layer l
+reads ``2 * gamma[l]``) has ``L = theta_s C[s, x]``, ``C`` the sum of its gates' tables; where ``C`` takes at most
+this many distinct values in a row, its phases are those values' ``exp(i theta_s c)`` (a few cosines and sines)
+read by one gather, not ``exp(i L)`` over the whole state (Q100 p=2: a ``bmm``, two trigonometric passes and a
+``complex`` over 3 x 2^14 amplitudes, ~1 ms a run)."""
+
 
 class Entry:
     """One row of the stack: a class (its bound program, its steps) and the member whose parameter row it runs."""
@@ -134,7 +141,7 @@ def kinds_of(sk: list) -> tuple:
 class StackPlan:
     """The stacked run of ``entries`` (see the module notes): host tables, moved to a device once."""
 
-    def __init__(self, classes: list[Member], total_params: int):
+    def __init__(self, classes: list[Member], total_params: int, sources: torch.Tensor | None = None):
         self.classes = classes
         entries, row_of = [], []  # row_of[class][k]: the class's k-th stack row
         for cm in classes:
@@ -162,6 +169,7 @@ class StackPlan:
         runs: list = []
         blocks: dict = {}  # size -> [[row -> [factor refs]]] per block
         angle_sources: list = []  # per run: [S, G] class columns (-1: padding)
+        sums: list = []  # per run: [S, 2**N] its gates' tables summed (``PHASE_TABLE_MAX_VALUES``), None with constants
         first = entries[0].skeleton
         for t, (kind, _) in enumerate(first):
             if kind == "product":
@@ -190,6 +198,7 @@ class StackPlan:
                 self.steps.append(("diagonal", len(runs)))
                 runs.append((factored(table, N), const))
                 angle_sources.append(cols)
+                sums.append(table.sum(1) if const is None else None)
                 continue
             wires = sorted(set().union(*(e.skeleton[t][1] for e in entries)))
             items = []
@@ -231,6 +240,9 @@ class StackPlan:
             self.block_tables[k] = np.array(rows, dtype=np.int64).reshape(-1)  # [blocks * S * k]
         self.runs = runs
         self.run_index = [np.where(cols >= 0, self._positions(cols), 0) for cols in angle_sources]
+        where = None if sources is None else sources.cpu().numpy()
+        self.shared = [_shared_phases(index, cols, C, where)
+                       for index, cols, C in zip(self.run_index, angle_sources, sums)]
         signs = np.stack([np.asarray(e.bp.signs.detach().cpu().double())[0][x >> shift[s]] for s, e in enumerate(entries)])
         self.signs = 2.0 * signs  # the cotangent of |psi|^2 carries the 2
         self.half_signs = signs
@@ -289,12 +301,40 @@ class StackPlan:
                 "tables": [(_run_tensors(factors, as_real), None if L0 is None else as_real(L0))
                            for factors, L0 in self.runs],
                 "run_index": [long(i) for i in self.run_index],
+                "shared": [None if sh is None else (long(sh[0]), as_real(sh[1]), long(sh[2])) for sh in self.shared],
                 "signs_pairs": as_real(np.repeat(self.half_signs, 2, axis=-1)[:, None, :]),
                 "signs2": as_real(self.signs),
                 "member_row": long(self.member_row),
                 "target": long(self.target), "member": long(self.member), "angle": long(self.angle),
             }
         return hit
+
+
+def _shared_phases(index: np.ndarray, cols: np.ndarray, C: np.ndarray | None, sources: np.ndarray | None):
+    """``(positions [S * D], values [S * D], codes [S, 2**N])`` of a run whose gates read one parameter source in
+    each row (``sources``: where each parameter position is gathered from): its phases are ``exp(i theta values)``
+    (``theta`` read at ``positions``, row s's angle D times) taken at ``codes``. None where a row's gates read
+    several, the run has constant phases (``C`` None), or ``C`` has more than ``PHASE_TABLE_MAX_VALUES`` values in
+    a row."""
+    if sources is None or C is None:
+        return None
+    S = cols.shape[0]
+    position = np.zeros(S, dtype=np.int64)
+    for s in range(S):
+        real = index[s][cols[s] >= 0]
+        if real.size and len(set(sources[real].tolist())) != 1:
+            return None
+        position[s] = real[0] if real.size else 0  # no gate in this row: C is zero there, any angle gives 1
+    found = [np.unique(C[s], return_inverse=True) for s in range(S)]
+    D = max(len(v) for v, _ in found)
+    if D > PHASE_TABLE_MAX_VALUES:
+        return None
+    values = np.zeros((S, D))
+    codes = np.empty(C.shape, dtype=np.int64)
+    for s, (v, inverse) in enumerate(found):
+        values[s, : len(v)] = v
+        codes[s] = inverse.reshape(-1) + s * D
+    return np.repeat(position, D), values.reshape(-1), codes
 
 
 def _run_tensors(factors: tuple, as_real) -> tuple:
@@ -339,4 +379,5 @@ def _blocks(wires: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-__all__ = ["Entry", "Member", "StackPlan", "skeleton", "kinds_of", "STACK_MAX_AMPLITUDES", "STACK_MAX_WASTE"]
+__all__ = ["Entry", "Member", "StackPlan", "skeleton", "kinds_of", "STACK_MAX_AMPLITUDES", "STACK_MAX_WASTE",
+           "PHASE_TABLE_MAX_VALUES"]
