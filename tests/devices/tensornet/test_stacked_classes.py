@@ -91,8 +91,9 @@ def test_a_run_whose_gates_read_one_angle_takes_its_phases_from_a_table(stacks, 
     assert shared and all((sh is None) == (most == 1) for sh in shared)
     for sh in shared:
         if sh is not None:  # row s's angle D times, its values, and codes into them
-            positions, values, codes = sh
+            positions, values, codes, weights = sh
             assert positions.shape == values.shape and codes.max() < values.size and len(set(values)) > 1
+            assert weights.shape == (codes.shape[0], 2 * codes.shape[1], 1)
 
     def two_angles(gamma, beta):
         for i in range(n):

@@ -88,7 +88,7 @@ def forward(plan, params: torch.Tensor, dtype, device, derivatives: bool):
             kept.append(psi)
             shared = t["shared"][data]
             if shared is not None:  # one angle a row: its few phases, gathered (``PHASE_TABLE_MAX_VALUES``)
-                position, values, codes = shared
+                position, values, codes, _ = shared
                 A = flat[position] * values  # [S * D]
                 P = torch.take(torch.complex(torch.cos(A), torch.sin(A)), codes)  # [S, 2**N]
             else:
@@ -126,8 +126,12 @@ def backward(plan, record, dy: torch.Tensor) -> torch.Tensor:
         kind, data = plan.steps[i]
         if kind == "diagonal":
             run, _ = t["tables"][data]
+            shared = t["shared"][data]
             # Im(h psi_after) read from the product's real view: the imaginary part alone is a strided copy
-            g_runs[data] = _phase_cotangents(run, torch.view_as_real(h * after))  # [S, G]
+            if shared is not None:  # one angle a row: the run's cotangent [S], one dot a row
+                g_runs[data] = torch.bmm(torch.view_as_real(h * after).view(S, 1, -1), shared[3]).view(S)
+            else:
+                g_runs[data] = _phase_cotangents(run, torch.view_as_real(h * after))  # [S, G]
             h = h * phases[data]
             after = kept[i]
             continue

@@ -263,7 +263,11 @@ class StackPlan:
         for name in self.kinds:
             k = len(kinds[name][0][1])
             per_angle.extend((s, cols[j]) for j in range(k) for s, cols in kinds[name])
-        for cols in angle_sources:
+        for cols, shared in zip(angle_sources, self.shared):
+            if shared is not None:  # one cotangent a row, the run's whole, onto its first gate's angle (the others
+                # read the same input: its gradient is their sum)
+                per_angle.extend((s, int(row[row >= 0][0]) if (row >= 0).any() else -1) for s, row in enumerate(cols))
+                continue
             per_angle.extend((s, int(c)) for s in range(cols.shape[0]) for c in cols[s])
         starts = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
         members_of = {}  # stack row -> [(member's output position, its class table row)]
@@ -301,7 +305,8 @@ class StackPlan:
                 "tables": [(_run_tensors(factors, as_real), None if L0 is None else as_real(L0))
                            for factors, L0 in self.runs],
                 "run_index": [long(i) for i in self.run_index],
-                "shared": [None if sh is None else (long(sh[0]), as_real(sh[1]), long(sh[2])) for sh in self.shared],
+                "shared": [None if sh is None else (long(sh[0]), as_real(sh[1]), long(sh[2]), as_real(sh[3]))
+                           for sh in self.shared],
                 "signs_pairs": as_real(np.repeat(self.half_signs, 2, axis=-1)[:, None, :]),
                 "signs2": as_real(self.signs),
                 "member_row": long(self.member_row),
@@ -311,9 +316,10 @@ class StackPlan:
 
 
 def _shared_phases(index: np.ndarray, cols: np.ndarray, C: np.ndarray | None, sources: np.ndarray | None):
-    """``(positions [S * D], values [S * D], codes [S, 2**N])`` of a run whose gates read one parameter source in
+    """``(positions [S * D], values [S * D], codes [S, 2**N], weights [S, 2 * 2**N, 1])`` of a run whose gates read one parameter source in
     each row (``sources``: where each parameter position is gathered from): its phases are ``exp(i theta values)``
-    (``theta`` read at ``positions``, row s's angle D times) taken at ``codes``. None where a row's gates read
+    (``theta`` read at ``positions``, row s's angle D times) taken at ``codes``, and the angle's cotangent is
+    ``w . weights`` (``w`` a cotangent product's real view). None where a row's gates read
     several, the run has constant phases (``C`` None), or ``C`` has more than ``PHASE_TABLE_MAX_VALUES`` values in
     a row."""
     if sources is None or C is None:
@@ -334,7 +340,9 @@ def _shared_phases(index: np.ndarray, cols: np.ndarray, C: np.ndarray | None, so
     for s, (v, inverse) in enumerate(found):
         values[s, : len(v)] = v
         codes[s] = inverse.reshape(-1) + s * D
-    return np.repeat(position, D), values.reshape(-1), codes
+    weights = np.zeros((S, C.shape[1], 2))
+    weights[..., 1] = -C  # ``-sum_x C Im(w)`` as one dot with a complex product's interleaved real view
+    return np.repeat(position, D), values.reshape(-1), codes, weights.reshape(S, -1, 1)
 
 
 def _run_tensors(factors: tuple, as_real) -> tuple:
