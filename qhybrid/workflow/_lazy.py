@@ -37,7 +37,6 @@ ENABLED = True
 """Whether plain qnode calls record their tensor arguments lazily (False: as the tensors themselves)."""
 
 
-
 def _is_number(c) -> bool:
     return isinstance(c, (int, float)) and not isinstance(c, bool)
 

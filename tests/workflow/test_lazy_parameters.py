@@ -505,7 +505,8 @@ def test_a_number_step_made_before_is_found_without_the_handler(monkeypatch):
     assert handled and two_float is not first and torch.equal(two_float._value(), 2.0 * w[1])
     handled.clear()
     np_two = np.float64(2.0) * q  # a float subclass: the handler decides
-    assert handled and torch.equal(torch.as_tensor(np_two._value() if isinstance(np_two, LazyParam) else np_two), 2 * w[1])
+    value = np_two._value() if isinstance(np_two, LazyParam) else np_two
+    assert handled and torch.equal(torch.as_tensor(value), 2 * w[1])
     with torch.no_grad():
         plain = 2 * q  # made in another grad mode: not the child made with grad on
     assert plain is not first and not plain.requires_grad

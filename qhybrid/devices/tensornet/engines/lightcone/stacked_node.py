@@ -11,10 +11,10 @@ of its row.
 
 Backward: the adjoint walk with a cotangent of one on every row (so that each row's gradient is that of its own
 value, ``J_s``), carrying ``h = conj(g)``: a block's factor cotangent ``conj(g_K) = sum h psi_before^T`` and
-``h <- K^T h``; a diagonal run's angle cotangents ``-T Im(h psi_after)`` and ``h <- P h``. Then the blocks to
-their factors, the factors to their angles, and every angle's cotangent times the cotangent of every member of
-its row into the parameter that member reads (one ``index_add``): member m's gradient is ``dy_m J_row(m)``,
-exact for members with equal parameters. Higher derivatives recompute through ``fallback`` (the per-class
+``h <- K^T h``; a diagonal run's angle cotangents ``-T Im(h psi_after)`` (a shared-angle run's one a row: ``-C``
+for ``T``) and ``h <- P h``. Then the blocks to their factors, the factors to their angles, and every angle's
+cotangent times the cotangent of every member of its row into the parameter that member reads (one
+``index_add``): member m's gradient is ``dy_m J_row(m)``, exact for members with equal parameters. Higher derivatives recompute through ``fallback`` (the per-class
 path, differentiable by torch).
 """
 

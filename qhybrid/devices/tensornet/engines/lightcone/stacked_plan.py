@@ -316,12 +316,12 @@ class StackPlan:
 
 
 def _shared_phases(index: np.ndarray, cols: np.ndarray, C: np.ndarray | None, sources: np.ndarray | None):
-    """``(positions [S * D], values [S * D], codes [S, 2**N], weights [S, 2 * 2**N, 1])`` of a run whose gates read one parameter source in
-    each row (``sources``: where each parameter position is gathered from): its phases are ``exp(i theta values)``
-    (``theta`` read at ``positions``, row s's angle D times) taken at ``codes``, and the angle's cotangent is
-    ``w . weights`` (``w`` a cotangent product's real view). None where a row's gates read
-    several, the run has constant phases (``C`` None), or ``C`` has more than ``PHASE_TABLE_MAX_VALUES`` values in
-    a row."""
+    """A run whose gates read one parameter source in each row (``sources``: where each parameter position is
+    gathered from) as ``(positions [S * D], values [S * D], codes [S, 2**N], weights [S, 2 * 2**N, 1])``: its
+    phases are ``exp(i theta values)`` (``theta`` read at ``positions``, row s's angle D times) taken at ``codes``,
+    and the angle's cotangent is ``w . weights`` (``w`` a cotangent product's real view). None where a row's gates
+    read several, the run has constant phases (``C`` None), or ``C`` has more than ``PHASE_TABLE_MAX_VALUES``
+    values in a row."""
     if sources is None or C is None:
         return None
     S = cols.shape[0]
