@@ -106,6 +106,33 @@ def test_every_diagonal_gate_on_the_bound_path(dtype, tol, batch, grads):
     _check(_every_diagonal, args, dtype, tol)
 
 
+@pytest.mark.parametrize("most", [64, 0])
+def test_a_run_whose_gates_read_one_angle_takes_its_phases_from_a_table(monkeypatch, most):
+    """Every IsingZZ of a QAOA layer reads ``gamma[l]``: the run's phases are its summed table's few values'
+    ``exp(i theta c)`` (``diagonal.shared_values``), values and gradients those of default.qubit; with no room
+    for values (``most=0``) the whole ``exp(i L)``, the same figures. Runs with several angles, constant gates or a
+    batch never take it (``test_every_diagonal_gate_on_the_bound_path``, ``test_qaoa_step_on_the_bound_path``)."""
+    from qhybrid.devices.tensornet.engines.statevector import diagonal
+
+    monkeypatch.setattr(diagonal, "PHASE_TABLE_MAX_VALUES", most)
+    taken = []
+    phases = diagonal.phases
+    monkeypatch.setattr(diagonal, "phases", lambda run, ts, *a: taken.append(a[-1] is not None) or phases(run, ts, *a))
+    gen = torch.Generator().manual_seed(3)
+
+    def args(call):
+        return tuple(torch.rand(2, generator=gen, dtype=torch.float64).requires_grad_() for _ in range(2))
+
+    _check(_qaoa, args, torch.complex128, 1e-10)
+    assert taken and all(t == (most > 0) for t in taken)
+    if most:
+        run = diagonal.DiagonalRun(3)
+        for wires in ((0, 1), (1, 2), (0, 2)):
+            run.add(0, "angle", qml.IsingZZ(0.3, wires=wires), wires)
+        values, codes = diagonal.shared_values(run.finish(), torch.complex128, "cpu")
+        assert values.tolist() == [-1.5, 0.5] and codes.view(-1).tolist() == [0, 1, 1, 1, 1, 1, 1, 0]
+
+
 def test_a_qaoa_step_records_one_node_and_runs_no_general_path(monkeypatch):
     """A static-structure QAOA step: the graph between the inputs and the loss is BoundNode alone, and the
     general path's ExecuteTapes never runs on a repeat call."""

@@ -259,10 +259,19 @@ class BoundProgram:
             elif kind == "diagonal":
                 run, ri = data
                 theta = gather(("r", ri), self.runs[ri], self.run_sources[ri])  # [gates, 1, B|1], one gather
-                add("diagonal", diagonal.RunCall(run), [theta], [("run", ri)])
+                shared = diagonal.shared_values(run, dtype, device) if self._one_angle(ri) else None
+                add("diagonal", diagonal.RunCall(run, shared), [theta], [("run", ri)])
             else:
                 self._gate(data.data, mats, dtype, device, add)
         return actions, tensors, (derivs, mats, fused, origins, members, lay)
+
+    def _one_angle(self, ri: int) -> bool:
+        """Whether every gate of run ``ri`` reads the same input element (unbatched): one angle for the run."""
+        key = ("one angle", ri)
+        if key not in self._consts:
+            reads = {(src, tuple(index.reshape(-1).tolist())) for row in self.runs[ri] for src, index in row}
+            self._consts[key] = len(reads) == 1 and all(len(row) == 1 for row in self.runs[ri])
+        return self._consts[key]
 
     def _layout(self, inputs) -> Layout:
         """The inputs' flat layout, made once per input shapes."""

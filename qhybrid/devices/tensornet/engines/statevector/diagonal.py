@@ -60,6 +60,10 @@ VECTOR_GATES = frozenset({"DiagonalQubitUnitary"})
 """Gates given by their diagonal (complex, unimodular): gathered onto the basis, not turned into angles."""
 
 
+PHASE_TABLE_MAX_VALUES = 64
+"""A run whose gates read one angle takes its phases from its summed table's values where it has at most this
+many (``shared_values``; a QAOA cost layer on 16 nodes: 25), not ``exp(i L)`` over the whole state."""
+
 FACTOR_MIN_ENTRIES = 1 << 18
 """Tables of at least this many entries (2 MiB in float64: G16's 24 gates on 2**16 amplitudes hold 1.5M) are kept
 as their factors over the wire halves where they factor (``phase_factors``): below it the dense product is
@@ -223,17 +227,38 @@ def absorb_pending(run: DiagonalRun | None, pending: dict, kinds: dict, slots, o
 
 
 class RunCall:
-    """One call's diagonal action: the plan-time run and the phases its forward pass kept."""
+    """One call's diagonal action: the plan-time run, the phases its forward pass kept, and ``shared`` (the run's
+    ``shared_values``: its gates read one angle, known from where the binding gathers them), or None."""
 
-    __slots__ = ("run", "kept")
+    __slots__ = ("run", "kept", "shared")
 
-    def __init__(self, run: DiagonalRun):
-        self.run, self.kept = run, None
+    def __init__(self, run: DiagonalRun, shared: tuple | None = None):
+        self.run, self.kept, self.shared = run, None, shared
 
 
-def phases(run: DiagonalRun, ts, dtype, device) -> torch.Tensor:
-    """P as ``[2**n, S|1, B|1]`` (see the module notes)."""
+def shared_values(run: DiagonalRun, dtype, device) -> tuple | None:
+    """``(values [D], codes [2**n, 1, 1])`` of a run whose gates all read one angle ``theta``: ``L = theta C``,
+    ``C`` its table summed over the gates, whose few values' phases ``exp(i theta c)`` are taken at ``codes``
+    (``lightcone.stacked_plan.PHASE_TABLE_MAX_VALUES``); None where the run has constant angles, diagonals, or
+    more values. Made once per dtype and device."""
+    key = ("shared", dtype.to_real(), str(device))
+    if key not in run._cache:
+        hit = None
+        if run.angles and run.const is None and not run.vectors:
+            values, codes = np.unique(run._scaled.sum(0, dtype=np.int64), return_inverse=True)
+            hit = (torch.as_tensor(values / TABLE_SCALE, dtype=dtype.to_real(), device=device),
+                   torch.as_tensor(codes.reshape(-1, 1, 1), device=device))
+        run._cache[key] = hit
+    hit = run._cache[key]
+    return hit if hit is not None and hit[0].numel() <= PHASE_TABLE_MAX_VALUES else None
+
+
+def phases(run: DiagonalRun, ts, dtype, device, shared: tuple | None = None) -> torch.Tensor:
+    """P as ``[2**n, S|1, B|1]`` (see the module notes); ``shared``: ``shared_values`` (one unbatched angle)."""
     _, const, idx, table_t, _, factors = run.constants(dtype, device)
+    if shared is not None and ts[0].shape[1:] == (1, 1):
+        A = ts[0][0].view(1) * shared[0]  # every gate's angle is the first's
+        return torch.take(torch.complex(torch.cos(A), torch.sin(A)), shared[1]).to(dtype)
     P = None
     k = 0
     if run.angles:
@@ -263,7 +288,7 @@ def phases(run: DiagonalRun, ts, dtype, device) -> torch.Tensor:
 
 
 def apply(psi: torch.Tensor, call: RunCall, ts) -> torch.Tensor:
-    P = phases(call.run, ts, psi.dtype, psi.device)
+    P = phases(call.run, ts, psi.dtype, psi.device, call.shared)
     if not torch.is_grad_enabled() and P.numel() * P.element_size() <= KEEP_PHASES_MAX_BYTES:
         call.kept = P  # for the adjoint walk (a recording forward recomputes instead: its P carries a graph)
     return psi * P
@@ -274,7 +299,7 @@ def unapply(psi, h, call: RunCall, ts, needs):
     """Walk a run back from the state ``psi`` after it and ``h = conj(cotangent)``: (state before, conj
     cotangent before, cotangents of ``ts``), one table reduction for every angle of the run."""
     run = call.run
-    P = call.kept if call.kept is not None else phases(run, ts, psi.dtype, psi.device)
+    P = call.kept if call.kept is not None else phases(run, ts, psi.dtype, psi.device, call.shared)
     call.kept = None
     grads: list = [None] * len(ts)
     if any(needs):
