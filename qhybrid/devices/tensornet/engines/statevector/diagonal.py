@@ -238,9 +238,10 @@ class RunCall:
 
 def shared_values(run: DiagonalRun, dtype, device) -> tuple | None:
     """``(values [D], codes [2**n, 1, 1])`` of a run whose gates all read one angle ``theta``: ``L = theta C``,
-    ``C`` its table summed over the gates, whose few values' phases ``exp(i theta c)`` are taken at ``codes``
-    (``lightcone.stacked_plan.PHASE_TABLE_MAX_VALUES``); None where the run has constant angles, diagonals, or
-    more values. Made once per dtype and device."""
+    ``C`` its table summed over the gates, whose few values' phases ``exp(i theta c)`` are taken at ``codes``;
+    None where the run has constant angles, diagonals, or more than ``PHASE_TABLE_MAX_VALUES`` values. Made once
+    per dtype and device. (Differentiated by torch, as the fallback does, the angle's derivative goes to the first
+    gate's alone: every gate reads that one input element, whose gradient is the same sum.)"""
     key = ("shared", dtype.to_real(), str(device))
     if key not in run._cache:
         hit = None
