@@ -62,6 +62,7 @@ class BoundProgram:
         self.steps = steps
         self.runs = list(runs)  # per diagonal run: per gate [[(input, index [B|1])]] (a [gates, 1, B|1] table)
         self.run_sources = [{row[0][0] for row in run} for run in self.runs]
+        self.one_angle = [diagonal.one_element(run) for run in self.runs]  # ``diagonal.shared_values``'s runs
         self.single_source = all(len(s) == 1 for s in self.group_sources + self.run_sources)
         """Every group and run reads one input alone: gathered by ``take`` from it (``bound_inputs``)."""
         self.n = program.n
@@ -259,19 +260,11 @@ class BoundProgram:
             elif kind == "diagonal":
                 run, ri = data
                 theta = gather(("r", ri), self.runs[ri], self.run_sources[ri])  # [gates, 1, B|1], one gather
-                shared = diagonal.shared_values(run, dtype, device) if self._one_angle(ri) else None
+                shared = diagonal.shared_values(run, dtype, device) if self.one_angle[ri] else None
                 add("diagonal", diagonal.RunCall(run, shared), [theta], [("run", ri)])
             else:
                 self._gate(data.data, mats, dtype, device, add)
         return actions, tensors, (derivs, mats, fused, origins, members, lay)
-
-    def _one_angle(self, ri: int) -> bool:
-        """Whether every gate of run ``ri`` reads the same input element (unbatched): one angle for the run."""
-        key = ("one angle", ri)
-        if key not in self._consts:
-            reads = {(src, tuple(index.reshape(-1).tolist())) for row in self.runs[ri] for src, index in row}
-            self._consts[key] = len(reads) == 1 and all(len(row) == 1 for row in self.runs[ri])
-        return self._consts[key]
 
     def _layout(self, inputs) -> Layout:
         """The inputs' flat layout, made once per input shapes."""

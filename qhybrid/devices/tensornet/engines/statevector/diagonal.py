@@ -236,6 +236,13 @@ class RunCall:
         self.run, self.kept, self.shared = run, None, shared
 
 
+def one_element(reads: list) -> bool:
+    """Whether every gate of a bound run (``reads``: per gate ``[(input, index)]``) reads one and the same input
+    element: the run has one angle."""
+    found = {(src, tuple(index.reshape(-1).tolist())) for row in reads for src, index in row}
+    return len(found) == 1 and all(len(row) == 1 for row in reads)
+
+
 def shared_values(run: DiagonalRun, dtype, device) -> tuple | None:
     """``(values [D], codes [2**n, 1, 1])`` of a run whose gates all read one angle ``theta``: ``L = theta C``,
     ``C`` its table summed over the gates, whose few values' phases ``exp(i theta c)`` are taken at ``codes``;
