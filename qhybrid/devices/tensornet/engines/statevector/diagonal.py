@@ -62,7 +62,7 @@ VECTOR_GATES = frozenset({"DiagonalQubitUnitary"})
 
 PHASE_TABLE_MAX_VALUES = 64
 """A run whose gates read one angle takes its phases from its summed table's values where it has at most this
-many (``shared_values``; a QAOA cost layer on 16 nodes: 25), not ``exp(i L)`` over the whole state."""
+many (``shared_values``; G16's cost layers, 24 edges on 16 nodes: 20), not ``exp(i L)`` over the whole state."""
 
 FACTOR_MIN_ENTRIES = 1 << 18
 """Tables of at least this many entries (2 MiB in float64: G16's 24 gates on 2**16 amplitudes hold 1.5M) are kept
