@@ -112,9 +112,9 @@ def test_a_run_whose_gates_read_one_angle_takes_its_phases_from_a_table(monkeypa
     ``exp(i theta c)`` (``diagonal.shared_values``), values and gradients those of default.qubit; with no room
     for values (``most=0``) the whole ``exp(i L)``, the same figures. Runs with several angles, constant gates or a
     batch never take it (``test_every_diagonal_gate_on_the_bound_path``, ``test_qaoa_step_on_the_bound_path``)."""
-    from qhybrid.devices.tensornet.engines.statevector import diagonal
+    from qhybrid.devices.tensornet.engines.statevector import diagonal, phase_factors
 
-    monkeypatch.setattr(diagonal, "PHASE_TABLE_MAX_VALUES", most)
+    monkeypatch.setattr(phase_factors, "PHASE_TABLE_MAX_VALUES", most)
     taken = []
     phases = diagonal.phases
     monkeypatch.setattr(diagonal, "phases", lambda run, ts, *a: taken.append(a[-1] is not None) or phases(run, ts, *a))

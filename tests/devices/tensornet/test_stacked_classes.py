@@ -78,10 +78,8 @@ def test_a_run_whose_gates_read_one_angle_takes_its_phases_from_a_table(stacks, 
     ``exp(i theta c)`` gathered (``PHASE_TABLE_MAX_VALUES``), with values, gradients and Hessians those of
     default.qubit; a layer whose edges alternate two angles, and a bound of one value (``most=1``), keep the whole
     ``exp(i L)``."""
-    from qhybrid.devices.tensornet.engines.lightcone import stacked_plan
-
     if most is not None:
-        monkeypatch.setattr(stacked_plan, "PHASE_TABLE_MAX_VALUES", most)
+        monkeypatch.setattr(phase_factors, "PHASE_TABLE_MAX_VALUES", most)
     monkeypatch.setattr(stacked, "STACK_MAX_WASTE", 4.0)
     n = 14
     edges = [(int(u), int(v)) for u, v in nx.random_regular_graph(3, n, seed=7).edges()]

@@ -5,7 +5,7 @@ Forward: gather every gate kind's angles from the row (one index a kind), build 
 backward, their derivatives in one call a kind (``gate_grads``), every Kronecker block of one size in one gather
 and product (``kron_tables``), then walk the ``[S, 2**N]`` state through the plan's steps (one ``bmm`` a
 diagonal run or block; a run whose gates read one angle a row takes its phases from its few values'
-``exp(i theta c)``, ``stacked_plan.PHASE_TABLE_MAX_VALUES``) keeping the state before each step (the stack is
+``exp(i theta c)``, ``phase_factors.PHASE_TABLE_MAX_VALUES``) keeping the state before each step (the stack is
 small: ``STACK_MAX_AMPLITUDES``). Measure ``v_s = sum_x signs[s, x] |psi[s, x]|^2`` and hand member m the value
 of its row.
 
@@ -14,8 +14,8 @@ value, ``J_s``), carrying ``h = conj(g)``: a block's factor cotangent ``conj(g_K
 ``h <- K^T h``; a diagonal run's angle cotangents ``-T Im(h psi_after)`` (a shared-angle run's one a row: ``-C``
 for ``T``) and ``h <- P h``. Then the blocks to their factors, the factors to their angles, and every angle's
 cotangent times the cotangent of every member of its row into the parameter that member reads (one
-``index_add``): member m's gradient is ``dy_m J_row(m)``, exact for members with equal parameters. Higher derivatives recompute through ``fallback`` (the per-class
-path, differentiable by torch).
+``index_add``): member m's gradient is ``dy_m J_row(m)``, exact for members with equal parameters. Higher
+derivatives recompute through ``fallback`` (the per-class path, differentiable by torch).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def forward(plan, params: torch.Tensor, dtype, device, derivatives: bool):
         if kind == "diagonal":
             kept.append(psi)
             shared = t["shared"][data]
-            if shared is not None:  # one angle a row: its few phases, gathered (``PHASE_TABLE_MAX_VALUES``)
+            if shared is not None:  # one angle a row: its few phases, gathered (``phase_factors``)
                 position, values, codes, _ = shared
                 A = flat[position] * values  # [S * D]
                 P = torch.take(torch.complex(torch.cos(A), torch.sin(A)), codes)  # [S, 2**N]

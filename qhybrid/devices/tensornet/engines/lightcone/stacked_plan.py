@@ -28,6 +28,7 @@ import torch
 
 from ..._gates import constant_matrix
 from ..statevector.program import KRON_MAX_WIRES
+from ..statevector import phase_factors
 from ..statevector.phase_factors import factored
 
 STACK_MAX_AMPLITUDES = 1 << 18
@@ -39,14 +40,6 @@ STACK_MAX_WASTE = 1.5
 costs more than the ops it saves beyond that (Q100 p=2, one thread, CPU time a step: every class alone 39 ms,
 one stack padding 2.4x 39-50 ms and 231 ops, two stacks within 1.5x 34-35 ms and 422 ops); on a GPU, where each op
 is a launch, a larger bound may pay (not measured yet)."""
-
-PHASE_TABLE_MAX_VALUES = 64
-"""A diagonal run whose gates all read one parameter in each row (a QAOA cost layer: every ``IsingZZ`` of layer l
-reads ``2 * gamma[l]``) has ``L = theta_s C[s, x]``, ``C`` the sum of its gates' tables; where ``C`` takes at most
-this many distinct values in a row, its phases are those values' ``exp(i theta_s c)`` (a few cosines and sines)
-read by one gather, not ``exp(i L)`` over the whole state (Q100 p=2: a ``bmm``, two trigonometric passes and a
-``complex`` over 3 x 2^14 amplitudes, ~1 ms a run)."""
-
 
 class Entry:
     """One row of the stack: a class (its bound program, its steps) and the member whose parameter row it runs."""
@@ -169,7 +162,7 @@ class StackPlan:
         runs: list = []
         blocks: dict = {}  # size -> [[row -> [factor refs]]] per block
         angle_sources: list = []  # per run: [S, G] class columns (-1: padding)
-        sums: list = []  # per run: [S, 2**N] its gates' tables summed (``PHASE_TABLE_MAX_VALUES``), None with constants
+        sums: list = []  # per run: [S, 2**N] its gates' tables summed (``_shared_phases``), None with constants
         first = entries[0].skeleton
         for t, (kind, _) in enumerate(first):
             if kind == "product":
@@ -320,8 +313,8 @@ def _shared_phases(index: np.ndarray, cols: np.ndarray, C: np.ndarray | None, so
     gathered from) as ``(positions [S * D], values [S * D], codes [S, 2**N], weights [S, 2 * 2**N, 1])``: its
     phases are ``exp(i theta values)`` (``theta`` read at ``positions``, row s's angle D times) taken at ``codes``,
     and the angle's cotangent is ``w . weights`` (``w`` a cotangent product's real view). None where a row's gates
-    read several, the run has constant phases (``C`` None), or ``C`` has more than ``PHASE_TABLE_MAX_VALUES``
-    values in a row."""
+    read several, the run has constant phases (``C`` None), or ``C`` has more than
+    ``phase_factors.PHASE_TABLE_MAX_VALUES`` values in a row."""
     if sources is None or C is None:
         return None
     S = cols.shape[0]
@@ -331,15 +324,15 @@ def _shared_phases(index: np.ndarray, cols: np.ndarray, C: np.ndarray | None, so
         if real.size and len(set(sources[real].tolist())) != 1:
             return None
         position[s] = real[0] if real.size else 0  # no gate in this row: C is zero there, any angle gives 1
-    found = [np.unique(C[s], return_inverse=True) for s in range(S)]
+    found = [phase_factors.phase_values(C[s]) for s in range(S)]
     D = max(len(v) for v, _ in found)
-    if D > PHASE_TABLE_MAX_VALUES:
+    if D > phase_factors.PHASE_TABLE_MAX_VALUES:
         return None
     values = np.zeros((S, D))
     codes = np.empty(C.shape, dtype=np.int64)
     for s, (v, inverse) in enumerate(found):
         values[s, : len(v)] = v
-        codes[s] = inverse.reshape(-1) + s * D
+        codes[s] = inverse + s * D
     weights = np.zeros((S, C.shape[1], 2))
     weights[..., 1] = -C  # ``-sum_x C Im(w)`` as one dot with a complex product's interleaved real view
     return np.repeat(position, D), values.reshape(-1), codes, weights.reshape(S, -1, 1)
@@ -387,5 +380,4 @@ def _blocks(wires: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-__all__ = ["Entry", "Member", "StackPlan", "skeleton", "kinds_of", "STACK_MAX_AMPLITUDES", "STACK_MAX_WASTE",
-           "PHASE_TABLE_MAX_VALUES"]
+__all__ = ["Entry", "Member", "StackPlan", "skeleton", "kinds_of", "STACK_MAX_AMPLITUDES", "STACK_MAX_WASTE"]

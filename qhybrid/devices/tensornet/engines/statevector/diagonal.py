@@ -33,6 +33,7 @@ import pennylane as qml
 import torch
 
 from .product import sum_to
+from . import phase_factors
 from .phase_factors import factored
 
 DIAGONAL_TABLE_MAX_ELEMENTS = 1 << 22
@@ -59,10 +60,6 @@ recomputes it from the table (one matmul and a cos / sin pass)."""
 VECTOR_GATES = frozenset({"DiagonalQubitUnitary"})
 """Gates given by their diagonal (complex, unimodular): gathered onto the basis, not turned into angles."""
 
-
-PHASE_TABLE_MAX_VALUES = 64
-"""A run whose gates read one angle takes its phases from its summed table's values where it has at most this
-many (``shared_values``; G16's cost layers, 24 edges on 16 nodes: 20), not ``exp(i L)`` over the whole state."""
 
 FACTOR_MIN_ENTRIES = 1 << 18
 """Tables of at least this many entries (2 MiB in float64: G16's 24 gates on 2**16 amplitudes hold 1.5M) are kept
@@ -246,19 +243,20 @@ def one_element(reads: list) -> bool:
 def shared_values(run: DiagonalRun, dtype, device) -> tuple | None:
     """``(values [D], codes [2**n, 1, 1])`` of a run whose gates all read one angle ``theta``: ``L = theta C``,
     ``C`` its table summed over the gates, whose few values' phases ``exp(i theta c)`` are taken at ``codes``;
-    None where the run has constant angles, diagonals, or more than ``PHASE_TABLE_MAX_VALUES`` values. Made once
+    None where the run has constant angles, diagonals, or more than ``phase_factors.PHASE_TABLE_MAX_VALUES``
+    values. Made once
     per dtype and device. (Differentiated by torch, as the fallback does, the angle's derivative goes to the first
     gate's alone: every gate reads that one input element, whose gradient is the same sum.)"""
     key = ("shared", dtype.to_real(), str(device))
     if key not in run._cache:
         hit = None
         if run.angles and run.const is None and not run.vectors:
-            values, codes = np.unique(run._scaled.sum(0, dtype=np.int64), return_inverse=True)
+            values, codes = phase_factors.phase_values(run._scaled.sum(0, dtype=np.int64))
             hit = (torch.as_tensor(values / TABLE_SCALE, dtype=dtype.to_real(), device=device),
                    torch.as_tensor(codes.reshape(-1, 1, 1), device=device))
         run._cache[key] = hit
     hit = run._cache[key]
-    return hit if hit is not None and hit[0].numel() <= PHASE_TABLE_MAX_VALUES else None
+    return hit if hit is not None and hit[0].numel() <= phase_factors.PHASE_TABLE_MAX_VALUES else None
 
 
 def phases(run: DiagonalRun, ts, dtype, device, shared: tuple | None = None) -> torch.Tensor:

@@ -44,4 +44,22 @@ def factored(table: np.ndarray, n: int) -> tuple:
     return U, V
 
 
-__all__ = ["factored"]
+PHASE_TABLE_MAX_VALUES = 64
+"""A run whose gates all read one angle ``theta`` has ``L = theta C``, ``C`` its table summed over the gates; where
+``C`` takes at most this many values (a QAOA cost layer: G16's 24 edges 20, a p=2 light cone's 6 to 14), its
+phases are those values' ``exp(i theta c)`` taken at ``phase_values``' codes (``statevector.diagonal``,
+``lightcone.stacked_node``), not a product with the table and ``exp(i L)`` over the whole state."""
+
+
+def phase_values(C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, codes)`` of a summed table: ``C == values[codes]`` (callers compare ``len(values)`` with
+    ``PHASE_TABLE_MAX_VALUES`` where they use it, so that a cached pair serves whatever the bound).
+
+    >>> phase_values(np.array([-1.5, 0.5, 0.5, -1.5]))
+    (array([-1.5,  0.5]), array([0, 1, 1, 0]))
+    """
+    values, codes = np.unique(C, return_inverse=True)
+    return values, codes.reshape(C.shape)
+
+
+__all__ = ["factored", "phase_values", "PHASE_TABLE_MAX_VALUES"]
