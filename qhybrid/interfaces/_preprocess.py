@@ -54,20 +54,48 @@ def settings_key(op) -> str:
     )
 
 
+# PennyLane's gates that hold no settings and a fixed number of data: kind, name and wires are their whole
+# structure (the name is kept: PennyLane lets a user rename an operator)
+_PLAIN_GATES = frozenset(
+    (qml.RX, qml.RY, qml.RZ, qml.Rot, qml.PhaseShift, qml.U1, qml.U2, qml.U3, qml.IsingXX, qml.IsingYY, qml.IsingZZ,
+     qml.IsingXY, qml.Hadamard, qml.PauliX, qml.PauliY, qml.PauliZ, qml.S, qml.T, qml.SX, qml.SWAP, qml.ISWAP,
+     qml.CNOT, qml.CZ, qml.CY, qml.Identity, qml.MultiRZ, qml.PSWAP, qml.SingleExcitation, qml.DoubleExcitation)
+)
+
+
 def _structure_key(device, tape: qml.tape.QuantumScript, params: Sequence[torch.Tensor]):
-    ops = tuple((type(op), op.name, op.wires.labels, settings_key(op), len(op.data)) for op in tape.operations)
-    meas = tuple(observable_key(mp) for mp in tape.measurements)
-    shapes = tuple(
-        (p.shape, p.dtype, p.device, p.requires_grad) if isinstance(p, torch.Tensor) else None for p in params
+    plain = _PLAIN_GATES
+    ops = tuple(
+        (kind, op.name, op.wires.labels) if (kind := type(op)) in plain
+        else (kind, op.name, op.wires.labels, settings_key(op), len(op.data))
+        for op in tape.operations
     )
+    meas = tuple(observable_key(mp) for mp in tape.measurements)
+    # a lazily recorded tape's parameters are a few tensors read by many gates (Q1000 p=2: four, 5,000 times):
+    # each distinct one is described once and the key holds its number
+    described: dict = {}
+    shapes = tuple(_described(described, p) for p in params)
     # constants (a BasisState's bits, numbers) are held by the cached tape: their values key it (an observable's
     # own are in its key, computed once per observable object)
     n_ops = len(params) - sum(len(observable_data(mp.obs)) for mp in tape.measurements if mp.obs is not None)
     constants = constants_key([p for p in params[:n_ops] if not isinstance(p, torch.Tensor)])
     # None (every parameter trainable) read without PennyLane's par_info, which walks every observable's data
     trainable = getattr(tape, "_trainable_params", None)
-    return (id(device), ops, meas, shapes, constants, repr(tape.shots), None if trainable is None else repr(list(trainable)))
+    return (
+        id(device), ops, meas, shapes, tuple(described.values()), constants, repr(tape.shots),
+        None if trainable is None else repr(list(trainable)),
+    )
 
+
+def _described(described: dict, p) -> int | None:
+    """The number of tensor ``p`` among the distinct tensors ``described`` so far (its shape, dtype, device and
+    whether it requires grad entered on first sight); None for a constant."""
+    if not isinstance(p, torch.Tensor):
+        return None
+    at = described.get(id(p))
+    if at is None:
+        at = described[id(p)] = (len(described), p.shape, p.dtype, p.device, p.requires_grad)
+    return at[0]
 
 
 def _probe_values(inputs, scale, offset) -> list[torch.Tensor]:
@@ -184,7 +212,8 @@ def _cacheable(tape, params) -> bool:
     data (a Hamiltonian's coefficients) and state preparations (a Hartree-Fock BasisState). A gate angle given
     as a number that changes every call would make every call a new structure, probed anew."""
     tensors = [p for p in params if isinstance(p, torch.Tensor)]
-    if not tensors or any(p.is_complex() for p in tensors):
+    # each distinct tensor asked once (a lazily recorded tape's few tensors are read by thousands of gates)
+    if not tensors or any(p.is_complex() for p in {id(p): p for p in tensors}.values()):
         return False
     if len(tensors) == len(params):
         return True

@@ -108,10 +108,11 @@ def resolve(tape: qml.tape.QuantumScript, groups: dict | None = None) -> qml.tap
     operators are updated in place, others copied). ``groups``: a dict that receives the groups made
     (``_Group``: root, steps, index ``table``, value ``rows``), for a static trace to replay them."""
     groups = {} if groups is None else groups
-    found = []  # (data list, position, group, member) to fill once the groups have their values
+    found = []  # (data list, position, proxy id) to fill once the groups have their values
     # a proxy is placed once however many gates read it (``2 * gamma[l]`` per edge: Q1000 p=2's 5,000 gate
     # parameters are four proxies), keyed by identity: every proxy is alive until the tape is resolved
     placed: dict = {}
+    eager: list = []  # (data list, position, proxy): frozen, used by itself, or an argument
 
     def visit(data) -> list | None:
         new = None
@@ -120,34 +121,34 @@ def resolve(tape: qml.tape.QuantumScript, groups: dict | None = None) -> qml.tap
                 continue
             if new is None:
                 new = list(data)
-            if d._eager or d._real is not None or d._parent is None:  # frozen, used by itself, or an argument
-                new[j] = d._value()
+            if d._eager or d._real is not None or d._parent is None:
+                eager.append((new, j, d))
                 continue
-            at = placed.get(id(d))
-            if at is None:
+            if id(d) not in placed:
                 key = (id(d._root), d._steps, d._index.shape, d._mode)
                 g = groups.get(key)
                 if g is None:
                     g = groups[key] = _Group(d._root, d._steps, d._index.shape, d._mode)
-                at = placed[id(d)] = (g, g.member(d._index))
-            found.append((new, j, *at))
+                placed[id(d)] = (g, g.member(d._index))
+            found.append((new, j, id(d)))
         return new
 
-    ops, changed = [], False
-    pending = []
-    for op in tape.operations:
-        new = visit(op.data)
-        pending.append(new)
-        ops.append(op)
+    ops = tape.operations
+    pending = [visit(op.data) for op in ops]
     mps = list(tape.measurements)
     obs_pending = [None if mp.obs is None else visit(observable_data(mp.obs)) for mp in mps]
-    if not found and all(p is None for p in pending) and all(p is None for p in obs_pending):
+    if not found and not eager:
         return tape
-    for new, j, g, m in found:
-        new[j] = g.values()[m]
-    for i, (op, new) in enumerate(zip(ops, pending)):
+    for new, j, d in eager:
+        new[j] = d._value()
+    values = {k: g.values()[m] for k, (g, m) in placed.items()}
+    for new, j, k in found:
+        new[j] = values[k]
+    ops, changed = list(ops), False
+    for i, new in enumerate(pending):
         if new is None:
             continue
+        op = ops[i]
         if _data_derived(type(op)) or getattr(op, "_pauli_rep", None) is not None:
             ops[i] = qml.ops.functions.bind_new_parameters(op, new)  # data derived from parts: a new operator
             changed = True

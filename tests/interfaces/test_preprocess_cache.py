@@ -67,3 +67,64 @@ def test_decomposed_templates_are_probed(spied):
     for _ in range(3):
         _check(ours, ref, torch.tensor(rng.uniform(-3, 3, (2, 3, 3))))
     assert len(spied) == 1
+
+
+def test_a_tensor_read_by_many_gates_and_two_equal_tensors_are_different_structures():
+    """The key numbers the distinct tensors among a tape's parameters (a lazily recorded tape reads a few of them
+    thousands of times): ``[a, a]`` and ``[c, c]`` share a key, ``[a, b]`` does not, and each runs right."""
+    dev = qhybrid.device("tensornet", wires=2)
+    a, b, c = (torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in (0.3, -1.1, 0.8))
+
+    def tape(p, q):
+        return qml.tape.QuantumScript([qml.RX(p, 0), qml.IsingZZ(q, [0, 1]), qml.RY(q, 1)], [qml.expval(qml.Y(0) @ qml.X(1))])
+
+    def key(t):
+        return _preprocess._structure_key(dev, t, _preprocess.tape_parameters_fast(t))
+
+    assert key(tape(a, a)) == key(tape(c, c)) != key(tape(a, b))
+    ref = qml.device("default.qubit", wires=2)
+    for p, q in [(a, a), (a, b), (c, c), (b, a)]:
+        (ours,) = qhybrid.execute([tape(p, q)], dev, diff_method="adjoint")
+        want = qml.execute([tape(p, q)], ref, diff_method="backprop")[0]
+        grads = torch.autograd.grad(ours, (p, q) if p is not q else (p,))
+        wants = torch.autograd.grad(want, (p, q) if p is not q else (p,))
+        assert abs(float(ours.detach() - want.detach())) < 1e-10
+        assert all(abs(float(g - w)) < 1e-10 for g, w in zip(grads, wants))
+
+
+def test_an_argument_that_stops_and_starts_requiring_grad_gets_its_gradient_only_when_it_does(spied):
+    """Which gathered parameters are trainable is remembered per pattern of ``requires_grad`` of the inputs."""
+
+    def circuit(w, x):
+        for k in range(3):
+            qml.RX(2 * x[k], k)
+            qml.IsingZZ(w[0] - 0.5, [k, (k + 1) % 3])
+            qml.RY(w[1] * 3, k)
+        return qml.expval(qml.Z(0) @ qml.Z(1)), qml.expval(qml.X(2))
+
+    ours, ref = _both(circuit, 3)
+    rng = np.random.default_rng(8)
+    for x_grad in (False, True, False, True):
+        w, x = torch.tensor(rng.uniform(-3, 3, 2)), torch.tensor(rng.uniform(-3, 3, 3))
+        outs = []
+        for node in (ours, ref):
+            wa, xa = w.clone().requires_grad_(), x.clone().requires_grad_(x_grad)
+            sum(k * v for k, v in enumerate(node(wa, xa), 1)).backward()
+            outs.append((wa.grad, xa.grad))
+        np.testing.assert_allclose(outs[0][0].numpy(), outs[1][0].numpy(), atol=1e-10)
+        assert (outs[0][1] is None) == (not x_grad)
+        if x_grad:
+            np.testing.assert_allclose(outs[0][1].numpy(), outs[1][1].numpy(), atol=1e-10)
+
+
+def test_trainable_positions_follow_the_inputs_of_each_rebound_copy():
+    """A template's rebound copies share its memo: the positions remembered for one pattern of ``requires_grad``
+    are not handed to another."""
+    from qhybrid._variant import Gather, Variant
+
+    tape = qml.tape.QuantumScript([qml.RX(0.0, 0), qml.RY(0.0, 0), qml.RZ(0.0, 0)], [qml.expval(qml.Z(0))])
+    template = Gather((), ((0, torch.tensor(0)), ("const", 0.5), (1, torch.tensor(1))))
+    w = torch.zeros(2, dtype=torch.float64)
+    for grads, want in [((True, False), [0]), ((False, True), [2]), ((True, True), [0, 2]), ((False, False), [])]:
+        inputs = [w.clone().requires_grad_(g) for g in grads]
+        assert Variant(tape, None, template.rebound(inputs)).trainable_positions() == want
