@@ -517,6 +517,34 @@ def test_a_number_step_made_before_is_found_without_the_handler(monkeypatch):
         assert torch.equal(m._value(), v)
 
 
+def test_an_integer_index_made_before_is_found_in_python(monkeypatch):
+    """``gamma[l]`` and ``w[l, i]`` written per gate find the proxy made before without torch's ``__torch_function__``
+    (a proxy of one dimension or more reads integer indexes in Python); every other index goes torch's way, and a
+    0-d proxy is no sequence, so lists of them still make tensors (a Hamiltonian's coefficients)."""
+    from qhybrid.workflow import _lazy
+
+    w = torch.tensor([[0.3, -0.7, 1.1], [0.2, 0.5, -0.4]], dtype=torch.float64, requires_grad=True)
+    (p,), _, session = _lazy_arguments.proxied((w,), {})
+    row, elem = p[1], p[0, 2]
+    calls = []
+    real = LazyParam.__torch_function__.__func__
+    monkeypatch.setattr(LazyParam, "__torch_function__", classmethod(lambda *a, **k: calls.append(a[1]) or real(*a, **k)))
+    assert p[1] is row and p[0, 2] is elem and p[1][0] is p[1][0] and not calls[1:]  # (p[1][0]: made once, then found)
+    calls.clear()
+    for index, want in [(-1, w[-1]), (slice(0, 1), w[0:1]), ((0, slice(None)), w[0, :]), (torch.tensor([1, 0]), w[[1, 0]])]:
+        got = p[index]
+        assert calls and torch.equal(got._value() if isinstance(got, LazyParam) else got, want)
+        calls.clear()
+    assert type(elem) is LazyParam and type(p) is not LazyParam and isinstance(p, LazyParam)
+    assert torch.equal(torch.tensor([p[0, 0], p[1, 2]]), torch.tensor([0.3, -0.4], dtype=torch.float64))
+    stacked = torch.stack([p[0], p[1]])
+    assert torch.equal(stacked, w) and stacked.requires_grad
+    with torch.no_grad():
+        assert p[1] is not row and not p[1].requires_grad  # made in another grad mode: a child of its own
+    session.eager = True
+    assert type(p[1]) is torch.Tensor and torch.equal(p[1], w[1])  # written in place: every use is real
+
+
 def test_recording_runs_with_the_collector_paused_and_leaves_no_cycles():
     """The user's function is recorded with Python's cyclic collector paused (restored afterwards, also when the
     function raises), and the lazy proxies leave no reference cycles behind for the collector (~70 objects a
