@@ -108,11 +108,10 @@ def resolve(tape: qml.tape.QuantumScript, groups: dict | None = None) -> qml.tap
     operators are updated in place, others copied). ``groups``: a dict that receives the groups made
     (``_Group``: root, steps, index ``table``, value ``rows``), for a static trace to replay them."""
     groups = {} if groups is None else groups
-    found = []  # (data list, position, proxy id) to fill once the groups have their values
+    found = []  # (data list, position, proxy id) to fill once the proxies have their values
     # a proxy is placed once however many gates read it (``2 * gamma[l]`` per edge: Q1000 p=2's 5,000 gate
     # parameters are four proxies), keyed by identity: every proxy is alive until the tape is resolved
-    placed: dict = {}
-    eager: list = []  # (data list, position, proxy): frozen, used by itself, or an argument
+    placed: dict = {}  # id -> (group, member), or (None, proxy) for one frozen, used by itself, or an argument
 
     def visit(data) -> list | None:
         new = None
@@ -121,27 +120,26 @@ def resolve(tape: qml.tape.QuantumScript, groups: dict | None = None) -> qml.tap
                 continue
             if new is None:
                 new = list(data)
-            if d._eager or d._real is not None or d._parent is None:
-                eager.append((new, j, d))
-                continue
-            if id(d) not in placed:
-                key = (id(d._root), d._steps, d._index.shape, d._mode)
-                g = groups.get(key)
-                if g is None:
-                    g = groups[key] = _Group(d._root, d._steps, d._index.shape, d._mode)
-                placed[id(d)] = (g, g.member(d._index))
-            found.append((new, j, id(d)))
+            k = id(d)
+            if k not in placed:
+                if d._eager or d._real is not None or d._parent is None:
+                    placed[k] = (None, d)
+                else:
+                    key = (id(d._root), d._steps, d._index.shape, d._mode)
+                    g = groups.get(key)
+                    if g is None:
+                        g = groups[key] = _Group(d._root, d._steps, d._index.shape, d._mode)
+                    placed[k] = (g, g.member(d._index))
+            found.append((new, j, k))
         return new
 
     ops = tape.operations
     pending = [visit(op.data) for op in ops]
     mps = list(tape.measurements)
     obs_pending = [None if mp.obs is None else visit(observable_data(mp.obs)) for mp in mps]
-    if not found and not eager:
+    if not found:
         return tape
-    for new, j, d in eager:
-        new[j] = d._value()
-    values = {k: g.values()[m] for k, (g, m) in placed.items()}
+    values = {k: d._value() if g is None else g.values()[d] for k, (g, d) in placed.items()}
     for new, j, k in found:
         new[j] = values[k]
     ops, changed = list(ops), False
