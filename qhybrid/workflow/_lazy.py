@@ -110,6 +110,12 @@ class LazyParam(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.detach.default and isinstance(args[0], LazyParam):
+            # ``torch.tensor(p)`` detaches its data in C++, past ``__torch_function__``: the value, detached (a use
+            # of the value, as ``_used`` counts it)
+            args[0]._session.real_uses += 1
+            with torch.no_grad():
+                return args[0]._value().detach()
         raise RuntimeError(f"qhybrid: a lazy gate parameter reached aten op {func} unresolved (a qhybrid bug).")
 
     def __repr__(self, *, tensor_contents=None):
@@ -120,7 +126,8 @@ class _LazyArray(LazyParam):
     """A ``LazyParam`` of one dimension or more: ``gamma[l]`` or ``w[l, i]`` written per gate finds the proxy made
     before for it in Python, without torch's ``__torch_function__`` round trip (1.3 us an index, a fifth of what a
     gate costs to record). Only these define ``__getitem__`` in Python, which makes them sequences to CPython:
-    a list of 0-d proxies (a Hamiltonian's coefficients) is still read by torch as tensors, one by one."""
+    a list of 0-d proxies (a Hamiltonian's coefficients) is still read by torch as tensors, one by one. (A list of
+    rows, ``torch.tensor([w[0], w[1]])``, is read as nested lists: the values, where torch refuses real rows.)"""
 
     def __getitem__(self, idx):
         if type(idx) is int or type(idx) is tuple and all(type(i) is int for i in idx):

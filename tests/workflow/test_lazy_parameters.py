@@ -4,6 +4,7 @@ op per gate, with the values, gradients and Hessians it had, and every other use
 from __future__ import annotations
 
 import random
+import warnings
 
 import pennylane as qml
 import pytest
@@ -543,6 +544,34 @@ def test_an_integer_index_made_before_is_found_in_python(monkeypatch):
         assert p[1] is not row and not p[1].requires_grad  # made in another grad mode: a child of its own
     session.eager = True
     assert type(p[1]) is torch.Tensor and torch.equal(p[1], w[1])  # written in place: every use is real
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_a_tensor_made_from_an_argument_is_its_value_detached(static):
+    """``torch.tensor(w)`` inside the function (a detached copy; torch detaches in C++, past ``__torch_function__``)
+    and ``torch.tensor([w[0, 1], w[1, 2]])`` give the values PennyLane's qnode gives, without a gradient through them,
+    and a static trace counts them as uses of the values."""
+
+    def circuit(w):
+        frozen = torch.tensor(w)  # noqa: the user's own (torch warns: a copy of a tensor)
+        pair = torch.tensor([w[0, 1], w[1, 2]])
+        qml.RX(frozen[0, 0] * 2, 0)
+        qml.RY(w[1, 1], 0)
+        qml.IsingZZ(pair[0] - pair[1], [0, 1])
+        qml.RX(w[0, 2], 1)
+        return qml.expval(qml.Z(0) @ qml.Y(1))
+
+    w = torch.tensor([[0.3, -0.7, 1.1], [0.2, 0.5, -0.4]], dtype=torch.float64)
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2), static_structure=static)(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch")
+    for k in range(2):
+        a, b = (w + 0.1 * k).requires_grad_(), (w + 0.1 * k).requires_grad_()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            va, vb = ours(a), ref(b)
+        va.backward(), vb.backward()
+        assert abs(float(va.detach() - vb.detach())) < TOL
+        assert torch.allclose(a.grad, b.grad, atol=TOL, rtol=0) and a.grad[0, 0] == 0 and a.grad[1, 1] != 0
 
 
 def test_recording_runs_with_the_collector_paused_and_leaves_no_cycles():
