@@ -37,6 +37,11 @@ ENABLED = True
 """Whether plain qnode calls record their tensor arguments lazily (False: as the tensors themselves)."""
 
 
+class Unrecordable(RuntimeError):
+    """An op torch runs past ``__torch_function__`` (``torch.as_tensor(x, dtype=...)`` copies in C++) met a proxy: its
+    value cannot be made there with its gradient, so the qnode records the call again from the real tensors."""
+
+
 def _is_number(c) -> bool:
     return isinstance(c, (int, float)) and not isinstance(c, bool)
 
@@ -116,7 +121,7 @@ class LazyParam(torch.Tensor):
             args[0]._session.real_uses += 1
             with torch.no_grad():
                 return args[0]._value().detach()
-        raise RuntimeError(f"qhybrid: a lazy gate parameter reached aten op {func} unresolved (a qhybrid bug).")
+        raise Unrecordable(f"qhybrid: aten op {func} reached a lazy gate parameter past __torch_function__.")
 
     def __repr__(self, *, tensor_contents=None):
         return repr(self._value())
@@ -381,4 +386,4 @@ _METADATA = frozenset(
 )
 
 
-__all__ = ["LazyParam", "ENABLED"]
+__all__ = ["LazyParam", "ENABLED", "Unrecordable"]

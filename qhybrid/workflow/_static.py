@@ -109,7 +109,7 @@ class StaticCache:
 
     def _trace(self, qnode, key, call: CallArgs):
         args, kwargs = call.args, call.kwargs
-        if qnode._lazy_observables:  # observables built from the arguments: recorded from the real tensors
+        if qnode._record_real:  # observables built from the arguments, say: recorded from the real tensors
             tape, out, cached = (*qnode.construct(args, kwargs), None)
         else:
             tape, out, cached = lazy_trace(qnode, call)

@@ -77,7 +77,7 @@ class QNode(PennyLaneQNodeFace):
         """The tape recorded by the last call (for drawing and inspection); it holds that call's parameters
         (with ``static_structure``, those of the last call that recorded one: a trace or a check)."""
         self.static_structure = static_structure
-        self._lazy_observables = False  # set once an observable read the arguments: record from the tensors
+        self._record_real = False  # set once lazy recording could not serve this function: record from the tensors
         self._fresh_caches()
         functools.update_wrapper(self, func)
 
@@ -123,15 +123,23 @@ class QNode(PennyLaneQNodeFace):
         # cycles are broken below
         with collector_paused():
             if lazy:
-                args, kwargs, session = _lazy_arguments.proxied(args, kwargs)
-            tape, out = self._record(args, kwargs)
-            if lazy:
+                proxy_args, proxy_kwargs, session = _lazy_arguments.proxied(args, kwargs)
+                try:
+                    tape, out = self._record(proxy_args, proxy_kwargs)
+                except _lazy.Unrecordable:
+                    # an op torch runs past ``__torch_function__`` (``torch.as_tensor(x, dtype=...)``) met a proxy:
+                    # this call and later ones record from the real tensors
+                    session.close()
+                    self._record_real, lazy = True, False
+            if not lazy:
+                tape, out = self._record(args, kwargs)
+            else:
                 if recorded is not None:
                     recorded(tape, session)
                 if measured_proxies(tape):
                     # an observable built from the arguments (trainable Hamiltonian coefficients) would be rebuilt
                     # term by term on every call to take its values: later calls record from the real tensors
-                    self._lazy_observables = True
+                    self._record_real = True
                 tape = resolve(tape, groups)
                 session.close()
         if record:
@@ -168,7 +176,7 @@ class QNode(PennyLaneQNodeFace):
     def _call_recorded(self, args, kwargs):
         """The function recorded and executed: its result, shaped like what the function returned."""
         # lazily recorded where the tape goes straight to the device (transforms read the tape's parameters)
-        lazy = not self.compile_pipeline and not self._lazy_observables
+        lazy = not self.compile_pipeline and not self._record_real
         tape, out = self.construct(args, kwargs, lazy=lazy)
         if self.compile_pipeline:  # PennyLane transforms applied to this qnode
             run = lambda tapes: self._execute(tapes, args, kwargs)  # noqa: E731

@@ -574,6 +574,31 @@ def test_a_tensor_made_from_an_argument_is_its_value_detached(static):
         assert torch.allclose(a.grad, b.grad, atol=TOL, rtol=0) and a.grad[0, 0] == 0 and a.grad[1, 1] != 0
 
 
+@pytest.mark.parametrize("static", [False, True])
+def test_an_op_torch_runs_past_torch_function_records_the_call_from_the_real_tensors(static):
+    """``torch.as_tensor(w, dtype=torch.float64)`` of a float32 argument copies in C++, where a proxy's value cannot be
+    made with its gradient: the call (and later ones) is recorded from the real tensors, with PennyLane's values and
+    gradients."""
+
+    def circuit(w):
+        wide = torch.as_tensor(w, dtype=torch.float64)
+        qml.RX(wide[0] * 2, 0)
+        qml.IsingZZ(wide[1], [0, 1])
+        qml.RY(wide[2] - wide[1], 1)
+        return qml.expval(qml.Z(0) @ qml.X(1))
+
+    w = torch.tensor([0.3, -0.7, 1.1], dtype=torch.float32)
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2), static_structure=static)(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch")
+    for k in range(2):
+        a, b = (w + 0.1 * k).requires_grad_(), (w + 0.1 * k).requires_grad_()
+        va, vb = ours(a), ref(b)
+        va.backward(), vb.backward()
+        assert ours._record_real
+        assert abs(float(va.detach() - vb.detach())) < TOL
+        assert torch.allclose(a.grad, b.grad, atol=TOL, rtol=0) and a.grad[0] != 0
+
+
 def test_recording_runs_with_the_collector_paused_and_leaves_no_cycles():
     """The user's function is recorded with Python's cyclic collector paused (restored afterwards, also when the
     function raises), and the lazy proxies leave no reference cycles behind for the collector (~70 objects a
