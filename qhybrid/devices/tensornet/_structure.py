@@ -64,6 +64,12 @@ def _check_real(op: Operator) -> None:
     if op.name in COMPLEX_DATA_OPS:
         return
     for k, p in enumerate(op.data):
+        if _is_complex(p) and op.name == "Exp":  # its real part would make it non-unitary: not a rotation's angle
+            raise UnsupportedOperationError(
+                f"{op.name} on wires {op.wires.tolist()} got a complex coefficient ({_show(p)}); the engines take "
+                "real angles. Write the rotation with its real angle: qml.evolve(P, t) for exp(-i t P) (so "
+                "qml.exp(P, -0.5j * t) is qml.evolve(P, t / 2)), or qml.PauliRot(t, word) for exp(-i t/2 word)."
+            )
         if _is_complex(p):
             raise UnsupportedOperationError(
                 f"{op.name} on wires {op.wires.tolist()} got a complex parameter {k} ({_show(p)}); gate angles "
