@@ -63,6 +63,8 @@ def _make_rule(op, k: int) -> np.ndarray:
         raise GradientError(
             f"{op.name} parameter {k}: no shift rule could be derived ({exc}). Use diff_method='adjoint'."
         ) from exc
+    if not any(freqs):  # a generator without gaps (GlobalPhase's): no expectation value depends on it
+        return np.zeros((0, 3))
     rows = np.asarray(qml.gradients.generate_shift_rule(freqs), dtype=float).reshape(-1, 2)  # [c, s]
     return np.stack([rows[:, 0], np.ones(len(rows)), rows[:, 1]], axis=1)
 
@@ -158,8 +160,8 @@ class ParameterShift(JacobianProductCalculator):
             for j, (coeffs, rows, batched) in zip(tr, entries):
                 total = None
                 for (kind, *where), d in zip(recipe, dys):
-                    def jac(a):
-                        return sum(c * results[r][a] for c, r in zip(coeffs, rows))
+                    def jac(a):  # (an empty rule, GlobalPhase's: zero)
+                        return sum((c * results[r][a] for c, r in zip(coeffs, rows)), torch.zeros_like(d))
 
                     if kind == "same":
                         jm = jac(where[0])
@@ -220,7 +222,7 @@ vectorised step (stack, contract with the cotangents, scatter-add the rule coeff
 def _combine_unbatched(v, tr, entries, recipe, dys, results):
     """All of one variant's gradients at once, or None where the loop below must do it (broadcast
     parameters, variances, few parameters)."""
-    if len(tr) < COMBINE_MIN_PARAMETERS or any(e[2] for e in entries) or any(r[0] != "same" for r in recipe):
+    if len(tr) < COMBINE_MIN_PARAMETERS or any(e[2] or not e[0] for e in entries) or any(r[0] != "same" for r in recipe):
         return None
     first = min(e[1].start for e in entries)
     last = max(e[1].stop for e in entries)

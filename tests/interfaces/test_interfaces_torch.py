@@ -250,3 +250,28 @@ def test_torch_func_transforms_run_through_a_qhybrid_qnode():
     assert f(w.expand(3, 2).T).shape == (3,)
     jac = torch.autograd.functional.jacobian(f, w)
     assert torch.allclose(jac, torch.autograd.functional.jacobian(ref, w), atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("n_params", [2, 5])  # (five: the combined path of many parameters; two: one by one)
+@pytest.mark.parametrize("diff_method", DIFF_METHODS)
+def test_a_trainable_global_phase_has_a_zero_gradient(diff_method, n_params):
+    """No expectation value depends on a global phase: its generator has no gaps, so its shift rule is empty and its
+    gradient zero (PennyLane's rule generator fails on no frequencies); the other gradients are default.qubit's."""
+
+    def circuit(w):
+        qml.Hadamard(0)
+        qml.GlobalPhase(w[0])
+        for k in range(1, n_params):
+            qml.RY(w[k], k % 2)
+            qml.CNOT([0, 1])
+        qml.GlobalPhase(w[0] * 2, wires=[1])
+        return qml.expval(qml.Z(0) @ qml.X(1)), qml.var(qml.Y(1))
+
+    w = torch.linspace(0.3, 1.2, n_params, dtype=torch.float64)
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=diff_method)(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")
+    a, b = w.clone().requires_grad_(), w.clone().requires_grad_()
+    (torch.stack(ours(a)) * torch.tensor([1.0, -0.5])).sum().backward()
+    (torch.stack(ref(b)) * torch.tensor([1.0, -0.5])).sum().backward()
+    torch.testing.assert_close(a.grad, b.grad, atol=1e-10, rtol=0)
+    assert abs(float(a.grad[0])) < 1e-12
