@@ -37,6 +37,7 @@ from ._bound import run_bound
 from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
 from .readout.measurement_values import measurement_values_as_observables
+from .readout.entropies import entropies_from_density_matrices
 from .readout.postselect import renormalise_postselection
 from ._empty_batch import with_empty_batches
 from .engines.mixed import NoiseDraws, check_noise_options, trajectory_fields
@@ -282,6 +283,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         program = CompilePipeline()
         program.add_transform(defer_measurements, allow_postselect=True)
         program.add_transform(measurement_values_as_observables)
+        program.add_transform(entropies_from_density_matrices)
         method = config.gradient_method
         outside = None if method is None or method in _DEVICE_GRADIENTS else getattr(method, "__name__", method)
         program.add_transform(renormalise_postselection, name=self.name, outside_gradient=outside)

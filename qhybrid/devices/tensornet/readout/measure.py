@@ -202,5 +202,5 @@ def measurement_function(mp: MeasurementProcess) -> Callable[[StateReader, Measu
         return lambda r, m: r.state()
     raise UnsupportedOperationError(
         f"Measurement {type(mp).__name__} is not supported without shots by qhybrid.tensornet; supported: "
-        "expval, var, probs, state, density_matrix (sample and counts need shots)."
+        "expval, var, probs, state, density_matrix, purity, vn_entropy, mutual_info (sample and counts need shots)."
     )
