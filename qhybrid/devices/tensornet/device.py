@@ -287,12 +287,8 @@ class TensorNetworkDevice(MPSMethod, Device):
         method = config.gradient_method
         outside = None if method is None or method in _DEVICE_GRADIENTS else getattr(method, "__name__", method)
         program.add_transform(renormalise_postselection, name=self.name, outside_gradient=outside)
-        program.add_transform(
-            _decompose_for_tensornet,
-            device_wires=self.wires,
-            target_gates=self.capabilities.gate_set(),
-            name=self.name,
-        )
+        gates = self.capabilities.gate_set()
+        program.add_transform(_decompose_for_tensornet, device_wires=self.wires, target_gates=gates, name=self.name)
         program.add_transform(validate_device_wires, self.wires, name=self.name)
         program.add_transform(
             validate_measurements,
