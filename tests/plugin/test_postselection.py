@@ -45,6 +45,23 @@ def _two_postselections(x):
     return qml.expval(qml.X(0)), qml.probs(wires=[0])
 
 
+def _identity_terms_and_variances(x):
+    """Expectations with identity terms (every engine counts those as their coefficients, right only for a
+    normalised state) and variances, of Pauli words, a Hamiltonian and a matrix."""
+    _gates(x)
+    qml.measure(1, postselect=1)
+    qml.RX(x[4], 2)
+    qml.CNOT([2, 0])
+    hamiltonian = qml.dot([0.7, -1.3, 0.4], [qml.Identity(0), qml.Z(0) @ qml.X(2), qml.Y(2)])
+    return (
+        qml.expval(hamiltonian),
+        qml.expval(qml.Identity(2)),
+        qml.var(qml.Y(2)),
+        qml.var(hamiltonian),
+        qml.var(qml.Hermitian(torch.tensor([[1.0, 0.3], [0.3, -0.5]], dtype=torch.float64), wires=0)),
+    )
+
+
 def _params(seed):
     gen = torch.Generator().manual_seed(seed)
     return (torch.rand(5, generator=gen, dtype=torch.float64) * 3).requires_grad_(True)
@@ -70,7 +87,9 @@ def _flat(result):
 
 @pytest.mark.parametrize("entry", ["plugin", "qhybrid.qnode"])
 @pytest.mark.parametrize("diff_method", ["adjoint", "parameter-shift", "backprop"])
-@pytest.mark.parametrize("func", [_one_postselection, _two_postselections], ids=["one", "two"])
+@pytest.mark.parametrize(
+    "func", [_one_postselection, _two_postselections, _identity_terms_and_variances], ids=["one", "two", "identity-var"]
+)
 def test_results_and_gradients_match_default_qubit(entry, diff_method, func):
     if entry == "plugin" and diff_method == "parameter-shift":
         pytest.skip("refused (PennyLane shifts the renormalised runs): see the test below")
@@ -112,14 +131,20 @@ def test_finite_shots_are_refused_naming_shots_none():
         q(_params(0).detach())
 
 
-def test_variance_after_postselection_is_refused_naming_what_works():
+def test_entropies_after_postselection_come_from_the_renormalised_density_matrix():
     def f(x):
         _gates(x)
         qml.measure(1, postselect=1)
-        return qml.var(qml.Z(0))
+        qml.CNOT([2, 0])
+        return qml.purity(wires=[0]), qml.vn_entropy(wires=[2])
 
-    with pytest.raises(UnsupportedOperationError, match="expval, probs, state"):
-        qhybrid.qnode(qhybrid.device("tensornet", wires=WIRES))(f)(_params(0).detach())
+    x = _params(4)
+    got = _flat(qhybrid.qnode(qhybrid.device("tensornet", wires=WIRES))(f)(x))
+    want = _flat(_reference(f)(x))
+    assert torch.allclose(got, want, atol=TOL, rtol=0) and float(want[0]) < 1 - 1e-3
+    (g_got,) = torch.autograd.grad(got.sum(), x)
+    (g_want,) = torch.autograd.grad(want.sum(), x)
+    assert torch.allclose(g_got, g_want, atol=TOL, rtol=0)
 
 
 def test_aer_refuses_mid_circuit_measurements_naming_tensornet():

@@ -6,13 +6,15 @@ unitary and differentiates through the contraction instead). The state it leaves
 ``n`` of the postselected branch; default.qubit divides the state by ``sqrt(n)`` after each projector,
 which is the same as dividing the final results once, as done here: expectations and probabilities by
 ``n``, the state by ``sqrt(n)``. ``n`` is read from one more measurement, the probabilities of a projected
-wire. A branch of probability zero gives NaN (as on default.qubit).
+wire. A variance is measured as ``<O>`` and ``<O^2>`` and made from their renormalised values; an
+expectation's identity term is taken out before the device (every engine counts it as its coefficient, which
+holds for a normalised state only) and added after. A branch of probability zero gives NaN (as on default.qubit).
 """
 
 from __future__ import annotations
 
 import pennylane as qml
-from pennylane.measurements import DensityMatrixMP, ExpectationMP, ProbabilityMP, StateMP
+from pennylane.measurements import DensityMatrixMP, ExpectationMP, ProbabilityMP, StateMP, VarianceMP
 from pennylane.tape import QuantumScript
 
 from ....errors import UnsupportedOperationError
@@ -58,26 +60,75 @@ def renormalise_postselection(tape: QuantumScript, name: str = "qhybrid.tensorne
             "diff_method='adjoint', 'backprop' or 'finite-diff', or qhybrid.qnode (its parameter-shift differentiates the "
             "runs before the renormalisation)."
         )
-    refused = [mp for mp in tape.measurements if not isinstance(mp, _SCALED)]
+    refused = [mp for mp in tape.measurements if not isinstance(mp, (*_SCALED, VarianceMP)) or isinstance(mp, VarianceMP) and mp.obs is None]
     if refused:
         raise UnsupportedOperationError(
-            f"{name} renormalises expval, probs, state and density_matrix after postselection; {refused[0]} is not "
-            "one of them. Measure expval(O) and expval(O @ O) for a variance, or use default.qubit."
+            f"{name} renormalises expval, var, probs, state and density_matrix after postselection; {refused[0]} is "
+            "not one of them. Use default.qubit for it."
         )
+    # a variance is <O^2> - <O>^2 of the renormalised branch: its two expectations are measured instead; an
+    # expectation's identity term is measured by no engine (each counts it as its coefficient, right for a normalised
+    # state only): it is taken out, and added back after the renormalisation
+    measured, reads = [], []
+
+    def expectation(obs) -> tuple:
+        rest, constant = _without_identity(obs)
+        if rest is not None:
+            measured.append(qml.expval(rest))
+        return (len(measured) - 1 if rest is not None else None, constant)
+
+    for mp in tape.measurements:
+        if isinstance(mp, VarianceMP):
+            reads.append(("var", expectation(mp.obs), expectation(_squared(mp.obs))))
+        elif isinstance(mp, ExpectationMP) and mp.obs is not None:
+            reads.append(("expval", expectation(mp.obs)))
+        else:
+            reads.append((type(mp), len(measured)))
+            measured.append(mp)
     norm_wire = projectors[0].wires[:1]
-    new = tape.copy(measurements=[*tape.measurements, qml.probs(wires=norm_wire)])
-    kinds = [_TRAILING_AXES.get(type(mp), 1) for mp in tape.measurements]
+    new = tape.copy(measurements=[*measured, qml.probs(wires=norm_wire)])
 
     def renormalise(results):
         *kept, probs = results[0]
         norm = qml.math.sum(probs, axis=-1)
+
+        def mean(read):
+            at, constant = read
+            return constant + (0.0 * norm if at is None else kept[at] / norm)
+
         out = []
-        for mp, r, trailing in zip(tape.measurements, kept, kinds):
-            scale = norm if not isinstance(mp, StateMP) or isinstance(mp, DensityMatrixMP) else qml.math.sqrt(norm)
-            out.append(r / qml.math.reshape(scale, qml.math.shape(scale) + (1,) * trailing))
+        for read in reads:
+            if read[0] == "var":
+                out.append(mean(read[2]) - mean(read[1]) ** 2)
+            elif read[0] == "expval":
+                out.append(mean(read[1]))
+            else:
+                kind, r = read[0], kept[read[1]]
+                scale = qml.math.sqrt(norm) if kind is StateMP else norm
+                out.append(r / qml.math.reshape(scale, qml.math.shape(scale) + (1,) * _TRAILING_AXES.get(kind, 1)))
         return out[0] if len(out) == 1 else tuple(out)
 
     return (new,), renormalise
+
+
+def _without_identity(obs) -> tuple:
+    """(``obs`` less its identity term, or None where nothing else is left; that term's coefficient)."""
+    ps = obs.pauli_rep
+    identity = qml.pauli.PauliWord({})
+    if ps is None or identity not in ps:
+        return obs, 0.0
+    constant = ps[identity]
+    constant = qml.math.real(constant) if qml.math.iscomplex(constant) else constant
+    rest = qml.pauli.PauliSentence({w: c for w, c in ps.items() if w != identity})
+    return (rest.operation(wire_order=obs.wires) if rest else None), constant
+
+
+def _squared(obs):
+    """``obs`` squared, as an observable: a Pauli sentence times itself, else the square of its matrix."""
+    if obs.pauli_rep is not None:
+        return (obs.pauli_rep @ obs.pauli_rep).operation(wire_order=obs.wires)
+    m = qml.matrix(obs)
+    return qml.Hermitian(m @ m, wires=obs.wires)
 
 
 __all__ = ["renormalise_postselection"]
