@@ -31,6 +31,7 @@ from .engines.lightcone.choice import EngineChoice, WHOLE_STATE_SURE_WIRES, choo
 from .engines.lightcone.classes import group_cones, measured_words
 from .engines.lightcone.cones import make_cone
 from .engines.lightcone.program import ConeProgram, cones_apply
+from .engines.lightcone.unitary_guard import non_unitary_matrix, state_vector_for
 from .engines.mps.run import run_mps
 from .engines.mixed import has_channels, run_mixed
 
@@ -197,6 +198,10 @@ def _build_program(structure: TapeStructure, stacked: frozenset, stack_size: int
         choice = EngineChoice(what, "state vector", "a measurement needs the whole state", None, None, None, None)
     else:
         choice = _choose_whole(structure, stack_size, opts, tape)
+        odd = non_unitary_matrix(tape) if choice.engine != "state vector" else None
+        if odd is not None:  # (light cones and networks hold for unitary gates only)
+            lead = max(stack_size, 1) * (structure.batch_size or 1)
+            choice = state_vector_for(odd, choice.what, structure, lead, opts, len(measured_words(tape, structure)[0]))
     if choice.engine != "state vector":
         if cones_apply(structure, tape):
             program = ConeProgram(structure, stacked, stack_size, opts, tape, STATE_MODE_MAX_WIRES)

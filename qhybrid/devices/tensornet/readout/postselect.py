@@ -18,6 +18,7 @@ from pennylane.measurements import DensityMatrixMP, ExpectationMP, ProbabilityMP
 from pennylane.tape import QuantumScript
 
 from ....errors import UnsupportedOperationError
+from .identity_terms import without_identity
 
 _SCALED = (ExpectationMP, ProbabilityMP, StateMP)
 
@@ -72,7 +73,7 @@ def renormalise_postselection(tape: QuantumScript, name: str = "qhybrid.tensorne
     measured, reads = [], []
 
     def expectation(obs) -> tuple:
-        rest, constant = _without_identity(obs)
+        rest, constant = without_identity(obs)
         if rest is not None:
             measured.append(qml.expval(rest))
         return (len(measured) - 1 if rest is not None else None, constant)
@@ -109,18 +110,6 @@ def renormalise_postselection(tape: QuantumScript, name: str = "qhybrid.tensorne
         return out[0] if len(out) == 1 else tuple(out)
 
     return (new,), renormalise
-
-
-def _without_identity(obs) -> tuple:
-    """(``obs`` less its identity term, or None where nothing else is left; that term's coefficient)."""
-    ps = obs.pauli_rep
-    identity = qml.pauli.PauliWord({})
-    if ps is None or identity not in ps:
-        return obs, 0.0
-    constant = ps[identity]
-    constant = qml.math.real(constant) if qml.math.iscomplex(constant) else constant
-    rest = qml.pauli.PauliSentence({w: c for w, c in ps.items() if w != identity})
-    return (rest.operation(wire_order=obs.wires) if rest else None), constant
 
 
 def _squared(obs):

@@ -1,0 +1,77 @@
+"""A user matrix that is not unitary (``readout/identity_terms.py``, ``engines/lightcone/unitary_guard.py``):
+default.qubit's numbers (the unnormalised state's ``<psi|O|psi>``, identity terms times the norm) on few wires and
+on 20, where the circuit runs as one state vector, or a refusal naming the matrix where that state does not fit;
+unitary matrices keep the wide engines."""
+
+from __future__ import annotations
+
+import numpy as np
+import pennylane as qml
+import pytest
+import torch
+
+import qhybrid
+from qhybrid.errors import ContractionTooLargeError
+
+TOL = 1e-10
+
+
+def _circuit(n, matrix_op):
+    def circuit(w):
+        for i in range(n):
+            qml.RY(w[i % 3] * (i + 1) / n, i)
+        matrix_op()
+        for i in range(n - 1):
+            qml.CNOT([i, i + 1])
+        return (
+            qml.expval(qml.Identity(0)),
+            qml.expval(qml.Z(0) + 2 * qml.Identity(1)),
+            qml.expval(qml.Z(n - 2) @ qml.X(n - 1)),
+            qml.expval(qml.dot([0.5, -1.5], [qml.Z(0) @ qml.Z(1), qml.Identity(0)])),
+        )
+
+    return circuit
+
+
+NON_UNITARY = {
+    "QubitUnitary": lambda: qml.QubitUnitary(np.array([[1.0, 0.5], [0.0, 0.7]]), wires=0),
+    "ControlledQubitUnitary": lambda: qml.ControlledQubitUnitary(np.array([[0.6, 0.0], [0.3, 1.4]]), wires=[1, 0]),
+}
+
+
+@pytest.mark.parametrize("n", [3, 20])
+@pytest.mark.parametrize("name", sorted(NON_UNITARY))
+def test_a_non_unitary_matrix_gives_default_qubits_numbers(name, n):
+    circuit = _circuit(n, NON_UNITARY[name])
+    dev = qhybrid.device("tensornet", wires=n)
+    ours = qhybrid.qnode(dev, diff_method="adjoint")(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=n), interface="torch", diff_method="backprop")
+    w = torch.tensor([0.7, -0.4, 1.2], dtype=torch.float64)
+    a, b = w.clone().requires_grad_(), w.clone().requires_grad_()
+    got, want = torch.stack(ours(a)), torch.stack(ref(b))
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    assert abs(float(want[0]) - 1.0) > 1e-4  # the state is not normalised: the identity reads its norm
+    (got * torch.tensor([1.0, -0.5, 2.0, 0.3])).sum().backward()
+    (want * torch.tensor([1.0, -0.5, 2.0, 0.3])).sum().backward()
+    torch.testing.assert_close(a.grad, b.grad, atol=TOL, rtol=0)
+    if n == 20:
+        (choice,) = dev.plan_cache_info().engines
+        assert choice.engine == "state vector" and f"{name} on wires" in choice.reason and "not unitary" in choice.reason
+
+
+def test_a_unitary_matrix_keeps_the_wide_engines_and_its_numbers():
+    u = qml.matrix(qml.Rot(0.3, -0.2, 0.9, wires=0))
+    circuit = _circuit(20, lambda: qml.QubitUnitary(u, wires=0))
+    dev = qhybrid.device("tensornet", wires=20)
+    w = torch.tensor([0.7, -0.4, 1.2], dtype=torch.float64)
+    got = torch.stack(qhybrid.qnode(dev)(circuit)(w))
+    assert dev.plan_cache_info().engines[0].engine != "state vector"
+    want = torch.stack(qml.QNode(circuit, qml.device("default.qubit", wires=20), interface="torch")(w))
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+
+
+def test_a_non_unitary_matrix_whose_state_does_not_fit_is_refused_naming_it():
+    dev = qhybrid.device("tensornet", wires=20, max_memory=1 << 20)
+    node = qhybrid.qnode(dev)(_circuit(20, NON_UNITARY["QubitUnitary"]))
+    with pytest.raises(ContractionTooLargeError, match=r"QubitUnitary on wires \[0\] is not unitary.*max_memory"):
+        node(torch.tensor([0.7, -0.4, 1.2], dtype=torch.float64))
