@@ -161,7 +161,9 @@ class ParameterShift(JacobianProductCalculator):
                 total = None
                 for (kind, *where), d in zip(recipe, dys):
                     def jac(a):  # (an empty rule, GlobalPhase's: zero)
-                        return sum((c * results[r][a] for c, r in zip(coeffs, rows)), torch.zeros_like(d))
+                        if not coeffs:
+                            return torch.zeros_like(d)
+                        return sum(c * results[r][a] for c, r in zip(coeffs, rows))
 
                     if kind == "same":
                         jm = jac(where[0])

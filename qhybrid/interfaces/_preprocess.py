@@ -54,12 +54,13 @@ def settings_key(op) -> str:
     )
 
 
-# PennyLane's gates that hold no settings and a fixed number of data: kind, name and wires are their whole
-# structure (the name is kept: PennyLane lets a user rename an operator)
-_PLAIN_GATES = frozenset(
+# PennyLane's gates whose settings follow from their kind and wires (those above, or none) and whose number of data
+# is fixed: kind, name and wires are their whole structure (the name is kept: PennyLane lets a user rename an
+# operator). Q1000 p=2's key: 3.6 -> 2.4 ms
+_PLAIN_GATES = _SETTINGS_BY_WIRES | frozenset(
     (qml.RX, qml.RY, qml.RZ, qml.Rot, qml.PhaseShift, qml.U1, qml.U2, qml.U3, qml.IsingXX, qml.IsingYY, qml.IsingZZ,
      qml.IsingXY, qml.Hadamard, qml.PauliX, qml.PauliY, qml.PauliZ, qml.S, qml.T, qml.SX, qml.SWAP, qml.ISWAP,
-     qml.CNOT, qml.CZ, qml.CY, qml.Identity, qml.MultiRZ, qml.PSWAP, qml.SingleExcitation, qml.DoubleExcitation)
+     qml.Identity, qml.MultiRZ, qml.PSWAP, qml.SingleExcitation, qml.DoubleExcitation)
 )
 
 

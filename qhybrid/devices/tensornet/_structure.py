@@ -64,18 +64,19 @@ def _check_real(op: Operator) -> None:
     if op.name in COMPLEX_DATA_OPS:
         return
     for k, p in enumerate(op.data):
-        if _is_complex(p) and op.name == "Exp":  # its real part would make it non-unitary: not a rotation's angle
+        if not _is_complex(p):
+            continue
+        if op.name == "Exp":  # its real part would make it non-unitary: not a rotation's angle
             raise UnsupportedOperationError(
                 f"{op.name} on wires {op.wires.tolist()} got a complex coefficient ({_show(p)}); the engines take "
                 "real angles. Write the rotation with its real angle: qml.evolve(P, t) for exp(-i t P) (so "
                 "qml.exp(P, -0.5j * t) is qml.evolve(P, t / 2)), or qml.PauliRot(t, word) for exp(-i t/2 word)."
             )
-        if _is_complex(p):
-            raise UnsupportedOperationError(
-                f"{op.name} on wires {op.wires.tolist()} got a complex parameter {k} ({_show(p)}); gate angles "
-                "must be real, or the gate is not unitary. Pass a real tensor (e.g. x.real), or use "
-                "qml.QubitUnitary for a matrix of your own."
-            )
+        raise UnsupportedOperationError(
+            f"{op.name} on wires {op.wires.tolist()} got a complex parameter {k} ({_show(p)}); gate angles "
+            "must be real, or the gate is not unitary. Pass a real tensor (e.g. x.real), or use "
+            "qml.QubitUnitary for a matrix of your own."
+        )
 
 
 def _is_complex(p) -> bool:

@@ -1,12 +1,12 @@
 """An expectation's identity term read as the state's norm where the state may not be normalised.
 
 Every engine counts a Pauli sentence's identity term as its coefficient, ``<psi|psi> = 1``. A user's matrix
-(``QubitUnitary``, ``ControlledQubitUnitary``, ``DiagonalQubitUnitary``) need not be unitary: PennyLane does not
+(``QubitUnitary``, ``ControlledQubitUnitary``, ``DiagonalQubitUnitary``) need not be unitary, and a projector is not: PennyLane does not
 check it by default, and default.qubit then returns the unnormalised state's ``<psi|O|psi>``, whose identity term
 is its coefficient times the norm. In a tape with such an operator, each expectation's identity term is taken out
 before the device, and added back times the norm, read from one more measurement (the probabilities of one wire).
-For a unitary matrix the norm is 1 (to rounding). Postselected tapes have their own renormalisation
-(``postselect.py``), which takes the identity terms out first.
+For a unitary matrix the norm is 1 (to rounding). A postselection's ``Projector`` does the same; its
+renormalisation (``postselect.py``) then divides the whole expectation by the norm.
 
 >>> import numpy as np
 >>> tape = qml.tape.QuantumScript([qml.QubitUnitary(np.diag([1.0, 0.5]), 0)], [qml.expval(qml.Z(0) + 2 * qml.I(0))])
@@ -23,6 +23,9 @@ from pennylane.tape import QuantumScript
 
 USER_MATRIX_OPS = frozenset({"QubitUnitary", "ControlledQubitUnitary", "DiagonalQubitUnitary"})
 """Operators whose matrices are the user's data (PennyLane's named gates are unitary for every angle)."""
+
+NORM_CHANGING_OPS = USER_MATRIX_OPS | {"Projector"}
+"""Operators that may leave the state unnormalised: user matrices, and postselection's projectors."""
 
 
 def without_identity(obs) -> tuple:
@@ -60,7 +63,7 @@ def _first(results):
 def identity_terms_by_norm(tape: QuantumScript):
     """``tape`` with its expectations' identity terms read as their coefficients times the state's norm, where a
     user's matrix may make the state unnormalised (exact tapes only)."""
-    if tape.shots or not any(op.name in USER_MATRIX_OPS for op in tape.operations):
+    if tape.shots or not any(op.name in NORM_CHANGING_OPS for op in tape.operations):
         return (tape,), _first
     measured, reads, changed = [], [], False
     for mp in tape.measurements:
@@ -79,4 +82,4 @@ def identity_terms_by_norm(tape: QuantumScript):
     return (new,), _AddedTimesNorm(tuple(reads), len(tape.measurements) == 1)
 
 
-__all__ = ["identity_terms_by_norm", "without_identity", "USER_MATRIX_OPS"]
+__all__ = ["identity_terms_by_norm", "without_identity", "USER_MATRIX_OPS", "NORM_CHANGING_OPS"]

@@ -6,9 +6,8 @@ unitary and differentiates through the contraction instead). The state it leaves
 ``n`` of the postselected branch; default.qubit divides the state by ``sqrt(n)`` after each projector,
 which is the same as dividing the final results once, as done here: expectations and probabilities by
 ``n``, the state by ``sqrt(n)``. ``n`` is read from one more measurement, the probabilities of a projected
-wire. A variance is measured as ``<O>`` and ``<O^2>`` and made from their renormalised values; an
-expectation's identity term is taken out before the device (every engine counts it as its coefficient, which
-holds for a normalised state only) and added after. A branch of probability zero gives NaN (as on default.qubit).
+wire. A variance is measured as ``<O>`` and ``<O^2>`` and made from their renormalised values; identity terms
+are read times the norm (``identity_terms.py``: a projector makes the state unnormalised). A branch of probability zero gives NaN (as on default.qubit).
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from pennylane.measurements import DensityMatrixMP, ExpectationMP, ProbabilityMP
 from pennylane.tape import QuantumScript
 
 from ....errors import UnsupportedOperationError
-from .identity_terms import without_identity
 
 _SCALED = (ExpectationMP, ProbabilityMP, StateMP)
 
@@ -67,22 +65,13 @@ def renormalise_postselection(tape: QuantumScript, name: str = "qhybrid.tensorne
             f"{name} renormalises expval, var, probs, state and density_matrix after postselection; {refused[0]} is "
             "not one of them. Use default.qubit for it."
         )
-    # a variance is <O^2> - <O>^2 of the renormalised branch: its two expectations are measured instead; an
-    # expectation's identity term is measured by no engine (each counts it as its coefficient, right for a normalised
-    # state only): it is taken out, and added back after the renormalisation
+    # a variance is <O^2> - <O>^2 of the renormalised branch: its two expectations are measured instead (their
+    # identity terms, which the engines count as coefficients, are read times the norm: ``identity_terms``)
     measured, reads = [], []
-
-    def expectation(obs) -> tuple:
-        rest, constant = without_identity(obs)
-        if rest is not None:
-            measured.append(qml.expval(rest))
-        return (len(measured) - 1 if rest is not None else None, constant)
-
     for mp in tape.measurements:
         if isinstance(mp, VarianceMP):
-            reads.append(("var", expectation(mp.obs), expectation(_squared(mp.obs))))
-        elif isinstance(mp, ExpectationMP) and mp.obs is not None:
-            reads.append(("expval", expectation(mp.obs)))
+            reads.append(("var", len(measured), len(measured) + 1))
+            measured += [qml.expval(mp.obs), qml.expval(_squared(mp.obs))]
         else:
             reads.append((type(mp), len(measured)))
             measured.append(mp)
@@ -92,21 +81,14 @@ def renormalise_postselection(tape: QuantumScript, name: str = "qhybrid.tensorne
     def renormalise(results):
         *kept, probs = results[0]
         norm = qml.math.sum(probs, axis=-1)
-
-        def mean(read):
-            at, constant = read
-            return constant + (0.0 * norm if at is None else kept[at] / norm)
-
         out = []
         for read in reads:
             if read[0] == "var":
-                out.append(mean(read[2]) - mean(read[1]) ** 2)
-            elif read[0] == "expval":
-                out.append(mean(read[1]))
-            else:
-                kind, r = read[0], kept[read[1]]
-                scale = qml.math.sqrt(norm) if kind is StateMP else norm
-                out.append(r / qml.math.reshape(scale, qml.math.shape(scale) + (1,) * _TRAILING_AXES.get(kind, 1)))
+                out.append(kept[read[2]] / norm - (kept[read[1]] / norm) ** 2)
+                continue
+            kind, r = read[0], kept[read[1]]
+            scale = qml.math.sqrt(norm) if kind is StateMP else norm
+            out.append(r / qml.math.reshape(scale, qml.math.shape(scale) + (1,) * _TRAILING_AXES.get(kind, 1)))
         return out[0] if len(out) == 1 else tuple(out)
 
     return (new,), renormalise
