@@ -50,7 +50,7 @@ class VectorProgram:
     (``engines.statevector.program``; its memory is checked against ``max_memory`` before it is built)."""
 
     def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, opts: SimOptions, tape):
-        self.program = StateVectorProgram(structure, stacked, stack_size, tape, opts.dtype, opts.max_memory)
+        self.program = StateVectorProgram(structure, stacked, stack_size, tape, opts.dtype, opts.max_memory, opts.device)
         self.sentences = sentence_maps(tape, structure)
         self.reads_observable_data = self.sentences is not None
         """Whether ``run`` reads every observable's data from the variant's parameters (trainable Hamiltonian

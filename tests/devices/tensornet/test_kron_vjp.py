@@ -9,7 +9,7 @@ import torch
 from qhybrid.devices.tensornet.engines.statevector.blocks import kron, kron_vjp
 
 
-@pytest.mark.parametrize("k", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5, 6])
 @pytest.mark.parametrize("dtype", [torch.complex128, torch.complex64])
 def test_factor_cotangents_match_reverse_mode(k, dtype):
     gen = torch.Generator().manual_seed(k)

@@ -180,7 +180,8 @@ class ConeProgram:
                 opts = replace(self.opts, plan_time=self._plan_time[id(c)])
                 program = ClosedProgram(c.structure, stacked, size, opts, c.view, networks=built)
             else:
-                program = StateVectorProgram(c.structure, stacked, size, c.tape, self.opts.dtype, self.opts.max_memory)
+                program = StateVectorProgram(c.structure, stacked, size, c.tape, self.opts.dtype, self.opts.max_memory,
+                                             self.opts.device)
             self._programs[key] = program
         return program
 

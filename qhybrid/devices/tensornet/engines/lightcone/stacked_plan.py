@@ -27,9 +27,9 @@ import numpy as np
 import torch
 
 from ..._gates import constant_matrix
-from ..statevector.program import KRON_MAX_WIRES
 from ..statevector import phase_factors
 from ..statevector.phase_factors import factored
+from ..statevector.kron_blocks import kron_groups
 
 STACK_MAX_AMPLITUDES = 1 << 18
 """A stack holds at most this many amplitudes (rows times ``2**N``: 4 MiB a state in complex128); more classes
@@ -195,7 +195,7 @@ class StackPlan:
                 continue
             wires = sorted(set().union(*(e.skeleton[t][1] for e in entries)))
             items = []
-            for q, k in _blocks(wires):
+            for q, k in _blocks(wires, entries[0].bp.program.kron_wires):
                 per_row = []
                 for s, e in enumerate(entries):
                     refs = []
@@ -369,15 +369,9 @@ def _const_tensor(ops, dtype, device) -> torch.Tensor:
     return out
 
 
-def _blocks(wires: list[int]) -> list[tuple[int, int]]:
-    """(first wire, size) of runs of adjacent wires, up to KRON_MAX_WIRES each."""
-    out: list = []
-    for w in wires:
-        if out and out[-1][0] + out[-1][1] == w and out[-1][1] < KRON_MAX_WIRES:
-            out[-1] = (out[-1][0], out[-1][1] + 1)
-        else:
-            out.append((w, 1))
-    return out
+def _blocks(wires: list[int], width: int) -> list[tuple[int, int]]:
+    """(first wire, size) of Kronecker blocks of adjacent wires, up to ``width`` each (``kron_groups``)."""
+    return [(group[0], len(group)) for group in kron_groups(wires, width)]
 
 
 __all__ = ["Entry", "Member", "StackPlan", "skeleton", "kinds_of", "STACK_MAX_AMPLITUDES", "STACK_MAX_WASTE"]

@@ -31,7 +31,7 @@ from .kernels import Action
 from .permutation import monomial_on
 from .product import product_state, zero_ket as _zero_ket
 from .product_stacked import STACKED_MAX_BYTES, first_columns
-from .program import KRON_MAX_WIRES
+from .kron_blocks import kron_groups
 
 
 class _Chain:
@@ -135,7 +135,7 @@ class BoundProgram:
                 compiled.append(("product", refs))  # marked constant below, once the chains are complete
                 continue
             plan = []
-            for q, members in cls._blocks(refs, chains):
+            for q, members in cls._blocks(refs, chains, program.kron_wires):
                 if len(members) == 1:
                     plan.append(("single", q, members[0]))
                 else:
@@ -181,17 +181,11 @@ class BoundProgram:
             rows.append([(src, index.reshape(-1).expand(width))])
         return rows
     @staticmethod
-    def _blocks(refs, chains) -> list:
-        """Kronecker blocks of adjacent unbatched wires: [(first wire, [(chain, entry), ...])]."""
-        plain = sorted((w, ref) for w, ref in refs.items() if not chains[ref[0]].batched)
-        blocks, block = [], []
-        for w, ref in plain + [(None, None)]:
-            if block and (w is None or w != block[-1][0] + 1 or len(block) == KRON_MAX_WIRES):
-                blocks.append((block[0][0], [r for _, r in block]))
-                block = []
-            if w is not None:
-                block.append((w, ref))
-        return blocks
+    def _blocks(refs, chains, width: int) -> list:
+        """Kronecker blocks of up to ``width`` adjacent unbatched wires (``kron_groups``): [(first wire, [(chain,
+        entry), ...])]."""
+        plain = {w: ref for w, ref in refs.items() if not chains[ref[0]].batched}
+        return [(group[0], [plain[w] for w in group]) for group in kron_groups(sorted(plain), width)]
 
     # --- forward ---------------------------------------------------------------------------------
     def tensors(self, inputs, dtype, device, derivatives: bool = True):

@@ -11,7 +11,7 @@ compiled op list instead of pairwise einsums removes the permute copies and the 
   rotation layer) are fused per wire and their first columns form the initial product state.
 * **Gate fusion.** Single-qubit gates wait on their wire (they commute with gates on other wires) and are
   multiplied together; when the state must be touched they are applied in Kronecker blocks of up to
-  ``KRON_MAX_WIRES`` adjacent wires, one matmul per block.
+  a few adjacent wires (``kron_blocks``: four on the CPU, six on a GPU), one matmul per block.
 * **Monomial gates.** Parameter-free gates with one non-zero per row (CNOT, SWAP, Toffoli, CZ, Pauli,
   S, T, ...) become one permutation of the basis (with phases) at plan time; consecutive ones compose
   into one gather.
@@ -53,9 +53,7 @@ from .permutation import monomial_on, monomials_composed as _composed, monomials
 from .cost import check_state_memory
 from .product import basis_bits, basis_ket
 from .zwords import z_expvals, z_reader
-
-KRON_MAX_WIRES = 4
-"""Pending single-qubit gates on this many adjacent wires are applied as one Kronecker-product matmul."""
+from .kron_blocks import kron_groups, kron_max_wires
 
 SPARSE_MAX_FRACTION = 3
 """A stacked gate is applied as row 0's gate plus a redo of the rows that differ when those are at most
@@ -74,8 +72,9 @@ class StateVectorProgram:
     """A narrow structure compiled to steps on a ``[2**n, S, B]`` state (see the module notes)."""
 
     def __init__(self, structure: TapeStructure, stacked: frozenset, stack_size: int, tape, dtype,
-                 max_memory: float = math.inf):
+                 max_memory: float = math.inf, device="cpu"):
         self.n = n = len(structure.sim_wires)
+        self.kron_wires = kron_max_wires(device)
         # refused before any table or state is made (a forward run; the adjoint's extra is checked when a run
         # records gradients)
         self.max_memory = max_memory
@@ -317,11 +316,11 @@ class StateVectorProgram:
                 plain.append((w, m[0, 0]))
             else:
                 (leaded if lead else plain).append((w, m))
-        blocks = self._kron_blocks(plain)
+        blocks = self._kron_blocks(plain, self.kron_wires)
         if sparse:
             idx = literal(tuple(sorted(set().union(*(r for _, _, r in sparse)))), values.device, torch.long)
             mine = {w for w, _, _ in sparse}
-            sub = self._kron_blocks([(w, m) for w, m in plain if w not in mine])
+            sub = self._kron_blocks([(w, m) for w, m in plain if w not in mine], self.kron_wires)
             info = ([(q, k) for q, k, _ in blocks], [(q, k) for q, k, _ in sub], [w for w, _, _ in sparse], idx)
             add("redo", info, *(K for _, _, K in blocks), *(K for _, _, K in sub), *(m for _, m, _ in sparse))
         else:
@@ -332,17 +331,14 @@ class StateVectorProgram:
             add("lead", (w, 1), m)
 
     @staticmethod
-    def _kron_blocks(plain):
-        """(first wire, wires, matrix) of runs of adjacent plain wires, up to KRON_MAX_WIRES each. A run of
+    def _kron_blocks(plain, width: int):
+        """(first wire, wires, matrix) of runs of adjacent plain wires, up to ``width`` each. A run of
         several wires gets a ``_Kron`` placeholder: ``actions`` builds all of them together at its end."""
-        blocks, block = [], []
-        for w, m in sorted(plain, key=lambda t: t[0]) + [(None, None)]:
-            if block and (w is None or w != block[-1][0] + 1 or len(block) == KRON_MAX_WIRES):
-                members = [bm for _, bm in block]
-                blocks.append((block[0][0], len(members), members[0] if len(members) == 1 else _Kron(members)))
-                block = []
-            if w is not None:
-                block.append((w, m))
+        matrices = dict(plain)
+        blocks = []
+        for group in kron_groups(sorted(matrices), width):
+            members = [matrices[w] for w in group]
+            blocks.append((group[0], len(members), members[0] if len(members) == 1 else _Kron(members)))
         return blocks
 
     def _sparse_rows(self, values, slots) -> set | None:
