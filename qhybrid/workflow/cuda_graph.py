@@ -8,11 +8,13 @@ are each one graph launch; the inputs are copied into static buffers on every ca
 from __future__ import annotations
 
 import gc
+from contextlib import contextmanager
 from typing import Callable, Sequence
 
 import torch
 from torch import nn
 
+from ..devices.tensornet.engines.mixed.trajectories import cuda_generators
 from ..errors import CaptureError
 
 
@@ -29,8 +31,8 @@ def cuda_graph(fn: Callable | nn.Module, sample_args: Sequence[torch.Tensor], *,
     run only during warm-up and capture, so later calls must keep the shapes of ``sample_args`` and the
     circuit's structure (anything else is a new structure: capture it separately). Circuits with finite
     shots, non-unitary user matrices or ``create_graph`` are not capturable (they read values back to the
-    host), nor noise trajectories (drawn by a torch generator the graph does not own), nor MPS steps (torch's CUDA
-    ``eigh`` reads cuSOLVER's status back to the host); use them uncaptured.
+    host), nor MPS steps (torch's CUDA ``eigh`` reads cuSOLVER's status back to the host); use them uncaptured.
+    Noise trajectories are: their generators are registered with the graphs, so every replay draws anew.
 
     >>> import torch, qhybrid
     >>> layer = qhybrid.ExpQLayer(4, 2).double().cuda()          # doctest: +SKIP
@@ -54,7 +56,8 @@ def cuda_graph(fn: Callable | nn.Module, sample_args: Sequence[torch.Tensor], *,
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return torch.cuda.make_graphed_callables(fn, args, num_warmup_iters=max(1, int(warmup)))
+        with _draws_registered():
+            return torch.cuda.make_graphed_callables(fn, args, num_warmup_iters=max(1, int(warmup)))
     except RuntimeError as exc:
         raise CaptureError(
             f"qhybrid.cuda_graph could not capture this step ({exc}). Capture needs a step that never reads a "
@@ -64,3 +67,29 @@ def cuda_graph(fn: Callable | nn.Module, sample_args: Sequence[torch.Tensor], *,
     finally:
         if collecting:
             gc.enable()
+
+
+@contextmanager
+def _draws_registered():
+    """``torch.cuda.CUDAGraph`` as a class whose graphs register the live CUDA generators of qhybrid's noise draws
+    as each capture begins (torch's graphs own only the default generator; a draw from any other is refused
+    during capture). The warm-up calls before the captures make the generators; a replay then advances them by
+    what the captured draws took, as an uncaptured step would."""
+    base = torch.cuda.CUDAGraph
+    if not hasattr(base, "register_generator_state"):  # a torch without it: capture refuses such draws by name
+        yield
+        return
+
+    class _Graph(base):
+        def capture_begin(self, *args, **kwargs):
+            here = torch.cuda.current_device()
+            for generator in cuda_generators():
+                if generator.device.index in (None, here):
+                    self.register_generator_state(generator)
+            return super().capture_begin(*args, **kwargs)
+
+    torch.cuda.CUDAGraph = _Graph
+    try:
+        yield
+    finally:
+        torch.cuda.CUDAGraph = base

@@ -1,7 +1,7 @@
 """Every engine's steady step captured as CUDA graphs (``qhybrid.cuda_graph``) replays what the uncaptured step
 gives, to 1e-12, with new values on every replay (GPU): the state vector at a large batch (W1 at batch 8192, W5),
 diagonal runs (G16), light-cone classes, the closed networks of deep QAOA (Q100p3, Q100p4, L8p3), the mixed-state
-engine and its Pauli walk (NW1's kind), and an exact parameter-shift launch. The uncaptured step is checked against default.qubit elsewhere; here a
+engine and its Pauli walk (NW1's kind), noise trajectories, and an exact parameter-shift launch. The uncaptured step is checked against default.qubit elsewhere; here a
 second qnode on its own device is the reference, so the captured one never shares its caches.
 
 The MPS is captured with bonds fixed by structure (cutoff=0 and a max_bond_dim); with a value cutoff its bond sizes
@@ -104,6 +104,39 @@ def test_captured_step_equals_uncaptured(case):
         torch.testing.assert_close(got, want, atol=TOL, rtol=0)
         for g, h in zip(got_grads, want_grads):
             torch.testing.assert_close(g, h, atol=TOL, rtol=0)
+
+
+def test_noise_trajectories_replay_fresh_draws_whose_mean_is_the_exact_channels():
+    """Trajectories draw from the device's own CUDA generator, which ``qhybrid.cuda_graph`` registers with its graphs:
+    a replay draws anew (two replays of the same inputs differ) and stays an unbiased estimate (the mean of many
+    replays' values and gradients matches the exact density matrix's, within ten standard errors)."""
+    n, batch, rows, replays = 4, 2, 512, 16
+    make_sampled = _noisy_with(n, noise="trajectories", trajectories=rows, seed=11)
+    exact = _noisy_with(n)
+    _, args = _sel(n, 2, batch)
+    captured = qhybrid.cuda_graph(make_sampled(), args(0))
+    a = args(1)
+    b = tuple(t.detach().clone().requires_grad_() for t in a)
+    want = exact()(*b)
+    want_grads = torch.autograd.grad(want.sum(), b)
+    values, grads = [], []
+    for _ in range(replays):
+        got = captured(*a)
+        grads.append(torch.cat([g.reshape(-1) for g in torch.autograd.grad(got.sum(), a)]))
+        values.append(got.detach().clone())
+    assert not torch.equal(values[0], values[1]), "a replay repeated the captured draws"
+    for samples, reference in ((torch.stack(values), want), (torch.stack(grads), torch.cat([g.reshape(-1) for g in want_grads]))):
+        mean, error = samples.mean(0), samples.std(0) / replays**0.5
+        assert samples.is_cuda
+        assert torch.all((mean - reference.reshape(mean.shape)).abs() <= 10 * error + 1e-9), (mean, reference)
+
+
+def _noisy_with(n, **device):
+    def make():
+        f = qhybrid.qnode(qhybrid.device("tensornet", wires=n, **device))(noisy_sel(n))
+        return lambda x, w: torch.stack(list(f(x, w)))
+
+    return make
 
 
 def _mps(n, chi, batch, cutoff):

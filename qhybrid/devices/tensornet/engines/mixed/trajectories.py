@@ -11,6 +11,7 @@ Opt in with ``qhybrid.device("tensornet", wires=n, noise="trajectories", traject
 
 from __future__ import annotations
 
+import weakref
 from typing import Sequence
 
 import numpy as np
@@ -75,7 +76,19 @@ class NoiseDraws:
         gen = self._generators.get(device)
         if gen is None:
             gen = self._generators[device] = torch.Generator(device=device).manual_seed(self.seed)
+            if device.type == "cuda":
+                _LIVE.add(self)
         return gen
+
+
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+"""Draws that made a CUDA generator (CUDA generators themselves cannot be weakly referenced)."""
+
+
+def cuda_generators() -> list[torch.Generator]:
+    """Every live CUDA generator of the devices' draws: a captured graph registers them (``qhybrid.cuda_graph``), so
+    each replay draws fresh trajectories and advances the generator as an uncaptured step would."""
+    return [g for draws in list(_LIVE) for d, g in draws._generators.items() if d.type == "cuda"]
 
 
 class DrawnUnitary(qml.QubitUnitary):
