@@ -12,6 +12,7 @@ changes.
 
     python -m benchmarks.compiled_step                      # batches 32 and 128, one thread
     python -m benchmarks.compiled_step --batches 128 --repeats 40
+    python -m benchmarks.compiled_step --device cuda --out $OUT/compiled_step_gpu.json   # the GPU row
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from .workloads import sel_function
 RESULTS = Path(__file__).parent / "results" / "compiled_step.json"
 
 
-def _bound_program(n: int, layers: int, batch: int):
+def _bound_program(n: int, layers: int, batch: int, device: str = "cpu"):
     """W1's bound program and the inputs its node received, caught from one qnode call."""
     caught: dict = {}
     forward = bound_node.BoundNode._forward
@@ -50,8 +51,8 @@ def _bound_program(n: int, layers: int, batch: int):
     try:
         node = qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method="adjoint")(sel_function(n))
         gen = torch.Generator().manual_seed(3)
-        x = torch.rand(batch, n, generator=gen, dtype=torch.float64, requires_grad=True)
-        w = torch.rand(layers, n, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+        x = torch.rand(batch, n, generator=gen, dtype=torch.float64).to(device).requires_grad_()
+        w = torch.rand(layers, n, 3, generator=gen, dtype=torch.float64).to(device).requires_grad_()
         torch.stack(list(node(x, w))).sum().backward()
     finally:
         bound_node.BoundNode._forward = staticmethod(forward)
@@ -81,20 +82,20 @@ def _traceable_constants(actions, dtype):
         planned._column, product_stacked.on_device = column, cached
 
 
-def step_core(batch: int, n: int = 8, layers: int = 4):
+def step_core(batch: int, n: int = 8, layers: int = 4, device: str = "cpu"):
     """(core, its tensors, its actions, dtype): the planned run, readout and adjoint walk of W1 at ``batch`` as one
     function of the gate tensors, returning the expectation values and the tensors' cotangents."""
-    caught = _bound_program(n, layers, batch)
+    caught = _bound_program(n, layers, batch, device)
     bound, dtype, device = caught["bound"], caught["dtype"], caught["device"]
     actions, tensors, record = bound.tensors(caught["inputs"], dtype, device, derivatives=True)
     if not (bound.signs is not None and planned.eligible(actions, bound.n, batch, tensors[0].element_size(), 1 << 40)):
         raise SystemExit(f"W1 at batch {batch} does not run as a planned program")
-    signs = bound.signs.to(dtype.to_real())
+    signs = bound.signs.to(device=tensors[0].device, dtype=dtype.to_real())
     twice = (2 * signs).T.contiguous()
     origins = record[3]
     needed = [o is not None for o in origins]
     conj = [o is not None and o[0] == "kron" for o in origins]
-    cotangent = torch.ones(signs.shape[0], batch, dtype=signs.dtype)
+    cotangent = torch.ones(signs.shape[0], batch, dtype=signs.dtype, device=signs.device)
 
     def core(*ts):
         psi, keep = planned.run(actions, list(ts), bound.n, batch, dtype, device)
@@ -106,17 +107,24 @@ def step_core(batch: int, n: int = 8, layers: int = 4):
     return core, tensors, actions, dtype
 
 
-def _median_ms(fn, args, repeats: int) -> float:
+def _sync(device: str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _median_ms(fn, args, repeats: int, device: str = "cpu") -> float:
     times = []
     for _ in range(repeats):
+        _sync(device)
         t = time.perf_counter()
         fn(*args)
+        _sync(device)
         times.append(time.perf_counter() - t)
     return 1e3 * statistics.median(times)
 
 
-def measure(batch: int, repeats: int) -> dict:
-    core, tensors, actions, dtype = step_core(batch)
+def measure(batch: int, repeats: int, device: str = "cpu") -> dict:
+    core, tensors, actions, dtype = step_core(batch, device=device)
     core(*tensors)  # qhybrid's own caches filled
     with _traceable_constants(actions, dtype):
         core(*tensors)  # and the plain dicts that stand for them while Dynamo traces
@@ -128,8 +136,8 @@ def measure(batch: int, repeats: int) -> dict:
         error = max(float((a - b).abs().max()) for a, b in zip([got[0], *got[1]], [want[0], *want[1]]))
         eager, inductor = [], []
         for _ in range(3):  # alternating rounds: the host's drift hits both alike
-            eager.append(_median_ms(core, tensors, repeats))
-            inductor.append(_median_ms(compiled, tensors, repeats))
+            eager.append(_median_ms(core, tensors, repeats, device))
+            inductor.append(_median_ms(compiled, tensors, repeats, device))
     row = {
         "batch": batch,
         "eager_ms": statistics.median(eager),
@@ -146,13 +154,14 @@ def main(argv=None) -> None:
     parser.add_argument("--batches", default="32,128")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="torch device of the step (cpu, cuda)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
     rows = []
     for batch in (int(b) for b in args.batches.split(",")):
-        row = measure(batch, args.repeats)
+        row = measure(batch, args.repeats, args.device)
         if row["max_abs_difference"] > 1e-12:
             raise SystemExit(f"compiled and eager differ by {row['max_abs_difference']:.3g} at batch {batch}")
         rows.append(row)
@@ -163,6 +172,7 @@ def main(argv=None) -> None:
         )
     meta = {"threads": args.threads, "torch": torch.__version__, "pennylane": qml.__version__}
     meta["machine"] = platform.machine()
+    meta["device"] = torch.cuda.get_device_name() if torch.device(args.device).type == "cuda" else "cpu"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")
 
