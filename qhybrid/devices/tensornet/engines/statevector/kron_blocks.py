@@ -3,8 +3,8 @@
 A block of ``k`` wires is a ``2**k x 2**k`` matrix applied in one pass over the state; its backward reads each gate's
 cotangent out of the block's (``block_cotangent``), which costs ``O(k 4**k)``. On the CPU four wires balance the two;
 on a GPU each block is also a kernel launch and a pass over a large state, so wider blocks pay up to six wires
-(H200, 2026-11-28, ``benchmarks/gpu_kron.py``, captured steps: W5 5.60 -> 4.57 ms at width 6, 7.03 ms at 8; G16
-0.99 -> 0.90 ms at 6, 1.60 ms at 8).
+(H200, 2026-11-28, ``benchmarks/gpu_kron.py``, captured steps: W5 5.52 -> 4.49 ms at width 6, 7.03 ms at 8; G16
+0.94 -> 0.78 ms at 6, 1.60 ms at 8).
 """
 
 from __future__ import annotations
