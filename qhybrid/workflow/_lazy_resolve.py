@@ -29,7 +29,7 @@ import torch
 
 from .._variant import mark_rows
 from ..devices._observable_key import observable_data  # read once per object: Sum.data walks every term
-from ._lazy import LazyParam
+from ._lazy import LazyParam, Unrecordable
 
 TABLES_SIZE = 256
 """Index tables kept (least recently used dropped): a table per group layout and device, made on the first call
@@ -148,15 +148,49 @@ def resolve(tape: qml.tape.QuantumScript, groups: dict | None = None) -> qml.tap
             continue
         op = ops[i]
         if _data_derived(type(op)) or getattr(op, "_pauli_rep", None) is not None:
-            ops[i] = qml.ops.functions.bind_new_parameters(op, new)  # data derived from parts: a new operator
+            ops[i] = _bound(op, new)  # data derived from parts: a new operator
             changed = True
         else:
+            if op.hyperparameters and _holds_proxies(op.hyperparameters.values()):
+                # a template that keeps the operator it wraps (QuantumPhaseEstimation's unitary, a Reflection's
+                # base) and decomposes from it: new data would not reach that operator, nor its gradient
+                raise Unrecordable(f"qhybrid: {op.name} holds an operator made from a lazy gate parameter.")
             op.data = tuple(new)
     for i, (mp, new) in enumerate(zip(mps, obs_pending)):
         if new is not None:
-            mps[i] = type(mp)(obs=qml.ops.functions.bind_new_parameters(mp.obs, new))
+            mps[i] = type(mp)(obs=_bound(mp.obs, new))
             changed = True
     return tape.copy(operations=ops, measurements=mps) if changed else tape
+
+
+_GENERIC_BIND = qml.ops.functions.bind_new_parameters.dispatch(object)
+
+
+def _bound(op, new):
+    """``op`` with data ``new``, or ``Unrecordable`` where PennyLane's binding cannot make it from lazy parameters: a
+    kind without its own binding whose parts are operators (PrepSelPrep: the copy of its parts fails on the tensors
+    made from the proxies), or a binding that fails (an ``Evolution`` of a ``Sum``)."""
+    binding = qml.ops.functions.bind_new_parameters.dispatch(type(op))
+    if binding is _GENERIC_BIND and op.hyperparameters and _holds_proxies(op.hyperparameters.values()):
+        raise Unrecordable(f"qhybrid: {op.name} holds an operator made from a lazy gate parameter.")
+    try:
+        return binding(op, new)
+    except Exception as exc:  # noqa: BLE001 - any failure: the caller records from the real tensors instead
+        raise Unrecordable(f"qhybrid: PennyLane could not bind new data to {op.name} ({exc}).") from exc
+
+
+def _holds_proxies(values) -> bool:
+    """Whether operators among ``values`` (a template's hyperparameters) carry a ``LazyParam``, at any depth."""
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            if _holds_proxies(v):
+                return True
+        elif isinstance(v, qml.operation.Operator):
+            if any(isinstance(d, LazyParam) for d in v.data):
+                return True
+            if v.hyperparameters and _holds_proxies(v.hyperparameters.values()):
+                return True
+    return False
 
 
 __all__ = ["measured_proxies", "resolve", "TABLES_SIZE"]

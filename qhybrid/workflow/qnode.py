@@ -126,22 +126,22 @@ class QNode(PennyLaneQNodeFace):
                 proxy_args, proxy_kwargs, session = _lazy_arguments.proxied(args, kwargs)
                 try:
                     tape, out = self._record(proxy_args, proxy_kwargs)
+                    if recorded is not None:
+                        recorded(tape, session)
+                    if measured_proxies(tape):
+                        # an observable built from the arguments (trainable Hamiltonian coefficients) would be
+                        # rebuilt term by term on every call to take its values: later calls record from the tensors
+                        self._record_real = True
+                    tape = resolve(tape, groups)
                 except _lazy.Unrecordable:
-                    # an op torch runs past ``__torch_function__`` (``torch.as_tensor(x, dtype=...)``) met a proxy:
-                    # this call and later ones record from the real tensors
-                    session.close()
+                    # an op torch runs past ``__torch_function__`` (``torch.as_tensor(x, dtype=...)``) met a proxy,
+                    # or a template keeps an operator made from one: this call and later ones record from the
+                    # real tensors
                     self._record_real, lazy = True, False
+                finally:
+                    session.close()
             if not lazy:
                 tape, out = self._record(args, kwargs)
-            else:
-                if recorded is not None:
-                    recorded(tape, session)
-                if measured_proxies(tape):
-                    # an observable built from the arguments (trainable Hamiltonian coefficients) would be rebuilt
-                    # term by term on every call to take its values: later calls record from the real tensors
-                    self._record_real = True
-                tape = resolve(tape, groups)
-                session.close()
         if record:
             self.tape = tape
         return tape, out

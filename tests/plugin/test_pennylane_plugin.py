@@ -97,11 +97,21 @@ def test_templates_decompose_and_matrix_gates_stay_whole():
     assert "StronglyEntanglingLayers" not in names and {"Rot", "QFT", "IsingXY"} <= names
 
 
-def test_operators_that_cannot_rebind_are_decomposed():
-    """Evolution cannot take back its own data (PennyLane's bind_new_parameters), so it is decomposed."""
+def test_operators_that_cannot_rebind_are_decomposed(monkeypatch):
+    """An operator that cannot take back its own data is decomposed (an Evolution can: ``_gates.rebound`` keeps its
+    generator where PennyLane's binding fails on it; here its binding is made to fail)."""
+    from qhybrid.devices.tensornet.plugin import preprocess
+
     dev = qml.device(NAME, wires=1)
     op = qml.evolve(0.5 * qml.X(0), 0.3)
     tape = qml.tape.QuantumScript([op], [qml.expval(qml.Z(0))])
+    (out,) = _preprocess(dev, tape)
+    assert "Evolution" in {o.name for o in out.operations}
+
+    def cannot(op, params):
+        raise IndexError("no binding")
+
+    monkeypatch.setattr(preprocess, "rebound", cannot)
     (out,) = _preprocess(dev, tape)
     assert "Evolution" not in {o.name for o in out.operations}
     assert np.isclose(dev.execute(out), np.cos(0.3), atol=TOL)

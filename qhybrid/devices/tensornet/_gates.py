@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pennylane as qml
 import torch
+from pennylane.ops.op_math import Evolution
 
 from ._excitation_gates import TWO_LEVEL, excitation_matrix
 
@@ -199,6 +200,15 @@ def constant_matrix(op: qml.operation.Operator, dtype, device) -> torch.Tensor:
     return mat
 
 
+def rebound(op: qml.operation.Operator, params: list) -> qml.operation.Operator:
+    """``op`` with data ``params`` (PennyLane's ``bind_new_parameters``). An ``Evolution``'s data is its parameter
+    alone, and PennyLane's binding would rebind its generator's data from the same list (an ``IndexError`` where
+    the generator has coefficients): it keeps its generator."""
+    if isinstance(op, Evolution) and len(params) == len(op.data) == 1:
+        return Evolution(op.base, params[0])
+    return qml.ops.functions.bind_new_parameters(op, params)
+
+
 def generic_matrix(op: qml.operation.Operator, params: Sequence, dtype, device) -> torch.Tensor:
     """Matrix of any operator that has one, with ``params`` in place of its data (kept differentiable)."""
     if any(isinstance(p, torch.Tensor) for p in params):
@@ -206,7 +216,7 @@ def generic_matrix(op: qml.operation.Operator, params: Sequence, dtype, device) 
         # angle's cos in its default dtype: numbers join as tensors of our precision
         params = [_as_tensor_like(p, dtype, device) for p in params]
     if any(p is not q for p, q in zip(params, op.data)):
-        op = qml.ops.functions.bind_new_parameters(op, list(params))
+        op = rebound(op, list(params))
     try:
         return typed_tensor(op.matrix(), dtype, device)
     except (RuntimeError, ValueError, TypeError):
@@ -214,7 +224,7 @@ def generic_matrix(op: qml.operation.Operator, params: Sequence, dtype, device) 
             raise
     # some PennyLane matrices do not broadcast with torch parameters: build them element by element
     per = [
-        qml.ops.functions.bind_new_parameters(op, [_element(p, op, k, b) for k, p in enumerate(op.data)]).matrix()
+        rebound(op, [_element(p, op, k, b) for k, p in enumerate(op.data)]).matrix()
         for b in range(op.batch_size)
     ]
     return torch.stack([typed_tensor(m, dtype, device) for m in per])

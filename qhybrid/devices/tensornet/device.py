@@ -36,10 +36,8 @@ from ._options import CacheInfo, PlanCache, SimOptions, checked_torch_device, pa
 from ._bound import run_bound
 from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
-from .readout.measurement_values import measurement_values_as_observables
-from .readout.entropies import entropies_from_density_matrices
-from .readout.identity_terms import identity_terms_by_norm
-from .readout.postselect import renormalise_postselection
+from .readout import entropies_from_density_matrices, identity_terms_by_norm, measurement_values_as_observables
+from .readout import refuse_non_hermitian, renormalise_postselection
 from ._empty_batch import with_empty_batches
 from .engines.mixed import NoiseDraws, check_noise_options, trajectory_fields
 from .plugin.conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor
@@ -290,6 +288,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         program.add_transform(renormalise_postselection, name=self.name, outside_gradient=outside)
         gates = self.capabilities.gate_set()
         program.add_transform(_decompose_for_tensornet, device_wires=self.wires, target_gates=gates, name=self.name)
+        program.add_transform(refuse_non_hermitian)
         program.add_transform(identity_terms_by_norm)
         program.add_transform(validate_device_wires, self.wires, name=self.name)
         program.add_transform(

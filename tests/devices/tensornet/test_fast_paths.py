@@ -63,7 +63,8 @@ def _observables(n_wires, rng):
     if n_wires > 1:
         obs.append(qml.Z(0) @ qml.Z(n_wires - 1))
         obs.append(qml.sum(*[qml.Z(i) for i in range(n_wires)]))
-        obs.append(qml.X(int(rng.integers(n_wires))) @ qml.Y(int(rng.integers(n_wires))) if n_wires > 2 else qml.X(0))
+        a, b = (int(w) for w in rng.choice(n_wires, 2, replace=False))  # distinct: X(a) @ Y(a) is 1j * Z(a)
+        obs.append(qml.X(a) @ qml.Y(b) if n_wires > 2 else qml.X(0))
     return obs
 
 

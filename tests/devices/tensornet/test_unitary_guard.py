@@ -75,3 +75,28 @@ def test_a_non_unitary_matrix_whose_state_does_not_fit_is_refused_naming_it():
     node = qhybrid.qnode(dev)(_circuit(20, NON_UNITARY["QubitUnitary"]))
     with pytest.raises(ContractionTooLargeError, match=r"QubitUnitary on wires \[0\] is not unitary.*max_memory"):
         node(torch.tensor([0.7, -0.4, 1.2], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("batch", [None, 2])
+@pytest.mark.parametrize("diff_method", ["adjoint", "parameter-shift", "backprop"])
+@pytest.mark.parametrize("matrix", [[[0.0, 1.0], [1.0, 0.0]], [[1.0, 0.5], [0.0, 0.7]]], ids=["unitary", "non-unitary"])
+def test_a_tape_measuring_identity_terms_alone_reads_the_norm(matrix, diff_method, batch):
+    """Every measurement an identity (the transform's only measurement the norm's probabilities, which the device
+    returns bare, not in a tuple: they were unpacked element by element, so expval(I) read one probability)."""
+
+    def circuit(x):
+        qml.RY(x, 1)
+        qml.QubitUnitary(np.array(matrix), wires=0)
+        qml.RX(0.4 * x, 0)
+        return qml.expval(qml.Identity(0)), qml.expval(qml.dot([1.5, 2.0], [qml.Identity(0), qml.Identity(1)]))
+
+    x0 = torch.tensor([1.3, 0.4] if batch else 1.3, dtype=torch.float64)
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=diff_method)(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch")
+    x, y = x0.clone().requires_grad_(), x0.clone().requires_grad_()
+    got, want = ours(x), ref(y)
+    for a, b in zip(got, want):
+        assert a.shape == b.shape
+        torch.testing.assert_close(a, b, atol=TOL, rtol=0)
+    g, h = (torch.autograd.grad(sum(r.sum() for r in out), t, allow_unused=True)[0] for out, t in ((got, x), (want, y)))
+    torch.testing.assert_close(torch.zeros_like(x) if g is None else g, torch.zeros_like(y) if h is None else h, atol=TOL, rtol=0)

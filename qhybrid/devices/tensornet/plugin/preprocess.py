@@ -16,6 +16,7 @@ from pennylane.measurements import (
 from pennylane.tape import QuantumScript
 from pennylane.transforms import broadcast_expand
 from ....errors import UnsupportedOperationError
+from .._gates import rebound
 from .._structure import SKIPPED_OPS
 
 
@@ -29,11 +30,11 @@ class UnsupportedOnDeviceError(UnsupportedOperationError, DeviceError):
 
 
 def _rebinds(op: qml.operation.Operator) -> bool:
-    """Whether the simulator can put new parameter values into ``op`` (some composite operators, such
-    as ``Evolution``, cannot take back their own ``data``)."""
+    """Whether the simulator can put new parameter values into ``op`` (``_gates.rebound``; some composite
+    operators cannot take back their own ``data``)."""
     try:
-        qml.ops.functions.bind_new_parameters(op, list(op.data))
-    except (IndexError, ValueError, TypeError, AttributeError):
+        rebound(op, list(op.data))
+    except (IndexError, ValueError, TypeError, AttributeError, RuntimeError):
         return False
     return True
 
@@ -50,6 +51,8 @@ def _contracts_whole(op: qml.operation.Operator, native_gates) -> bool:
         return True
     if not op.has_matrix or (len(op.wires) > MATRIX_MAX_WIRES and op.has_decomposition):
         return False
+    if isinstance(op, qml.ops.Pow) and op.num_params and not float(op.scalar).is_integer() and op.has_decomposition:
+        return False  # its matrix is scipy's fractional power (no torch tensors); RX(t)**0.5 is RX(t / 2)
     if op.num_params and op.name not in native_gates and op.has_decomposition:
         return _rebinds(op)
     return True
@@ -62,33 +65,49 @@ def _decompose_for_tensornet(tape: QuantumScript, *, device_wires, target_gates,
     State preparations stay whole only where no earlier operator touched their wires; elsewhere they are
     decomposed into gates. Broadcast operators stay broadcast: the batch is one more tensor index.
     """
-    late_preps, touched = set(), set()
-    for op in tape.operations:
-        if isinstance(op, qml.operation.StatePrepBase) and not touched.isdisjoint(op.wires):
-            late_preps.add(id(op))
-        touched.update(op.wires)
-
-    def stopping_condition(op):
-        return id(op) not in late_preps and _contracts_whole(op, target_gates)
-
     # decompose's new tape copies every measurement, and a measurement copies its observable term by term
     # (0.1-0.3 s for a 10^3-word molecular Hamiltonian): it decomposes the operations alone here, and the
     # new tape measures the tape's own measurement objects (a stand-in keeps the measured wires off the
     # work wires decompose may count as free)
     measured = qml.wires.Wires.all_wires([mp.wires for mp in tape.measurements])
     bare = QuantumScript(tape.operations, [qml.probs(wires=measured)] if measured else [], shots=tape.shots)
-    (new,), post = decompose(
-        bare,
-        stopping_condition=stopping_condition,
-        skip_initial_state_prep=False,
-        device_wires=device_wires,
-        target_gates=target_gates,
-        name=name,
-        error=UnsupportedOnDeviceError,
-    )
+    new = bare
+    for _ in range(MAX_PASSES):  # a template's decomposition may itself prepare a state late (Qubitization)
+        late_preps = _late_preps(new.operations)
+
+        def stopping_condition(op, late_preps=late_preps):
+            return id(op) not in late_preps and _contracts_whole(op, target_gates)
+
+        (newer,), post = decompose(
+            new,
+            stopping_condition=stopping_condition,
+            skip_initial_state_prep=False,
+            device_wires=device_wires,
+            target_gates=target_gates,
+            name=name,
+            error=UnsupportedOnDeviceError,
+        )
+        if newer is new or not _late_preps(newer.operations):
+            new = newer
+            break
+        new = newer
     if new is bare:
         return (tape,), post
     return (QuantumScript(new.operations, tape.measurements, shots=tape.shots),), post
+
+
+MAX_PASSES = 4
+"""Decomposition passes where state preparations keep appearing after gates on their wires."""
+
+
+def _late_preps(operations) -> set:
+    """Identities of the state preparations that come after a gate on one of their wires."""
+    late, touched = set(), set()
+    for op in operations:
+        if isinstance(op, qml.operation.StatePrepBase) and not touched.isdisjoint(op.wires):
+            late.add(id(op))
+        touched.update(op.wires)
+    return late
 
 
 def _observable_analytic(obs, is_expval: bool) -> bool:

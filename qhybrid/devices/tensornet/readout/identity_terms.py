@@ -49,6 +49,8 @@ class _AddedTimesNorm:
 
     def __call__(self, results):
         (res,) = results
+        if not any(at is not None for at, _ in self.reads):  # the norm's probabilities alone: one result, no tuple
+            res = (res,)
         *kept, probs = res
         norm = qml.math.sum(probs, axis=-1)
         out = tuple(kept[at] if constant is None else constant * norm + (0.0 if at is None else kept[at]) for at, constant in self.reads)
