@@ -19,6 +19,7 @@ import torch
 from pennylane.measurements import DensityMatrixMP, StateMP, VarianceMP
 
 from .._variant import Variant, parameter_owners
+from ..devices.tensornet._gates import rebound
 from ..devices._constants import literal
 from ..errors import GradientError
 from ._execute import execute_variants
@@ -61,6 +62,8 @@ def _cached_rule(cls, name, k, n_wires, hyper, op) -> np.ndarray:
 
 
 def _make_rule(op, k: int) -> np.ndarray:
+    if op.batch_size is not None:  # the rule of one element (PennyLane asks a broadcast Evolution's generator a bool)
+        op = rebound(op, [p[0] if _is_batched(op, j, p) else p for j, p in enumerate(op.data)])
     if op.grad_method != "A":
         raise GradientError(
             f"{op.name} parameter {k} has no parameter-shift rule (grad_method={op.grad_method!r}). "
