@@ -126,26 +126,15 @@ def test_qaoa_mixers_in_the_gpus_blocks_match_default_qubit():
 
 
 def _layered(n):
-    """Rotation layers around constant and parametrised two-wire gates: each ZZ word's cone carries layers of
+    """Brickwork: rotation layers on every wire between ZZ layers, so each ZZ word's cone carries layers of
     single-qubit gates on several adjacent wires (the blocks)."""
 
     def f(x, w):
-        for i in range(n):
-            qml.RY(x[i], wires=i)
-        for i in range(0, n - 1, 2):
-            qml.CZ([i, i + 1])
-        for i in range(n - 1):
-            qml.IsingZZ(w[0] * (i + 1), wires=[i, i + 1])
-        for i in range(n):
-            qml.RX(w[1], wires=i) if i % 3 else qml.Hadamard(i)
-        for i in range(1, n - 1, 2):
-            qml.CRZ(w[2], wires=[i, i + 1])
-        for i in range(n):
-            qml.RY(w[3] + 0.1 * i, wires=i)
-        for i in range(n - 1):
-            qml.IsingZZ(w[1] * (i + 2), wires=[i, i + 1])
-        for i in range(n):
-            qml.RX(w[2] - 0.05 * i, wires=i)
+        for layer in range(4):
+            for i in range(n):
+                qml.RY(x[i], wires=i) if layer == 0 else qml.RX(w[layer] + 0.1 * i, wires=i)
+            for i in range(layer % 2, n - 1, 2):
+                qml.IsingZZ(w[0] * (i + 1), wires=[i, i + 1])
         return qml.expval(qml.sum(*[qml.Z(i) @ qml.Z(i + 1) for i in range(n - 1)], 0.5 * qml.Z(3)))
 
     def args():
