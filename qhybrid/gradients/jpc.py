@@ -123,6 +123,16 @@ def check_diff_method(diff_method) -> None:
     )
 
 
+def resolved_method(diff_method, device, gradient_device=None, shots=None):
+    """``diff_method`` with "best" resolved: adjoint on an analytic device that differentiates in reverse mode
+    (tensornet), parameter-shift otherwise."""
+    if diff_method == "best":
+        native = supports_reverse_mode(device)
+        shots = shots or getattr(device, "shots", None)
+        return "adjoint" if not shots and native and gradient_device is None else "parameter-shift"
+    return diff_method
+
+
 def get_jpc(diff_method: str, device, gradient_device=None, *, shots=None) -> JacobianProductCalculator | None:
     """The JPC for ``diff_method``: "adjoint", "parameter-shift", "backprop", "best" (adjoint on an analytic
     tensornet device, parameter-shift otherwise) or None (no gradients). ``shots``: the circuits' own finite
@@ -130,9 +140,7 @@ def get_jpc(diff_method: str, device, gradient_device=None, *, shots=None) -> Ja
     if diff_method is None:
         return None
     shots = shots or getattr(device, "shots", None)
-    if diff_method == "best":
-        native = supports_reverse_mode(device)
-        diff_method = "adjoint" if not shots and native and gradient_device is None else "parameter-shift"
+    diff_method = resolved_method(diff_method, device, gradient_device, shots)
     if diff_method in ("adjoint", "backprop"):
         refuse_shots(diff_method, shots)
     check_diff_method(diff_method)

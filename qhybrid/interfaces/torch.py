@@ -15,8 +15,11 @@ import torch
 
 from ._compile import quantum_boundary
 from ..devices._shot_vectors import split_shot_vectors
+from ..devices.tensornet import TensorNetworkDevice
+from ..devices.tensornet.plugin.preprocess import runs_whole
 from ..gradients._execute import ExecuteTapes, execute_variants
-from ..gradients.jpc import get_jpc
+from ..gradients.jpc import get_jpc, resolved_method
+from ..gradients.shift_expand import expanded_for_shift_rules
 from ..gradients.launcher import Launcher
 from ..errors import refuse_function_transforms
 from ._placement import call_device, place
@@ -61,13 +64,24 @@ def execute(
     if shots:  # a device's own shots apply to tapes that set none (as PennyLane's QNode does)
         tapes = [t if t.shots else t.copy(shots=shots) for t in tapes]
     tapes, regroup = split_shot_vectors(tapes)  # a shot vector runs as one tape per setting
-    variants, postprocess = preprocess(device, tapes)  # the device's program, cached per structure
     shots = next((t.shots for t in tapes if t.shots), None)
+    tapes = shift_expanded(tapes, device, diff_method, gradient_device, shots)
+    variants, postprocess = preprocess(device, tapes)  # the device's program, cached per structure
     if result_device is None:
         result_device = call_device([tape_parameters_fast(t) for t in tapes])
         result_device = result_device or getattr(device, "torch_device", None)
     result_device = None if result_device is None else torch.device(result_device)
     return regroup(run_prepared(variants, postprocess, device, diff_method, gradient_device, shots=shots, result_device=result_device))
+
+
+def shift_expanded(tapes: list, device, diff_method, gradient_device=None, shots=None) -> list:
+    """``tapes`` with the operators a tensornet device runs whole but that have no shift rules decomposed, where
+    the gradients come from parameter-shift (as PennyLane's parameter-shift does); else ``tapes``."""
+    if not isinstance(device, TensorNetworkDevice):
+        return tapes
+    if resolved_method(diff_method, device, gradient_device, shots) != "parameter-shift":
+        return tapes
+    return [expanded_for_shift_rules(t, lambda op: runs_whole(device, op)) for t in tapes]
 
 
 def run_prepared(
@@ -93,4 +107,4 @@ def run_variants(variants, device, diff_method, gradient_device=None, *, shots=N
     return tuple(r[0] if len(r) == 1 else tuple(r) for r in raw)
 
 
-__all__ = ["ExecuteTapes", "execute", "execute_variants", "run_prepared", "run_variants"]
+__all__ = ["ExecuteTapes", "execute", "execute_variants", "run_prepared", "run_variants", "shift_expanded"]

@@ -35,7 +35,7 @@ from ._static_lazy import lazy_trace
 from ..interfaces._compile import quantum_boundary
 from .._variant import Gather, Variant, tape_parameters
 from ..interfaces._preprocess import gather_maps, settings_key
-from ..interfaces.torch import run_prepared
+from ..interfaces.torch import run_prepared, shift_expanded
 
 STATIC_VERIFY_EVERY = 1000
 """A reused trace is compared with a fresh recording of the function every this many reuses (0: never)."""
@@ -114,6 +114,10 @@ class StaticCache:
         else:
             tape, out, cached = lazy_trace(qnode, call)
         self.traces += 1
+        if shift_expanded([tape], qnode.device, qnode.diff_method, qnode.gradient_device)[0] is not tape:
+            # operators without shift rules, decomposed on every call by execute: no trace of this signature
+            self._traces[key] = _UNCACHEABLE
+            return qnode._shaped(tape, out, args, kwargs)
         if cached is not None:
             template, post, gather, sources = cached
             trace = _Trace(template, post, gather, out, fingerprint(tape), sources)

@@ -58,6 +58,11 @@ def _contracts_whole(op: qml.operation.Operator, native_gates) -> bool:
     return True
 
 
+def runs_whole(device, op: qml.operation.Operator) -> bool:
+    """Whether ``device`` (a tensornet device) runs ``op`` as one tensor rather than decomposing it first."""
+    return _contracts_whole(op, device.capabilities.gate_set())
+
+
 @qml.transform
 def _decompose_for_tensornet(tape: QuantumScript, *, device_wires, target_gates, name: str):
     """Decompose every operator the contraction cannot take as one tensor.

@@ -1,0 +1,65 @@
+"""Parameter-shift through operators without shift rules of their own (powers, products, controlled powers,
+QuantumPhaseEstimation): they are decomposed before the run, as PennyLane's parameter-shift does (they were
+refused with a GradientError); values and gradients against default.qubit to 1e-10, plain and static qnodes,
+batched. Templates the device decomposes anyway are left to its cached preprocessing."""
+
+from __future__ import annotations
+
+import pennylane as qml
+import pytest
+import torch
+
+import qhybrid
+from qhybrid.gradients.shift_expand import expanded_for_shift_rules
+
+TOL = 1e-10
+
+
+def _powers(x):
+    qml.RY(x[0], 0)
+    qml.Hadamard(1)
+    qml.pow(qml.RX(x[1], wires=0), 3)
+    qml.ctrl(qml.pow(qml.RY(x[0], 1), 2), control=0)
+    qml.adjoint(qml.pow(qml.CRX(x[1], wires=[1, 0]), 2))
+    return qml.expval(qml.Z(0) @ qml.X(1))
+
+
+def _product(x):
+    qml.Hadamard(0)
+    qml.prod(qml.RX(x[1], 0), qml.RY(2 * x[0], 1))
+    return qml.expval(qml.Y(0) + qml.X(1))
+
+
+def _phase_estimation(x):
+    qml.RY(x[0], 0)
+    qml.QuantumPhaseEstimation(qml.RX(x[1], wires=0), estimation_wires=[1, 2])
+    return qml.expval(qml.Z(1))
+
+
+CASES = {"powers": (_powers, 2), "product": (_product, 2), "phase estimation": (_phase_estimation, 3)}
+
+
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("static", [False, True])
+@pytest.mark.parametrize("case", list(CASES))
+def test_operators_without_shift_rules_are_differentiated_through_their_parts(case, static, batched):
+    body, n = CASES[case]
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method="parameter-shift", static_structure=static)(body)
+    ref = qml.QNode(body, qml.device("default.qubit", wires=n), interface="torch")
+    for x0 in ([0.4, 0.9], [1.3, -0.2]):
+        x = torch.tensor([x0, [0.1, 0.7]] if batched else x0, dtype=torch.float64).T if batched else torch.tensor(x0, dtype=torch.float64)
+        x = x.clone().requires_grad_()
+        y = x.detach().clone().requires_grad_()
+        got, want = ours(x), ref(y)
+        torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+        (g,), (h,) = torch.autograd.grad(got.sum(), x), torch.autograd.grad(want.sum(), y)
+        torch.testing.assert_close(g, h, atol=TOL, rtol=0)
+
+
+def test_templates_the_device_decomposes_are_left_to_it():
+    dev = qhybrid.device("tensornet", wires=3)
+    w = torch.rand(2, 3, 3, dtype=torch.float64, requires_grad=True)
+    tape = qml.tape.QuantumScript([qml.StronglyEntanglingLayers(w, wires=range(3))], [qml.expval(qml.Z(0))])
+    from qhybrid.devices.tensornet.plugin.preprocess import runs_whole
+
+    assert expanded_for_shift_rules(tape, lambda op: runs_whole(dev, op)) is tape
