@@ -45,6 +45,26 @@ _CHECKED_MAX = 4096
 """Channels (name, values) already found valid: a noise model repeats one channel everywhere."""
 
 
+def check_channel_batch(op: qml.operation.Operator) -> None:
+    """Refuse, by name, a channel whose parameters carry a batch axis: the engines take one strength a channel (a
+    batch in the strengths alone was read as its first sample, beside a batch of gates too), as default.mixed does.
+
+    >>> check_channel_batch(qml.DepolarizingChannel(np.array([0.1, 0.2]), wires=0))
+    Traceback (most recent call last):
+    ...
+    ValueError: DepolarizingChannel on wires [0] has parameters with a batch axis (shape (2,)): ...
+    """
+    expected = 2 if op.name == "QubitChannel" else 0  # Kraus matrices, else scalar strengths (PennyLane's own
+    for p in op.data:  # ndim_params follows what a channel was given)
+        if qml.math.ndim(p) > expected:
+            raise ValueError(
+                f"{op.name} on wires {op.wires.tolist()} has parameters with a batch axis (shape "
+                f"{tuple(qml.math.shape(p))}): qhybrid.tensornet takes one strength a channel, as default.mixed does. "
+                "Broadcast the gates only, and run one circuit per strength (a Python loop, or torch.func.vmap over "
+                "the strengths)."
+            )
+
+
 def check_channel(op: qml.operation.Operator) -> None:
     """Refuse, by name, a channel that is none: Kraus operators of the wrong size for its wires, or numeric
     strengths PennyLane's own ``kraus_matrices`` refuses (a probability outside [0, 1], ...). The closed forms
@@ -56,6 +76,7 @@ def check_channel(op: qml.operation.Operator) -> None:
     ...
     ValueError: BitFlip(1.5) on wires [0] is not a channel: p must be in the interval [0,1]. Give it a valid strength.
     """
+    check_channel_batch(op)
     if op.name == "QubitChannel":
         d = 1 << len(op.wires)
         shapes = {tuple(qml.math.shape(k)) for k in op.data}

@@ -22,11 +22,12 @@ def run_mixed(structure, group: Sequence, opts, cache, simulate_pure=None) -> li
     """Results of a group of variants of one noisy structure (observables already bound to the tapes), each a
     tuple with one tensor per measurement; variants that differ in parameters run as one stacked program.
     With ``opts.noise == "trajectories"`` they run as pure-state trajectories through ``simulate_pure``."""
+    trajectories = getattr(opts, "noise", "exact") == "trajectories"
     for v in group:
         for op in v.tape.operations:
             if is_channel(op):
-                check_channel(op)
-    if getattr(opts, "noise", "exact") == "trajectories":
+                check_channel(op)  # (a batch axis on its strengths too)
+    if trajectories:
         n = len(structure.sim_wires)
         cache.get(("trajectories", structure.key, opts.trajectories), lambda: EngineRecord(EngineChoice(
             f"noisy circuit, {n} wires", "trajectories", f"noise='trajectories': {opts.trajectories} pure-state "
