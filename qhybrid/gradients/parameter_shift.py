@@ -38,14 +38,19 @@ def shift_rule(op: qml.operation.Operator, k: int) -> np.ndarray:
     if op.hyperparameters and any(isinstance(v, qml.operation.Operator) for v in op.hyperparameters.values()):
         # an operator-valued hyperparameter (an Evolution's generator) prints its coefficients rounded: the
         # rule is keyed by their exact values
-        hyper = (hyper, _exact_data(op.hyperparameters.values()))
+        hyper = (hyper, _held_data(op))
     return _cached_rule(type(op), op.name, k, len(op.wires), hyper, op)
 
 
-def _exact_data(values) -> tuple:
+def _held_data(op) -> tuple:
+    """The exact values of the data of the operators ``op`` holds that are not its own parameters (a controlled
+    gate's base reads the gate's own angle, which no rule depends on: nothing read; an Evolution's generator's
+    coefficients, which its rule does)."""
+    own = {id(d) for d in op.data}
     return tuple(
         tuple(np.asarray(qml.math.unwrap(qml.math.detach(d)), dtype=complex).ravel().tolist())
-        for v in values if isinstance(v, qml.operation.Operator) for d in v.data
+        for v in op.hyperparameters.values() if isinstance(v, qml.operation.Operator)
+        for d in v.data if id(d) not in own
     )
 
 

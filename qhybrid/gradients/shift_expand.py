@@ -49,7 +49,9 @@ def _stays(op, kept) -> bool:
     trainable = _trainable(op)
     if not trainable or getattr(type(op), "grad_method", None) == "A" and type(op).grad_recipe is None:
         return True  # (a named gate's class says so: no rule is derived here)
-    if not op.has_decomposition:
+    if not op.has_decomposition or any(op.data[k].is_complex() or op.data[k].ndim > 1 for k in trainable):
+        # a trainable matrix (QubitUnitary): its decomposition's angles would give the derivative along unitary
+        # directions only, not its entries' (the shift rule's error names it instead)
         return True
     if kept(op):
         return _has_rules(op)
