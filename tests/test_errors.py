@@ -191,3 +191,9 @@ def test_best_with_shots_on_the_tape_differentiates_by_parameter_shift():
     (res,) = qhybrid.execute([tape], qhybrid.device("tensornet", wires=1, seed=7))
     res.backward()
     assert abs(x.grad.item() + math.sin(0.3)) < 0.03  # about 4 standard deviations of the shot noise
+
+
+@pytest.mark.parametrize("value", [float("nan"), -1, 0, "1 GiB", True])
+def test_max_memory_must_be_a_positive_number(value):
+    with pytest.raises(ValueError, match="max_memory=.*positive number of bytes"):
+        qhybrid.device("tensornet", wires=1, max_memory=value)

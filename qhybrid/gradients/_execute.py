@@ -99,6 +99,19 @@ def _sources(variants: Sequence[Variant], trainable) -> list[torch.Tensor] | Non
     return list(out.values()) or None
 
 
+def _connected(results, variants, trainable) -> list:
+    """Backprop's results, each connected to its variant's trainable parameters: a result that depends on none (a
+    light cone that holds no parameter) is given a zero one, so ``backward`` gives a zero gradient as the other
+    methods do, not an error that nothing requires a gradient."""
+    out = []
+    for r, v, tr in zip(results, variants, trainable):
+        if tr and any(isinstance(t, torch.Tensor) and not t.requires_grad for t in r):
+            zero = sum(v.params[j].real.sum() for j in tr) * 0
+            r = tuple(t + zero.to(t.dtype) if isinstance(t, torch.Tensor) and not t.requires_grad else t for t in r)
+        out.append(r)
+    return out
+
+
 def execute_variants(
     variants: Sequence[Variant],
     jpc: JacobianProductCalculator | None,
@@ -116,7 +129,7 @@ def execute_variants(
             return runner.run(variants)
     if jpc.name == "backprop":
         track_run(jpc.device, variants)
-        return jpc.device.simulate_variants(variants)
+        return _connected(jpc.device.simulate_variants(variants), variants, trainable)
     if jpc.name == "adjoint":
         bound = one_node_results(jpc.device, variants)  # the circuit as one node, where the device offers it
         if bound is not None:

@@ -215,18 +215,23 @@ class ParameterShift(JacobianProductCalculator):
                     def jac(a):  # (an empty rule, GlobalPhase's: zero)
                         if not coeffs:
                             return torch.zeros_like(d)
-                        return sum(c * results[r][a] for c, r in zip(coeffs, rows))
+                        return sum(c * _tensor(results[r][a], d) for c, r in zip(coeffs, rows))
 
                     if kind == "same":
                         jm = jac(where[0])
                     else:  # d Var = d<O^2> - 2 <O> d<O>
-                        jm = jac(where[1]) - 2 * results[mean_row][where[0]] * jac(where[0])
+                        jm = jac(where[1]) - 2 * _tensor(results[mean_row][where[0]], d) * jac(where[0])
                     prod = _contract(d, jm, batched)
                     total = prod if total is None else total + prod
                 p = v.params[j]
                 grads.append(total.reshape(torch.as_tensor(p).shape).to(p.dtype))
             out.append(tuple(grads))
         return out
+
+
+def _tensor(x, like: torch.Tensor) -> torch.Tensor:
+    """A device's result as a tensor beside ``like`` (Aer's sampled batched results come back as numpy arrays)."""
+    return x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x), device=like.device)
 
 
 def _compute_real_dtype(device) -> torch.dtype:

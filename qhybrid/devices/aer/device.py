@@ -20,6 +20,7 @@ from .._shot_vectors import split_shot_vectors
 from ..._variant import Variant, tape_parameters
 from ...errors import UnsupportedOperationError
 from ..tensornet._options import CacheInfo, PlanCache
+from ..tensornet.readout.hermitian import refuse_non_hermitian
 from ._convert import is_ready
 from ._errors import AerSimulationError
 from ._gpu import check_gpu
@@ -260,6 +261,7 @@ class AerDevice(Device):
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> CompilePipeline:
         program = CompilePipeline()
         program.add_transform(refuse_mid_circuit_measurements, name=self.name)
+        program.add_transform(refuse_non_hermitian)  # (Aer would read the real part: 0 for Z(0) @ X(0))
         program.add_transform(validate_device_wires, self.wires, name=self.name)
         program.add_transform(
             decompose,

@@ -95,6 +95,25 @@ def checked_torch_device(torch_device) -> torch.device | None:
     return device
 
 
+def checked_max_memory(max_memory) -> float | None:
+    """The device option ``max_memory`` (bytes; None: a share of what the process can take), refused by name where
+    it is no positive number (NaN acted as no limit; a negative one refused every contraction at its first run).
+
+    >>> checked_max_memory(2**30), checked_max_memory(None)
+    (1073741824, None)
+    """
+    if max_memory is None:
+        return None
+    try:
+        ok = float(max_memory) > 0  # (False for NaN)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or isinstance(max_memory, bool):
+        raise ValueError(f"max_memory={max_memory!r}: give a positive number of bytes (or None for a share of the "
+                         "memory the process can take).")
+    return max_memory
+
+
 def path_store(path_cache: bool | str | os.PathLike) -> PathStore | None:
     """The device option ``path_cache`` as a store: True the default directory, False none, else that folder.
 

@@ -32,7 +32,7 @@ from .engines.lightcone.spread import check_spread_options
 from .readout.readout import ReadoutPlan, plan_readout
 from .engines.mps.settings import mps_settings
 from ._mps_method import MPSMethod
-from ._options import CacheInfo, PlanCache, SimOptions, checked_torch_device, path_store
+from ._options import CacheInfo, PlanCache, SimOptions, checked_max_memory, checked_torch_device, path_store
 from ._bound import run_bound
 from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
@@ -163,7 +163,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         if backend == "cutensornet":  # refuse now, with the reason, rather than at the first circuit
             get_backend(backend, self.torch_device if self.torch_device is not None else "cuda")
         self.backend = backend
-        self.max_memory = max_memory
+        self.max_memory = checked_max_memory(max_memory)
         self.optimizer = optimizer
         self._cache = PlanCache(plan_cache_size)
         self._rng = np.random.default_rng(seed)

@@ -67,7 +67,7 @@ def refuse_non_hermitian(tape: QuantumScript):
             form = f" (its Pauli form is {mp.obs.pauli_rep})" if mp.obs.pauli_rep is not None else ""
             raise UnsupportedOperationError(
                 f"{kind} of {mp.obs} is not supported: the observable is not Hermitian{form}, so its expectation "
-                "is complex and qhybrid.tensornet reads real ones. Factors on the same wire multiply as matrices "
+                "is complex and the device reads real ones. Factors on the same wire multiply as matrices "
                 "(qml.Z(0) @ qml.X(0) is 1j * Y(0)): measure a Hermitian observable, e.g. the real and imaginary "
                 "parts' operators separately."
             )

@@ -15,7 +15,8 @@ from typing import Callable, Sequence
 import numpy as np
 from pennylane.devices.qubit.sampling import measure_with_samples
 from pennylane.devices.qubit_mixed.sampling import measure_with_samples as mixed_measure_with_samples
-from pennylane.measurements import StateMP
+import pennylane as qml
+from pennylane.measurements import ExpectationMP, StateMP, VarianceMP
 from pennylane.tape import QuantumScript
 from pennylane.wires import Wires
 
@@ -48,6 +49,19 @@ def sample_tapes(
     ]
 
 
+def _merged(mp):
+    """``mp`` with a sum observable rebuilt from its Pauli sentence (repeated words merged: ``0.5 Z(0) + 2 Z(0)`` is
+    ``2.5 Z(0)``, a one-term Hamiltonian its word): PennyLane's sampler dropped the measurement beside such sums (a
+    batch's two values came back as the two measurements, an unbatched one failed)."""
+    obs = mp.obs
+    if not isinstance(mp, (ExpectationMP, VarianceMP)) or not isinstance(obs, qml.ops.Sum):
+        return mp
+    ps = obs.pauli_rep
+    if ps is None:
+        return mp
+    return type(mp)(obs=ps.operation(wire_order=obs.wires))
+
+
 def measure_tape(tape: QuantumScript, psi: np.ndarray, wires: Wires, rng: np.random.Generator):
     """Sample ``tape``'s measurements from its flat (or ``(batch, 2**n)``) state ``psi`` over ``wires``."""
     batched = tape.batch_size is not None
@@ -55,7 +69,7 @@ def measure_tape(tape: QuantumScript, psi: np.ndarray, wires: Wires, rng: np.ran
     noisy = any(map(is_channel, tape.operations))  # then ``psi`` is the density matrix (engines.mixed)
     psi = psi.reshape(((psi.shape[0],) if batched else ()) + (2,) * (2 * n if noisy else n))
     mapping = {w: i for i, w in enumerate(wires)}
-    mps = [mp.map_wires(mapping) for mp in tape.measurements]
+    mps = [_merged(mp).map_wires(mapping) for mp in tape.measurements]
     sampler = mixed_measure_with_samples if noisy else measure_with_samples
     results = sampler(mps, psi, tape.shots, is_state_batched=batched, rng=rng)
     if len(tape.measurements) == 1:

@@ -105,15 +105,18 @@ class _Shared(torch.autograd.Function):
         if torch.is_grad_enabled():  # a higher derivative: every row through autograd
             with torch.enable_grad():
                 full = ctx.run(rows)
-                (grad,) = torch.autograd.grad(full, rows, dy, create_graph=True)
-            return None, grad, None, None
+                (grad,) = torch.autograd.grad(full, rows, dy, create_graph=True, allow_unused=True)
+            return None, torch.zeros_like(rows) if grad is None else grad, None, None
         if out is None:  # a second backward through the same graph: run the distinct rows again
             with torch.enable_grad():
                 leaf = rows.detach()[_first_of(inverse, ctx.k)].requires_grad_(True)
                 out = ctx.run(leaf)
         with torch.enable_grad():  # a cotangent of ones as a sum: a tensor cotangent makes torch import sympy
             total = out.real.sum()
-        (g_unique,) = torch.autograd.grad(total, leaf)
+        # (a class whose value does not depend on its rows, a CRX controlled by |0>, gives them no gradient)
+        (g_unique,) = torch.autograd.grad(total, leaf, allow_unused=True)
+        if g_unique is None:
+            return None, torch.zeros_like(rows), None, None
         return None, dy.unsqueeze(-1) * g_unique[inverse], None, None
 
 

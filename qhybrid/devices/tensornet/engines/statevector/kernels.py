@@ -94,7 +94,8 @@ def apply_plain(psi, m, q, k, real: bool = False, out=None):
     buffer to write into)."""
     A, D = 1 << q, 1 << k
     rest = psi.numel() // (A * D)  # shapes from numbers: each reshape is an op of its own
-    real = _real_part(psi, m, real) if rest > 1 and psi.is_contiguous() else None
+    # (a lazily conjugated state, an adjoint walk's cotangent, has no real view: the complex GEMM takes it)
+    real = _real_part(psi, m, real) if rest > 1 and psi.is_contiguous() and not psi.is_conj() else None
     if real is not None:  # [.., D, rest] complex = [.., D, 2 rest] real: one real GEMM per slice
         rview = torch.view_as_real(psi).view(A, D, -1)
         if out is not None:

@@ -1,0 +1,95 @@
+"""Bugs the fuzzing against PennyLane found in the engines, each pinned: an adjoint walk's conjugated cotangent met
+the real-GEMM path of a large state (crash); a cone class whose value does not depend on its shared rows (crash);
+backprop where no output depends on a trainable parameter (no gradient at all); finite-shot sums next to another
+measurement (a measurement dropped, silently when batched). Against default.qubit to 1e-10 (shots: statistically)."""
+
+from __future__ import annotations
+
+import pennylane as qml
+import pytest
+import torch
+
+import qhybrid
+from qhybrid.devices.tensornet import _simulate
+
+TOL = 1e-10
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "backprop"])
+def test_a_conjugated_cotangent_on_a_large_state_takes_the_complex_gemm(diff_method):
+    """16 wires (2^16 amplitudes: real blocks multiply the real view), an IsingXX on non-adjacent wires (its
+    un-apply hands back a lazily conjugated cotangent), then real RY blocks."""
+    n = 16
+
+    def circuit(x):
+        for w in range(n):
+            qml.RY(0.1 * (w + 1), wires=w)
+        for w in range(n - 1):
+            qml.CZ([w, w + 1])
+        qml.RY(x[0], wires=12)
+        qml.IsingXX(x[1], wires=[12, 8])
+        for w in range(n):
+            qml.RY(0.05 * w, wires=w)
+        return qml.expval(qml.X(12) @ qml.Z(8) + 0.5 * qml.Z(3))
+
+    x, y = (torch.tensor([0.3, 0.5], dtype=torch.float64, requires_grad=True) for _ in range(2))
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method=diff_method)(circuit)(x)
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=n), interface="torch")(y)
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    (g,), (h,) = torch.autograd.grad(got, x), torch.autograd.grad(want, y)
+    assert h.abs().max() > 1e-3
+    torch.testing.assert_close(g, h, atol=TOL, rtol=0)
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "backprop", "parameter-shift"])
+def test_a_cone_class_that_does_not_depend_on_its_rows_gives_them_zero(diff_method):
+    """CRX gates controlled by |0>: every ZZ word's value is 1 whatever the angles, on 32 wires (light cones, one
+    class with shared rows)."""
+    n = 32
+
+    def circuit(theta):
+        for k in range(n // 4):
+            qml.CRX(theta[k], wires=[4 * k, 4 * k + 2])
+        return qml.expval(qml.sum(*[qml.Z(i) @ qml.Z(i + 1) for i in range(n - 1)]))
+
+    theta = torch.linspace(0.1, 0.8, n // 4, dtype=torch.float64, requires_grad=True)
+    value = qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method=diff_method)(circuit)(theta)
+    (g,) = torch.autograd.grad(value, theta)
+    assert abs(float(value) - (n - 1)) < TOL and float(g.abs().max()) == 0.0
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "backprop", "parameter-shift"])
+def test_an_output_that_depends_on_no_trainable_parameter_has_a_zero_gradient(diff_method, monkeypatch):
+    monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 0)  # light cones: the measured cone holds no parameter
+
+    def circuit(x):
+        qml.RX(x, wires=0)
+        qml.Hadamard(wires=1)
+        return qml.expval(qml.X(1))
+
+    x = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    y = qhybrid.qnode(qhybrid.device("tensornet", wires=3), diff_method=diff_method)(circuit)(x)
+    y.backward()
+    assert abs(float(y) - 1.0) < TOL and float(x.grad) == 0.0
+
+
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize(
+    "hamiltonian",
+    [lambda: qml.Hamiltonian([0.5, 2.0], [qml.Z(0), qml.Z(0)]), lambda: qml.Hamiltonian([1.0], [qml.X(0)])],
+    ids=["repeated word", "one term"],
+)
+def test_a_sampled_sum_beside_another_measurement_keeps_both(hamiltonian, batched):
+    def circuit(x):
+        qml.RY(x, wires=0)
+        qml.RX(0.4, wires=1)
+        return qml.expval(hamiltonian()), qml.var(qml.Y(1))
+
+    x0 = torch.tensor([0.3, 0.7] if batched else 0.3, dtype=torch.float64)
+    sampled = qhybrid.qnode(qhybrid.device("tensornet", wires=2, shots=40000, seed=7), diff_method="parameter-shift")
+    got = sampled(circuit)(x0.clone().requires_grad_())
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch")(x0)
+    assert len(got) == 2
+    for a, b in zip(got, want):
+        assert a.shape == b.shape
+        assert float((a - b).abs().max()) < 0.05  # 40,000 shots: standard errors below 0.01
