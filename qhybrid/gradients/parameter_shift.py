@@ -212,6 +212,9 @@ class ParameterShift(JacobianProductCalculator):
             for j, (coeffs, rows, batched) in zip(tr, entries):
                 total = None
                 for (kind, *where), d in zip(recipe, dys):
+                    if d is None:  # no cotangent (counts or samples beside the differentiated measurements)
+                        continue
+
                     def jac(a):  # (an empty rule, GlobalPhase's: zero)
                         if not coeffs:
                             return torch.zeros_like(d)

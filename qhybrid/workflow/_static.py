@@ -136,7 +136,7 @@ class StaticCache:
 
 def _make_trace(qnode, tape, out, call: CallArgs) -> _Trace | None:
     inputs = call.tensors
-    if tape.shots or not inputs:
+    if tape.shots or getattr(qnode.device, "shots", None) or not inputs:
         return None
     program = qnode.device.preprocess_transforms()
     new_tapes, post = program([tape])

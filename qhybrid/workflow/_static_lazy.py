@@ -71,7 +71,8 @@ def lazy_trace(qnode, call: CallArgs):
     seen, groups = [], {}
     structural = lambda t, session: seen.append(_structural(t, session))  # noqa: E731
     tape, out = qnode.construct(call.args, call.kwargs, lazy=True, recorded=structural, groups=groups)
-    if not seen or not seen[0] or tape.shots or qnode._record_real:  # (recorded from the tensors after all)
+    if not seen or not seen[0] or tape.shots or getattr(qnode.device, "shots", None) or qnode._record_real:
+        # (shots, the device's too, are applied where the tape is executed; recorded from the tensors after all)
         return tape, out, None
     variants, post = preprocess(qnode.device, [tape])
     g = variants[0].gather

@@ -93,3 +93,37 @@ def test_a_sampled_sum_beside_another_measurement_keeps_both(hamiltonian, batche
     for a, b in zip(got, want):
         assert a.shape == b.shape
         assert float((a - b).abs().max()) < 0.05  # 40,000 shots: standard errors below 0.01
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_counts_beside_a_differentiated_expectation_with_device_shots(static):
+    """Counts have no cotangent (the backward met None); a static qnode on a device with shots is traced per call
+    (its trace was checked as analytic and refused counts)."""
+    dev = qhybrid.device("tensornet", wires=1, seed=1, shots=20000)
+
+    def circuit(x):
+        qml.RX(x, 0)
+        return qml.counts(wires=[0]), qml.expval(qml.Z(0))
+
+    x = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    counts, value = qhybrid.qnode(dev, diff_method="parameter-shift", static_structure=static)(circuit)(x)
+    value.backward()
+    assert sum(int(v) for v in counts.values()) == 20000
+    assert abs(float(value) - float(torch.cos(x.detach()))) < 0.03
+    assert abs(float(x.grad) + float(torch.sin(x.detach()))) < 0.03
+
+
+def test_a_measured_value_does_not_make_its_observable_trainable():
+    """expval of a mid-circuit measurement becomes a Hermitian of its wire; the copy kept every parameter trainable,
+    its matrix too."""
+    from qhybrid.devices.tensornet.readout import measurement_values_as_observables
+
+    x = torch.tensor(0.4, dtype=torch.float64, requires_grad=True)
+    with qml.queuing.AnnotatedQueue() as q:
+        qml.RX(x, 0)
+        m = qml.measure(0)
+        qml.expval(m)
+    tape = qml.defer_measurements(qml.tape.QuantumScript.from_queue(q))[0][0]
+    tape.trainable_params = [0]
+    (new,), _ = measurement_values_as_observables(tape)
+    assert new.trainable_params == [0]

@@ -38,7 +38,10 @@ def measurement_values_as_observables(tape: QuantumScript):
     """
     if tape.shots or not any(mp.mv is not None for mp in tape.measurements):
         return (tape,), _first  # module-level, so plans holding it pickle
-    new = tape.copy(measurements=[_as_observable(mp) for mp in tape.measurements])
+    # the operations' trainable parameters stay the trainable ones (a copy with new measurements would make every
+    # parameter trainable, the new observables' matrices too: PennyLane's parameter-shift then failed on them)
+    measurements = [_as_observable(mp) for mp in tape.measurements]
+    new = tape.copy(measurements=measurements, trainable_params=tape.trainable_params)
     return (new,), _first
 
 
