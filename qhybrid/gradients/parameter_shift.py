@@ -34,22 +34,23 @@ def shift_rule(op: qml.operation.Operator, k: int) -> np.ndarray:
     array([[ 0.5       ,  1.        ,  1.57079633],
            [-0.5       ,  1.        , -1.57079633]])
     """
-    hyper = repr(op.hyperparameters) if op.hyperparameters else ""
-    if op.hyperparameters and any(isinstance(v, qml.operation.Operator) for v in op.hyperparameters.values()):
+    held = op.hyperparameters  # (a property: read once)
+    key = repr(held) if held else ""
+    if held and any(isinstance(v, qml.operation.Operator) for v in held.values()):
         # an operator-valued hyperparameter (an Evolution's generator) prints its coefficients rounded: the
         # rule is keyed by their exact values
-        hyper = (hyper, _held_data(op))
-    return _cached_rule(type(op), op.name, k, len(op.wires), hyper, op)
+        key = (key, _held_data(op, held))
+    return _cached_rule(type(op), op.name, k, len(op.wires), key, op)
 
 
-def _held_data(op) -> tuple:
+def _held_data(op, held: dict) -> tuple:
     """The exact values of the data of the operators ``op`` holds that are not its own parameters (a controlled
     gate's base reads the gate's own angle, which no rule depends on: nothing read; an Evolution's generator's
     coefficients, which its rule does)."""
     own = {id(d) for d in op.data}
     return tuple(
         tuple(np.asarray(qml.math.unwrap(qml.math.detach(d)), dtype=complex).ravel().tolist())
-        for v in op.hyperparameters.values() if isinstance(v, qml.operation.Operator)
+        for v in held.values() if isinstance(v, qml.operation.Operator)
         for d in v.data if id(d) not in own
     )
 

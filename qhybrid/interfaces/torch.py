@@ -81,7 +81,8 @@ def shift_expanded(tapes: list, device, diff_method, gradient_device=None, shots
         return tapes
     if resolved_method(diff_method, device, gradient_device, shots) != "parameter-shift":
         return tapes
-    return [expanded_for_shift_rules(t, lambda op: runs_whole(device, op)) for t in tapes]
+    kept = runs_whole(device)
+    return [expanded_for_shift_rules(t, kept) for t in tapes]
 
 
 def run_prepared(

@@ -62,4 +62,4 @@ def test_templates_the_device_decomposes_are_left_to_it():
     tape = qml.tape.QuantumScript([qml.StronglyEntanglingLayers(w, wires=range(3))], [qml.expval(qml.Z(0))])
     from qhybrid.devices.tensornet.plugin.preprocess import runs_whole
 
-    assert expanded_for_shift_rules(tape, lambda op: runs_whole(dev, op)) is tape
+    assert expanded_for_shift_rules(tape, runs_whole(dev)) is tape

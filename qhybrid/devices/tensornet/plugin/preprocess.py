@@ -58,9 +58,10 @@ def _contracts_whole(op: qml.operation.Operator, native_gates) -> bool:
     return True
 
 
-def runs_whole(device, op: qml.operation.Operator) -> bool:
-    """Whether ``device`` (a tensornet device) runs ``op`` as one tensor rather than decomposing it first."""
-    return _contracts_whole(op, device.capabilities.gate_set())
+def runs_whole(device):
+    """``kept(op)``: whether ``device`` (a tensornet device) runs ``op`` as one tensor rather than decomposing it."""
+    gates = device.capabilities.gate_set()
+    return lambda op: _contracts_whole(op, gates)
 
 
 @qml.transform
@@ -76,9 +77,8 @@ def _decompose_for_tensornet(tape: QuantumScript, *, device_wires, target_gates,
     # work wires decompose may count as free)
     measured = qml.wires.Wires.all_wires([mp.wires for mp in tape.measurements])
     bare = QuantumScript(tape.operations, [qml.probs(wires=measured)] if measured else [], shots=tape.shots)
-    new = bare
+    new, late_preps = bare, _late_preps(bare.operations)
     for _ in range(MAX_PASSES):  # a template's decomposition may itself prepare a state late (Qubitization)
-        late_preps = _late_preps(new.operations)
 
         def stopping_condition(op, late_preps=late_preps):
             return id(op) not in late_preps and _contracts_whole(op, target_gates)
@@ -92,10 +92,11 @@ def _decompose_for_tensornet(tape: QuantumScript, *, device_wires, target_gates,
             name=name,
             error=UnsupportedOnDeviceError,
         )
-        if newer is new or not _late_preps(newer.operations):
-            new = newer
+        if newer is new:
             break
-        new = newer
+        new, late_preps = newer, _late_preps(newer.operations)
+        if not late_preps:
+            break
     if new is bare:
         return (tape,), post
     return (QuantumScript(new.operations, tape.measurements, shots=tape.shots),), post

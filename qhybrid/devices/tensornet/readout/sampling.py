@@ -57,7 +57,7 @@ def _merged(mp):
     if not isinstance(mp, (ExpectationMP, VarianceMP)) or not isinstance(obs, qml.ops.Sum):
         return mp
     ps = obs.pauli_rep
-    if ps is None:
+    if ps is None or 1 < len(ps) == len(obs.operands):  # (no repeated word, more than one: as it is, no rebuild)
         return mp
     return type(mp)(obs=ps.operation(wire_order=obs.wires))
 
