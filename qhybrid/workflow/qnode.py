@@ -15,6 +15,7 @@ from ._capture import capture_graphs, qnode_call, replaying
 from ._functorch import call_under_transforms, transforms_active
 from . import _lazy, _lazy_arguments
 from ._lazy_resolve import measured_proxies, resolve
+from ._fast_operators import fast_gates
 from ._recording_queue import RecordingQueue
 from ..devices._collector import collector_paused
 from ..interfaces._compile import quantum_boundary
@@ -148,7 +149,7 @@ class QNode(PennyLaneQNodeFace):
 
     def _record(self, args, kwargs) -> tuple[qml.tape.QuantumScript, object]:
         """The function's operators and measurements as recorded (lazy parameters unresolved), and its result."""
-        with RecordingQueue() as q:
+        with fast_gates(), RecordingQueue() as q:
             out = self.func(*args, **kwargs)
         tape = q.tape()
         if isinstance(out, MeasurementProcess):
