@@ -79,10 +79,3 @@ class CallArgs:
             values[i] = t
         return values[: self.n_args], dict(zip(self.names, values[self.n_args :]))
 
-
-def shaped_like(result, out):
-    """A one-tape ``result`` in the container the quantum function returned (``out``): a tuple or list of
-    measurements, or the single measurement's value."""
-    if isinstance(out, (list, tuple)):
-        return type(out)((result,) if len(out) == 1 else result)
-    return result

@@ -30,7 +30,8 @@ from collections import OrderedDict
 
 import torch
 
-from ._call_args import CallArgs, shaped_like
+from ._call_args import CallArgs
+from ._returns import shaped_like
 from ._static_lazy import lazy_trace
 from ..interfaces._compile import quantum_boundary
 from .._variant import Gather, Variant, tape_parameters
@@ -172,7 +173,7 @@ def _run(qnode, trace: _Trace, call: CallArgs):
     (result,) = run_prepared(
         variants, trace.post, qnode.device, qnode.diff_method, qnode.gradient_device, result_device=call.device
     )
-    return shaped_like(result, trace.out)
+    return shaped_like(result, trace.out)  # (a static trace is made of analytic tapes only)
 
 
 __all__ = ["StaticCache", "StaticStructureWarning", "STATIC_VERIFY_EVERY", "fingerprint"]

@@ -109,7 +109,8 @@ def run_pipeline(qnode: PennyLaneQNodeFace, tape: qml.tape.QuantumScript, out, a
         (result,) = post(tapes)
         return result
     (result,) = post(tuple(run(list(tapes))))
-    return _to_qfunc_output_type(result, out, tape.shots.has_partitioned_shots)
+    shots = tape.shots if tape.shots else getattr(qnode.device, "shots", tape.shots)  # the device's, where the tape has none
+    return _to_qfunc_output_type(result, out, shots.has_partitioned_shots)
 
 
 __all__ = ["PennyLaneQNodeFace", "run_pipeline"]

@@ -10,13 +10,13 @@ import pennylane as qml
 from pennylane.measurements import MeasurementProcess
 from pennylane.transforms.core import CompilePipeline
 
-from ._call_args import shaped_like
 from ._capture import capture_graphs, qnode_call, replaying
 from ._functorch import call_under_transforms, transforms_active
 from . import _lazy, _lazy_arguments
 from ._lazy_resolve import measured_proxies, resolve
 from ._fast_operators import fast_gates
 from ._recording_queue import RecordingQueue
+from ._returns import returned_measurements, shaped_like
 from ..devices._collector import collector_paused
 from ..interfaces._compile import quantum_boundary
 from ._transforms import PennyLaneQNodeFace, run_pipeline
@@ -152,13 +152,11 @@ class QNode(PennyLaneQNodeFace):
         with fast_gates(), RecordingQueue() as q:
             out = self.func(*args, **kwargs)
         tape = q.tape()
-        if isinstance(out, MeasurementProcess):
-            measurements = [out]
-        elif isinstance(out, (list, tuple)) and all(isinstance(m, MeasurementProcess) for m in out):
-            measurements = list(out)
-        else:
+        measurements = returned_measurements(out)
+        if measurements is None:
             raise TypeError(
-                f"A qhybrid qnode must return a measurement or a list/tuple of measurements, got {type(out).__name__}."
+                "A qhybrid qnode must return a measurement, a list or tuple of measurements, or a dict or nested "
+                f"lists of them (as PennyLane's QNode), got {type(out).__name__}: {out!r:.200}."
             )
         if measurements != list(tape.measurements):
             tape = tape.copy(measurements=measurements)
@@ -187,7 +185,7 @@ class QNode(PennyLaneQNodeFace):
     def _shaped(self, tape, out, args, kwargs):
         """The result of a recorded ``tape``, shaped like ``out`` (what the function returned)."""
         (result,) = self._execute([tape], args, kwargs)
-        return shaped_like(result, out)
+        return shaped_like(result, out, (tape.shots or self.device.shots).has_partitioned_shots)
 
     def _execute(self, tapes, args, kwargs) -> tuple:
         return execute(
