@@ -98,6 +98,8 @@ def _made(cls, args: tuple, kwargs: dict, num_params: int, num_wires: int, recip
             return None
         wire_arg = args[-1]
         params = args[:-1]
+    if wire_arg is None:  # PennyLane's "Must specify the wires" error
+        return None
     for p in params:
         if isinstance(p, (list, tuple)):  # PennyLane makes these arrays
             return None

@@ -164,6 +164,14 @@ class QNode(PennyLaneQNodeFace):
 
     @quantum_boundary
     def __call__(self, *args, **kwargs):
+        if qml.QueuingManager.recording():
+            # called inside another quantum function: what this call makes (its tape's copies, the device's
+            # decompositions) is not the caller's to queue, as with PennyLane's QNode
+            with qml.QueuingManager.stop_recording():
+                return self._call(args, kwargs)
+        return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
         if transforms_active():  # torch.func: one autograd Function over the call, see _functorch
             return call_under_transforms(self, args, kwargs)
         if replaying(self._graphs):  # capture="cuda-graph": replay

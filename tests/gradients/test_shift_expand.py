@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import qhybrid
+from qhybrid.errors import GradientError
 from qhybrid.gradients.shift_expand import expanded_for_shift_rules
 
 TOL = 1e-10
@@ -63,3 +64,27 @@ def test_templates_the_device_decomposes_are_left_to_it():
     from qhybrid.devices.tensornet.plugin.preprocess import runs_whole
 
     assert expanded_for_shift_rules(tape, runs_whole(dev)) is tape
+
+
+def _controlled_u3(x):
+    qml.ctrl(qml.U3, control=1)(x, x, 0.3, wires=0)
+    qml.Hadamard(1)
+    qml.CRX(x, wires=[1, 0])
+    return qml.expval(qml.Z(0) @ qml.X(1))
+
+
+def test_a_controlled_gate_with_a_batch_of_one_is_named_not_crashed():
+    """PennyLane's ``Controlled.has_decomposition`` (and its decomposition) index a batch of one as the matrix
+    (an IndexError out of parameter-shift's expansion): the value runs, the gradient names the gate; a batch of two
+    decomposes and matches default.qubit."""
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method="parameter-shift")(_controlled_u3)
+    ref = qml.QNode(_controlled_u3, qml.device("default.qubit", wires=2), interface="torch")
+    x = torch.tensor([0.4, 1.0], dtype=torch.float64, requires_grad=True)
+    got, want = ours(x), ref(x)
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    torch.testing.assert_close(torch.autograd.grad(got.sum(), x)[0], torch.autograd.grad(want.sum(), x)[0], atol=TOL, rtol=0)
+    one = torch.tensor([0.4], dtype=torch.float64, requires_grad=True)
+    got = ours(one)
+    torch.testing.assert_close(got, ref(one), atol=TOL, rtol=0)
+    with pytest.raises(GradientError, match=r"C\(U3\)"):
+        torch.autograd.grad(got.sum(), one)

@@ -103,6 +103,8 @@ def test_a_bool_label_and_an_int_label_stay_apart():
         (lambda: qml.IsingZZ(0.3, wires=[2, 2]), "Wires must be unique"),
         (lambda: qml.RX(0.1, 0.2, wires=0), None),
         (lambda: qml.Rot(0.1, wires=0), None),
+        (lambda: qml.RX(0.1, wires=None), "Must specify the wires"),
+        (lambda: qml.Hadamard(None), "Must specify the wires"),
     ],
 )
 def test_pennylanes_errors_stand(make, message):

@@ -15,6 +15,7 @@ import pennylane as qml
 import torch
 from pennylane.ops.op_math import Evolution
 
+from .._constants import literal
 from ._excitation_gates import TWO_LEVEL, excitation_matrix
 
 _Builder = Callable[[Sequence[torch.Tensor]], tuple[list, list]]
@@ -140,6 +141,8 @@ def typed_tensor(p, dtype: torch.dtype, device) -> torch.Tensor:
     """
     if isinstance(p, torch.Tensor):
         return p.to(device=device, dtype=dtype)
+    if type(p) is float or type(p) is int:  # a constant angle: made once per device, no host data a step
+        return literal(p, device, dtype)
     return torch.as_tensor(p, dtype=dtype, device=device)
 
 

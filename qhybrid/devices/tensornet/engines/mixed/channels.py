@@ -87,8 +87,11 @@ def check_channel(op: qml.operation.Operator) -> None:
             )
         return
     data = op.data
+    if any(isinstance(p, torch.Tensor) for p in data):
+        _check_tensor_strengths(op)
+        return
     if not data or not all(isinstance(p, (numbers.Real, np.ndarray, np.generic)) and np.ndim(p) == 0 for p in data):
-        return  # tensors (and autograd's traced boxes) are not read
+        return  # autograd's traced boxes are not read
     key = (op.name, tuple(float(p) for p in data), repr(op.hyperparameters))
     if key in _CHECKED:
         return
@@ -102,6 +105,61 @@ def check_channel(op: qml.operation.Operator) -> None:
     if len(_CHECKED) > _CHECKED_MAX:
         _CHECKED.clear()
     _CHECKED.add(key)
+
+
+_UNIT = "must be in the interval [0,1]"
+_RANGES: dict[str, Callable] = {
+    "AmplitudeDamping": lambda g: [((g >= 0) & (g <= 1), f"gamma {_UNIT}")],
+    "PhaseDamping": lambda g: [((g >= 0) & (g <= 1), f"gamma {_UNIT}")],
+    "GeneralizedAmplitudeDamping": lambda g, p: [((g >= 0) & (g <= 1), f"gamma {_UNIT}"), ((p >= 0) & (p <= 1), f"p {_UNIT}")],
+    "DepolarizingChannel": lambda p: [((p >= 0) & (p <= 1), f"p {_UNIT}")],
+    "BitFlip": lambda p: [((p >= 0) & (p <= 1), f"p {_UNIT}")],
+    "PhaseFlip": lambda p: [((p >= 0) & (p <= 1), f"p {_UNIT}")],
+    "PauliError": lambda p: [((p >= 0) & (p <= 1), f"p {_UNIT}")],
+    "ResetError": lambda p0, p1: [
+        ((p0 >= 0) & (p0 <= 1), f"p_0 {_UNIT}"),
+        ((p1 >= 0) & (p1 <= 1), f"p_1 {_UNIT}"),
+        ((p0 + p1 >= 0) & (p0 + p1 <= 1), f"p_0 + p_1 {_UNIT}"),
+    ],
+    "ThermalRelaxationError": lambda pe, t1, t2, tg: [
+        ((pe >= 0) & (pe <= 1), "pe must be between 0 and 1"),
+        (t1 > 0, "T_1 must be positive"),
+        (t2 > 0, "T_2 must be positive"),
+        (t2 <= 2 * t1, "T_2 must be at most 2 * T_1"),
+        (tg >= 0, "the gate time tg must not be negative"),
+    ],
+}  # fmt: skip
+"""PennyLane's ranges of each channel's strengths (its ``kraus_matrices`` checks), written for numbers and tensors."""
+
+
+def _check_tensor_strengths(op: qml.operation.Operator) -> None:
+    """A channel with tensor strengths checked where they live: ONE ``_assert_async`` of every range (no host read;
+    on a CPU it raises here, on a GPU the failure is the device's assert at the next synchronisation). Number
+    strengths beside them are checked at once. Inside torch.func transforms (vmap over the strengths) torch has
+    no batching rule for the assert: not checked there."""
+    ranges = _RANGES.get(op.name)
+    if ranges is None:
+        return
+    pending, messages = [], []
+    for holds, message in ranges(*op.data):
+        if isinstance(holds, torch.Tensor):
+            pending.append(holds)
+            messages.append(message)
+        elif not holds:
+            raise ValueError(f"{op.name} on wires {op.wires.tolist()} is not a channel: {message}. Give it a valid strength.")
+    if not pending or any(torch._C._functorch.is_functorch_wrapped_tensor(h) for h in pending):
+        return
+    message = (
+        f"{op.name} on wires {op.wires.tolist()} is not a channel: {'; '.join(messages)} (a tensor strength is "
+        "checked on its device, without reading it). Give it a valid strength."
+    )
+    holds = reduce(torch.logical_and, pending)
+    try:
+        torch._assert_async(holds, message)
+    except RuntimeError as e:  # (a CPU tensor: raised here, as torch's RuntimeError)
+        if message in str(e):
+            raise ValueError(message) from None
+        raise
 
 
 def is_channel(op: qml.operation.Operator) -> bool:
