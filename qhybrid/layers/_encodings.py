@@ -12,6 +12,8 @@ from typing import Literal, Sequence
 import pennylane as qml
 import torch
 
+from ..devices._device_assert import assert_on_device
+
 EncodingName = Literal["angle", "amplitude", "iqp"]
 """The encodings a layer offers by name."""
 
@@ -113,8 +115,8 @@ def amplitude_state(features: torch.Tensor, n_qubits: int) -> torch.Tensor:
     if pad:
         features = torch.nn.functional.pad(features, (0, pad))
     norm = torch.linalg.vector_norm(features, dim=-1, keepdim=True)
-    if bool((norm == 0).any()):
-        raise ValueError("amplitude encoding got an all-zero feature vector, which has no normalised state.")
+    # checked where the features live: a read to the host every call would stop a captured step
+    assert_on_device(norm != 0, "amplitude encoding got an all-zero feature vector, which has no normalised state.")
     return features / norm
 
 

@@ -9,6 +9,7 @@ from typing import Any, Literal, Sequence
 import torch
 from torch import nn
 
+from ..devices._device_assert import assert_on_device
 from ..typing import DiffMethod
 from ._graph_circuits import qaoa_template, qgnn_template
 from ._graph_input import Graph, as_graph
@@ -338,8 +339,8 @@ def _real_tensor(t, name: str) -> torch.Tensor:
         t = torch.as_tensor(t)
     if t.is_complex() or not (t.is_floating_point() or t.dtype in (torch.int32, torch.int64)):
         raise TypeError(f"{name} must be a real tensor, got dtype {t.dtype}.")
-    if not bool(torch.isfinite(t.detach()).all()):
-        raise ValueError(f"{name} holds NaN or inf; clean it (e.g. torch.nan_to_num) before the layer.")
+    # checked where the tensor lives (no host read a call: a captured step may hold it)
+    assert_on_device(torch.isfinite(t.detach()), f"{name} holds NaN or inf; clean it (e.g. torch.nan_to_num) before the layer.")
     return t
 
 

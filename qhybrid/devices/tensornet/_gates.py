@@ -7,6 +7,7 @@ that asks PennyLane for the matrix. Fixed gates are built once per dtype and dev
 
 from __future__ import annotations
 
+import collections
 import functools
 from typing import Callable, Sequence
 
@@ -143,6 +144,8 @@ def typed_tensor(p, dtype: torch.dtype, device) -> torch.Tensor:
         return p.to(device=device, dtype=dtype)
     if type(p) is float or type(p) is int:  # a constant angle: made once per device, no host data a step
         return literal(p, device, dtype)
+    if isinstance(p, np.generic) and p.dtype.kind in "fiub":  # its exact value as a Python number (float32 widened)
+        return literal(p.item(), device, dtype)
     return torch.as_tensor(p, dtype=dtype, device=device)
 
 
@@ -212,8 +215,41 @@ def rebound(op: qml.operation.Operator, params: list) -> qml.operation.Operator:
     return qml.ops.functions.bind_new_parameters(op, params)
 
 
+_VALUED: collections.OrderedDict = collections.OrderedDict()
+_VALUED_MAX = 4096
+_VALUED_MAX_ELEMENTS = 1 << 12
+
+
+def _value_key(p):
+    """A hashable key of a constant parameter's value (a number, or a small numpy array), None otherwise."""
+    if type(p) in (float, int, complex) or isinstance(p, np.generic):
+        return (type(p), repr(p))
+    if isinstance(p, np.ndarray) and p.size <= _VALUED_MAX_ELEMENTS:
+        return (p.shape, p.dtype.str, p.tobytes())
+    return None
+
+
 def generic_matrix(op: qml.operation.Operator, params: Sequence, dtype, device) -> torch.Tensor:
-    """Matrix of any operator that has one, with ``params`` in place of its data (kept differentiable)."""
+    """Matrix of any operator that has one, with ``params`` in place of its data (kept differentiable). With constant
+    parameters only (``PauliRot(0.3, "XY")``, a numpy ``QubitUnitary``) the matrix is made once per value, dtype and
+    device (a tensor made from the host's numbers every step is host data: no CUDA graph captures it); never
+    write it."""
+    keys = [_value_key(p) for p in params]
+    if params and all(k is not None for k in keys):
+        hyper = repr(op.hyperparameters) if op.hyperparameters else ""
+        key = (type(op), op.name, len(op.wires), hyper, tuple(keys), dtype, str(device))
+        hit = _VALUED.get(key)
+        if hit is None:
+            hit = _VALUED[key] = _generic_matrix(op, params, dtype, device)
+            if len(_VALUED) > _VALUED_MAX:
+                _VALUED.popitem(last=False)
+        else:
+            _VALUED.move_to_end(key)
+        return hit
+    return _generic_matrix(op, params, dtype, device)
+
+
+def _generic_matrix(op: qml.operation.Operator, params: Sequence, dtype, device) -> torch.Tensor:
     if any(isinstance(p, torch.Tensor) for p in params):
         # PennyLane's matrices cannot mix numpy and torch (U3(x, 0.0, y)), and torch would take an integer
         # angle's cos in its default dtype: numbers join as tensors of our precision
@@ -252,12 +288,27 @@ def _element(p, op, k, b):
     return p[b] if qml.math.ndim(p) > op.ndim_params[k] else p
 
 
+def constant_tensor(p, dtype, device) -> torch.Tensor:
+    """``typed_tensor(p, ...)``, made once per value where ``p`` is a number or a small numpy array (an observable's
+    matrix, a prepared state): no host data a step. Never write it."""
+    key = None if isinstance(p, torch.Tensor) else _value_key(p)
+    if key is None:
+        return typed_tensor(p, dtype, device)
+    key = ("tensor", key, dtype, str(device))
+    hit = _VALUED.get(key)
+    if hit is None:
+        hit = _VALUED[key] = typed_tensor(p, dtype, device)
+        if len(_VALUED) > _VALUED_MAX:
+            _VALUED.popitem(last=False)
+    return hit
+
+
 def state_vector(op: qml.operation.Operator, params: Sequence, dtype, device) -> torch.Tensor:
     """State of a StatePrep / BasisState on its own wires, shape ``[batch?] + [2] * len(wires)``."""
     if any(p is not q for p, q in zip(params, op.data)):
         op = qml.ops.functions.bind_new_parameters(op, list(params))
     vec = op.state_vector(wire_order=op.wires)
-    return typed_tensor(vec, dtype, device)
+    return constant_tensor(vec, dtype, device)
 
 
 def global_phase(params: Sequence, dtype, device) -> torch.Tensor:

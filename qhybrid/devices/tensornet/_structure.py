@@ -60,6 +60,27 @@ UNITARY_BY_CONSTRUCTION = frozenset({"DrawnUnitary"})
 does not check their values (a host read a step), as it does a user's ``QubitUnitary``."""
 
 
+_NON_UNITARY_SHAPES = frozenset({"Sum", "SProd", "Exp", "Hamiltonian", "LinearCombination"})
+"""Composites whose matrix is unitary only for some data (``qml.exp(X, 0.5)``, ``qml.sum(X, Y)`` as a gate)."""
+
+
+def may_be_non_unitary(op: Operator) -> bool:
+    """Whether ``op``'s matrix may fail to be unitary: it holds a user's matrix (``QubitUnitary``, ...) or is a sum,
+    scaled operator or exponential, here or inside it (an ``Adjoint``'s base, a ``Prod``'s factors). PennyLane's
+    named gates with real angles, and products, adjoints, powers and controls of them, are unitary by construction:
+    a run does not read their matrices back to check (a host read a step).
+
+    >>> may_be_non_unitary(qml.adjoint(qml.RX(0.3, 0))), may_be_non_unitary(qml.ctrl(qml.QubitUnitary(qml.math.eye(2), 0), 1))
+    (False, True)
+    """
+    if op.name in COMPLEX_DATA_OPS and op.name not in UNITARY_BY_CONSTRUCTION or type(op).__name__ in _NON_UNITARY_SHAPES:
+        return True
+    base = getattr(op, "base", None)
+    if isinstance(base, Operator) and may_be_non_unitary(base):
+        return True
+    return any(may_be_non_unitary(o) for o in getattr(op, "operands", ()) or () if isinstance(o, Operator))
+
+
 def _check_real(op: Operator) -> None:
     if op.name in COMPLEX_DATA_OPS:
         return

@@ -21,7 +21,7 @@ from pennylane.measurements import (
 
 from ....errors import UnsupportedOperationError
 from ..._constants import literal
-from .._gates import typed_tensor
+from .._gates import constant_tensor
 from .pauli_tables import pauli_expval, pauli_table
 
 SIGN_MATRIX_MAX_ELEMENTS = 1 << 22
@@ -85,7 +85,7 @@ class StateReader:
 
     def apply_matrix(self, psi: torch.Tensor, matrix, wires: Sequence) -> torch.Tensor:
         k = len(wires)
-        m = typed_tensor(matrix, psi.dtype, psi.device)
+        m = constant_tensor(matrix, psi.dtype, psi.device)
         batched = m.ndim == 3
         axes = [self.axis(w) for w in wires]
         if batched:

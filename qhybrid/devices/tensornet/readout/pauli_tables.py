@@ -42,6 +42,7 @@ TABLES_KEPT = 32
 """Pauli tables remembered by their sentence's words (least recently used dropped)."""
 
 _TABLES: OrderedDict = OrderedDict()
+_BY_ID: OrderedDict = OrderedDict()
 
 
 class PauliTable:
@@ -225,16 +226,24 @@ def pauli_table(ps, positions: dict, z_only: bool = False) -> PauliTable | None:
     words."""
     n = len(positions)
     wires = tuple(positions.items())
-    hit = _TABLES.get(("id", id(ps), wires, z_only))
+    by_id = ("id", id(ps), wires, z_only)
+    hit = _BY_ID.get(by_id)
     if hit is not None and hit[0] is ps:
         return hit[1]
     key = (tuple(ps), wires, z_only)
     table = _TABLES.get(key)
-    if table is None and table_applies(ps, n, z_only):
-        table = _TABLES[key] = PauliTable(ps, positions, n)
-    _TABLES[("id", id(ps), wires, z_only)] = (ps, table)  # the sentence is held: its id is not reused meanwhile
-    while len(_TABLES) > TABLES_KEPT:
-        _TABLES.popitem(last=False)
+    if table is None:
+        if table_applies(ps, n, z_only):
+            table = _TABLES[key] = PauliTable(ps, positions, n)
+            while len(_TABLES) > TABLES_KEPT:
+                _TABLES.popitem(last=False)
+    else:
+        _TABLES.move_to_end(key)
+    # the sentence is held: its id is not reused meanwhile. Apart from the tables: a step whose sentences are new
+    # objects (a tape rebuilt every call) adds one a call, and those evicted the tables themselves every 32 steps
+    _BY_ID[by_id] = (ps, table)
+    while len(_BY_ID) > TABLES_KEPT:
+        _BY_ID.popitem(last=False)
     return table
 
 

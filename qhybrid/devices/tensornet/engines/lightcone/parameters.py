@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from ...._constants import literal
+from ..._gates import typed_tensor
 from ..._values import _differences
 
 
@@ -28,8 +30,8 @@ def parameter_rows(structure, rows: int, group, values) -> torch.Tensor:
     diff = {j: r for j, r in _differences(group).items() if j < n}
     table = base.expand(rows, *base.shape)
     if diff:
-        r_idx = torch.tensor([r for j in diff for r in diff[j]], device=device)
-        k_idx = torch.tensor([j for j in diff for _ in diff[j]], device=device)
+        r_idx = literal(tuple(r for j in diff for r in diff[j]), device, torch.long)  # (once per device)
+        k_idx = literal(tuple(j for j in diff for _ in diff[j]), device, torch.long)
         vals = [scalar(group[r].params[j], real, device) for j in diff for r in diff[j]]
         if batch is not None:
             vals = [v.expand(batch) if v.ndim == 0 else v for v in vals]
@@ -91,9 +93,10 @@ def row_sources(structure, rows: int, group) -> torch.Tensor | None:
 
 
 def scalar(p, real, device) -> torch.Tensor:
+    """``p`` as a tensor of ``real`` on ``device``; a constant (a Python or numpy number) made once per device."""
     if isinstance(p, torch.Tensor):
         return p if p.dtype == real and p.device == device else p.to(device=device, dtype=real)
-    return torch.as_tensor(p, dtype=real, device=device)
+    return typed_tensor(p, real, device)
 
 
 __all__ = ["parameter_rows", "row_sources", "scalar"]

@@ -31,7 +31,7 @@ from .coefficients import data_map
 from .parameters import parameter_rows, row_sources, scalar
 from .cones import cone_slots, make_cone
 from .shared import BY_VALUES, member_groups, run_distinct
-from ...._constants import on_device
+from ...._constants import literal, on_device
 from .closed_classes import run_together
 from .preplan import plan_closed_classes
 from ..network.tree_grad import KeptBudget
@@ -285,7 +285,8 @@ class ConeProgram:
                 vec = torch.zeros(n_terms, dtype=values.real_dtype, device=values.device)
                 if coeffs:
                     cs = torch.stack([scalar(c, values.real_dtype, values.device) for c in coeffs])
-                    vec = vec.index_put((torch.tensor(index, device=values.device),), cs, accumulate=True)
+                    at = literal(tuple(index), values.device, torch.long)  # (once per device)
+                    vec = vec.index_put((at,), cs, accumulate=True)
                 per.append((vec, constant))
             out.append(per)
         if cacheable:

@@ -19,6 +19,7 @@ import pennylane as qml
 import torch
 
 from ...._constants import literal
+from ...._device_assert import assert_on_device
 
 CHANNEL_NAMES = frozenset(
     {
@@ -153,13 +154,7 @@ def _check_tensor_strengths(op: qml.operation.Operator) -> None:
         f"{op.name} on wires {op.wires.tolist()} is not a channel: {'; '.join(messages)} (a tensor strength is "
         "checked on its device, without reading it). Give it a valid strength."
     )
-    holds = reduce(torch.logical_and, pending)
-    try:
-        torch._assert_async(holds, message)
-    except RuntimeError as e:  # (a CPU tensor: raised here, as torch's RuntimeError)
-        if message in str(e):
-            raise ValueError(message) from None
-        raise
+    assert_on_device(reduce(torch.logical_and, pending), message)
 
 
 def is_channel(op: qml.operation.Operator) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
 from ...._threads import threads_for
 from ...._constants import on_device
@@ -28,10 +29,20 @@ def np_unitary(m: np.ndarray) -> bool:
     return bool(np.allclose(m @ m.conj().T, np.eye(len(m)), atol=1e-12, rtol=0))
 
 
+_CHECKED: WeakIdKeyDictionary = WeakIdKeyDictionary()
+"""Matrices found unitary or not, with the version they had (a constant matrix is made once per value: read once)."""
+
+
 def is_unitary(m: torch.Tensor) -> bool:
-    m = m.detach()
-    eye = torch.eye(m.shape[-1], dtype=m.dtype, device=m.device)
-    return float((torch.matmul(m, m.mH) - eye).abs().max()) <= UNITARY_ATOL.get(m.dtype, 1e-5)
+    seen = _CHECKED.get(m)
+    if seen is not None and seen[0] == m._version:
+        return seen[1]
+    d = m.detach()
+    eye = torch.eye(d.shape[-1], dtype=d.dtype, device=d.device)
+    found = float((torch.matmul(d, d.mH) - eye).abs().max()) <= UNITARY_ATOL.get(d.dtype, 1e-5)
+    if not m.requires_grad:  # (a trainable one is new every step)
+        _CHECKED[m] = (m._version, found)
+    return found
 
 
 class AdjointProgram(torch.autograd.Function):

@@ -19,6 +19,7 @@ from typing import Sequence
 
 import torch
 
+from ...._constants import literal
 from ..._gates import fast_matrix
 
 _HALF = (math.pi, 0.5)
@@ -76,7 +77,8 @@ def build_stacked(name: str, stacked: torch.Tensor, dtype, device, with_derivati
     dm = every[1:]
     if fixed:
         dm = dm.clone()
-        dm[..., fixed, fixed] -= 1
+        at = literal(fixed, dm.device, torch.long)  # (a Python list index is host data a step)
+        dm[..., at, at] -= 1
     if factor != 1.0:
         dm = dm * factor
     return every[0], dm
