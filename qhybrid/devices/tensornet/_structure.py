@@ -60,25 +60,60 @@ UNITARY_BY_CONSTRUCTION = frozenset({"DrawnUnitary"})
 does not check their values (a host read a step), as it does a user's ``QubitUnitary``."""
 
 
-_NON_UNITARY_SHAPES = frozenset({"Sum", "SProd", "Exp", "Hamiltonian", "LinearCombination"})
-"""Composites whose matrix is unitary only for some data (``qml.exp(X, 0.5)``, ``qml.sum(X, Y)`` as a gate)."""
+_NOT_UNITARY_KINDS = frozenset(
+    {"SProd", "Sum", "Exp", "LinearCombination", "Hamiltonian", "Hermitian", "Projector", "BasisStateProjector",
+     "StateVectorProjector"}
+)  # fmt: skip
+"""Operators whose matrix, used as a gate, is unitary only for some data (``qml.s_prod(1.5, X)``, ``qml.exp(X, 0.3)``)
+or never (a projector). ``Evolution`` (``exp(-i t H)``, H Hermitian) is unitary."""
+_WRAPPERS = (qml.ops.op_math.Adjoint, qml.ops.op_math.Pow, qml.ops.op_math.Controlled, qml.ops.op_math.Prod)
+"""Operators unitary where what they wrap is (an adjoint, power, control or product of unitaries)."""
 
 
 def may_be_non_unitary(op: Operator) -> bool:
-    """Whether ``op``'s matrix may fail to be unitary: it holds a user's matrix (``QubitUnitary``, ...) or is a sum,
-    scaled operator or exponential, here or inside it (an ``Adjoint``'s base, a ``Prod``'s factors). PennyLane's
-    named gates with real angles, and products, adjoints, powers and controls of them, are unitary by construction:
-    a run does not read their matrices back to check (a host read a step).
+    """Whether ``op``'s matrix may fail to be unitary: a user's matrix (``QubitUnitary``, ...), a sum, scaled operator,
+    exponential or projector used as a gate, or an adjoint, power, control or product of one. PennyLane's named gates
+    and templates are unitary: their matrices are neither built nor read back to check them (a host read a step,
+    and a template's matrix on many wires does not fit in memory).
 
     >>> may_be_non_unitary(qml.adjoint(qml.RX(0.3, 0))), may_be_non_unitary(qml.ctrl(qml.QubitUnitary(qml.math.eye(2), 0), 1))
     (False, True)
     """
-    if op.name in COMPLEX_DATA_OPS and op.name not in UNITARY_BY_CONSTRUCTION or type(op).__name__ in _NON_UNITARY_SHAPES:
+    if op.name in UNITARY_BY_CONSTRUCTION:
+        return False
+    if op.name in COMPLEX_DATA_OPS or type(op).__name__ in _NOT_UNITARY_KINDS:
         return True
-    base = getattr(op, "base", None)
-    if isinstance(base, Operator) and may_be_non_unitary(base):
+    if isinstance(op, _WRAPPERS):
+        parts = [op.base] if hasattr(op, "base") else list(getattr(op, "operands", ()) or ())
+        return any(may_be_non_unitary(p) for p in parts if isinstance(p, Operator))
+    return False
+
+
+_NAMED_GATE_MODULES = frozenset(
+    {"pennylane.ops.qubit.parametric_ops_single_qubit", "pennylane.ops.qubit.parametric_ops_multi_qubit",
+     "pennylane.ops.qubit.parametric_ops_controlled", "pennylane.ops.qubit.non_parametric_ops",
+     "pennylane.ops.qubit.qchem_ops", "pennylane.ops.qubit.arithmetic_ops", "pennylane.ops.qubit.special_unitary",
+     "pennylane.ops.op_math.controlled_ops", "pennylane.ops.identity", "pennylane.ops.op_math.evolution"}
+)  # fmt: skip
+"""PennyLane's named gates (and ``exp(-i t H)``): unitary for every real angle, their matrices built so."""
+
+
+def unitary_by_kind(op: Operator) -> bool:
+    """Whether ``op`` is unitary whatever its values: one of PennyLane's named gates, or an adjoint, power, control or
+    product of them. Anything else (a user's matrix, a class of the user's own) has its matrix checked where a run
+    relies on unitarity (the adjoint walk).
+
+    >>> unitary_by_kind(qml.adjoint(qml.U3(0.1, 0.2, 0.3, 0))), unitary_by_kind(qml.QubitUnitary(qml.math.eye(2), 0))
+    (True, False)
+    """
+    if op.name in UNITARY_BY_CONSTRUCTION:
         return True
-    return any(may_be_non_unitary(o) for o in getattr(op, "operands", ()) or () if isinstance(o, Operator))
+    if op.name in COMPLEX_DATA_OPS or type(op).__name__ in _NOT_UNITARY_KINDS:
+        return False
+    if isinstance(op, _WRAPPERS) and type(op).__module__ not in _NAMED_GATE_MODULES:
+        parts = [op.base] if hasattr(op, "base") else list(getattr(op, "operands", ()) or ())
+        return bool(parts) and all(isinstance(p, Operator) and unitary_by_kind(p) for p in parts)
+    return type(op).__module__ in _NAMED_GATE_MODULES
 
 
 def _check_real(op: Operator) -> None:

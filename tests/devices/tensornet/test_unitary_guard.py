@@ -1,4 +1,5 @@
-"""A user matrix that is not unitary (``readout/identity_terms.py``, ``engines/lightcone/unitary_guard.py``):
+"""A user matrix (or an operator used as a gate: a scaled operator, an exponential) that is not unitary
+(``readout/identity_terms.py``, ``engines/lightcone/unitary_guard.py``):
 default.qubit's numbers (the unnormalised state's ``<psi|O|psi>``, identity terms times the norm) on few wires and
 on 20, where the circuit runs as one state vector, or a refusal naming the matrix where that state does not fit;
 unitary matrices keep the wide engines."""
@@ -36,6 +37,11 @@ def _circuit(n, matrix_op):
 NON_UNITARY = {
     "QubitUnitary": lambda: qml.QubitUnitary(np.array([[1.0, 0.5], [0.0, 0.7]]), wires=0),
     "ControlledQubitUnitary": lambda: qml.ControlledQubitUnitary(np.array([[0.6, 0.0], [0.3, 1.4]]), wires=[1, 0]),
+    # operators used as gates that are not unitary, though no matrix is their data (``_structure.may_be_non_unitary``):
+    # their identity terms were read as 1, not as the norm (2.25 for s_prod(1.5, X))
+    "Exp": lambda: qml.exp(qml.X(0), 0.3),
+    "SProd": lambda: qml.s_prod(1.5, qml.X(0)),
+    "Prod": lambda: qml.prod(qml.RX(0.2, 1), qml.s_prod(0.5, qml.Z(0))),
 }
 
 
@@ -100,3 +106,39 @@ def test_a_tape_measuring_identity_terms_alone_reads_the_norm(matrix, diff_metho
         torch.testing.assert_close(a, b, atol=TOL, rtol=0)
     g, h = (torch.autograd.grad(sum(r.sum() for r in out), t, allow_unused=True)[0] for out, t in ((got, x), (want, y)))
     torch.testing.assert_close(torch.zeros_like(x) if g is None else g, torch.zeros_like(y) if h is None else h, atol=TOL, rtol=0)
+
+
+class _Shrink(qml.operation.Operation):
+    """A user's own gate whose matrix is not unitary (no PennyLane class checks it)."""
+
+    num_wires = 1
+    num_params = 1
+    grad_method = None
+
+    @staticmethod
+    def compute_matrix(t):
+        c = qml.math.cos(t)
+        return qml.math.stack([qml.math.stack([c, 0.3 * c]), qml.math.stack([0.0 * c, 0.8 + 0.0 * c])])
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "backprop"])
+def test_a_gate_class_of_the_users_own_is_checked_for_unitarity(diff_method):
+    """Only PennyLane's named gates skip the unitarity check (a host read a step): a class of the user's own whose
+    matrix is not unitary takes torch's reverse mode, not the adjoint walk, and its gradient is default.qubit's."""
+
+    def circuit(w):
+        qml.RY(w[0], 0)
+        _Shrink(w[1], wires=0)
+        qml.CNOT([0, 1])
+        qml.RX(w[2], 1)
+        return qml.expval(qml.Z(0)), qml.expval(qml.Z(0) @ qml.X(1))
+
+    w = torch.tensor([0.7, -0.4, 1.2], dtype=torch.float64)
+    a, b = w.clone().requires_grad_(), w.clone().requires_grad_()
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=diff_method)(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")
+    got, want = torch.stack(ours(a)), torch.stack(ref(b))
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    (got * torch.tensor([1.0, -0.5])).sum().backward()
+    (want * torch.tensor([1.0, -0.5])).sum().backward()
+    torch.testing.assert_close(a.grad, b.grad, atol=TOL, rtol=0)

@@ -21,11 +21,14 @@ import pennylane as qml
 from pennylane.measurements import ExpectationMP
 from pennylane.tape import QuantumScript
 
+from .._structure import may_be_non_unitary
+
 USER_MATRIX_OPS = frozenset({"QubitUnitary", "ControlledQubitUnitary", "DiagonalQubitUnitary"})
 """Operators whose matrices are the user's data (PennyLane's named gates are unitary for every angle)."""
 
 NORM_CHANGING_OPS = USER_MATRIX_OPS | {"Projector"}
-"""Operators that may leave the state unnormalised: user matrices, and postselection's projectors."""
+"""Operators that may leave the state unnormalised: user matrices, and postselection's projectors (and any other
+operator ``_structure.may_be_non_unitary`` names: a sum, scaled operator or exponential used as a gate)."""
 
 
 def without_identity(obs) -> tuple:
@@ -65,7 +68,7 @@ def _first(results):
 def identity_terms_by_norm(tape: QuantumScript):
     """``tape`` with its expectations' identity terms read as their coefficients times the state's norm, where a
     user's matrix may make the state unnormalised (exact tapes only)."""
-    if tape.shots or not any(op.name in NORM_CHANGING_OPS for op in tape.operations):
+    if tape.shots or not any(may_be_non_unitary(op) for op in tape.operations):
         return (tape,), _first
     measured, reads, changed = [], [], False
     for mp in tape.measurements:

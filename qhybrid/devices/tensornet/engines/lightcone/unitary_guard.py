@@ -20,7 +20,7 @@ import pennylane as qml
 import torch
 
 from .....errors import ContractionTooLargeError
-from ...readout.identity_terms import USER_MATRIX_OPS
+from ..._structure import may_be_non_unitary
 from ..statevector.adjoint import is_unitary
 from .choice import EngineChoice, state_side
 
@@ -29,9 +29,22 @@ def non_unitary_matrix(tape) -> str | None:
     """The first operator of ``tape`` that is not unitary, as "name on wires [...]": a postselection's projector,
     or a user matrix on its present values."""
     for op in tape.operations:
-        if op.name == "Projector" or op.name in USER_MATRIX_OPS and not is_unitary(torch.as_tensor(qml.matrix(op)).to(torch.complex128)):
+        if op.name == "Projector" or may_be_non_unitary(op) and not _unitary(op):
             return f"{op.name} on wires {op.wires.tolist()}"
     return None
+
+
+def _unitary(op) -> bool:
+    """Whether ``op`` is unitary on its present values: a wrapper (adjoint, power, control, product) where what it
+    wraps is (its own matrix may span many more wires: a control on twenty), else its matrix."""
+    if isinstance(op, (qml.ops.op_math.Adjoint, qml.ops.op_math.Pow, qml.ops.op_math.Controlled)):
+        return _unitary(op.base)
+    if isinstance(op, qml.ops.op_math.Prod):
+        return all(_unitary(o) for o in op.operands)
+    if not may_be_non_unitary(op):
+        return True
+    with torch.no_grad():
+        return is_unitary(torch.as_tensor(qml.matrix(op)).to(torch.complex128))
 
 
 def state_vector_for(odd: str, what: str, structure, lead: int, opts, words: int) -> EngineChoice:

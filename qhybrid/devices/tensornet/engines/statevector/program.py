@@ -42,7 +42,7 @@ from ...._threads import threads_for
 from . import diagonal, kernels
 from ...._constants import literal, on_device
 from ..._gates import real_gate
-from ..._structure import UNITARY_BY_CONSTRUCTION, TapeStructure, may_be_non_unitary
+from ..._structure import UNITARY_BY_CONSTRUCTION, TapeStructure, unitary_by_kind
 from .allocator import tune_allocator as _tune_allocator
 from .blocks import _Kron, _build_krons, _full_monomial, _monomial
 from .adjoint import AdjointProgram, is_unitary, np_unitary
@@ -165,7 +165,7 @@ class StateVectorProgram:
         self.user_matrices = [
             si for si, slot in enumerate(structure.slots)
             if slot.kind == "matrix" and si not in in_runs and slot.name not in UNITARY_BY_CONSTRUCTION
-            and may_be_non_unitary(tape.operations[slot.op_index])
+            and not unitary_by_kind(tape.operations[slot.op_index])
         ]  # fmt: skip
         # a gate without parameters is one of PennyLane's named gates, unitary by definition: only constant
         # matrices given as data (QubitUnitary, ...) are checked
