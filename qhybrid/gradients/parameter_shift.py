@@ -20,6 +20,7 @@ from pennylane.measurements import DensityMatrixMP, StateMP, VarianceMP
 
 from .._variant import Variant, parameter_owners
 from ..devices.tensornet._gates import rebound
+from ..devices.tensornet._structure import may_be_non_unitary
 from ..devices._constants import literal
 from ..errors import GradientError
 from ._execute import execute_variants
@@ -70,12 +71,17 @@ def _cached_rule(cls, name, k, n_wires, hyper, op) -> np.ndarray:
 def _make_rule(op, k: int) -> np.ndarray:
     if op.batch_size is not None:  # the rule of one element (PennyLane asks a broadcast Evolution's generator a bool)
         op = rebound(op, [p[0] if _is_batched(op, j, p) else p for j, p in enumerate(op.data)])
-    if op.grad_method != "A":
+    if may_be_non_unitary(op):  # (a rule from a generator, or a decomposition into rotations, assumes unitarity)
         raise GradientError(
-            f"{op.name} parameter {k} has no parameter-shift rule (grad_method={op.grad_method!r}). "
+            f"{op.name} on wires {op.wires.tolist()} is not unitary for every value of its trainable parameter {k}: "
+            "parameter-shift rules hold for unitary gates only. Use diff_method='adjoint' or 'backprop'."
+        )
+    if getattr(op, "grad_method", None) != "A":
+        raise GradientError(
+            f"{op.name} parameter {k} has no parameter-shift rule (grad_method={getattr(op, 'grad_method', None)!r}). "
             "Use diff_method='adjoint', make that parameter non-trainable, or decompose the operator."
         )
-    recipe = op.grad_recipe[k] if op.grad_recipe is not None else None
+    recipe = op.grad_recipe[k] if getattr(op, "grad_recipe", None) is not None else None
     if recipe is not None:
         return np.asarray(recipe, dtype=float).reshape(-1, 3)
     freqs = _generator_frequencies(op)
@@ -322,6 +328,7 @@ def _linear_form(tape):
     if not any(isinstance(mp, (VarianceMP, StateMP)) and not isinstance(mp, DensityMatrixMP) for mp in tape.measurements):
         return tape, [("same", m) for m in range(len(tape.measurements))], n_ops
     mps, recipe = [], []
+    unnormalised = any(may_be_non_unitary(op) for op in tape.operations)
     for mp in tape.measurements:
         if isinstance(mp, StateMP) and not isinstance(mp, DensityMatrixMP):
             raise GradientError(
@@ -330,11 +337,33 @@ def _linear_form(tape):
             )
         if isinstance(mp, VarianceMP):
             recipe.append(("var", len(mps), len(mps) + 1))
-            mps += [qml.expval(mp.obs), qml.expval(qml.prod(mp.obs, mp.obs))]
+            square = qml.prod(mp.obs, mp.obs)
+            if unnormalised:  # their identity terms are the norm, not constants (P @ P is the identity)
+                mps += [qml.expval(_as_matrix(mp.obs)), qml.expval(_as_matrix(square))]
+            else:
+                mps += [qml.expval(mp.obs), qml.expval(square)]
         else:
             recipe.append(("same", len(mps)))
             mps.append(mp)
     return tape.copy(measurements=mps), recipe, n_ops
+
+
+AS_MATRIX_MAX_WIRES = 10
+
+
+def _as_matrix(obs):
+    """``obs`` as a ``Hermitian`` of its matrix where it has an identity term, else itself: in a tape whose state may
+    be unnormalised (a non-unitary gate) the engines would read that term as its coefficient, not times the norm."""
+    ps = obs.pauli_rep
+    if ps is not None and qml.pauli.PauliWord({}) not in ps:
+        return obs
+    if len(obs.wires) > AS_MATRIX_MAX_WIRES:
+        raise GradientError(
+            f"parameter-shift: the variance of {obs} on {len(obs.wires)} wires after an operator that is not unitary "
+            f"needs its square as a matrix (at most {AS_MATRIX_MAX_WIRES} wires). Use diff_method='adjoint' or "
+            "'backprop'."
+        )
+    return qml.Hermitian(qml.matrix(obs, wire_order=obs.wires), wires=obs.wires)
 
 
 def _is_batched(op, k: int, p) -> bool:

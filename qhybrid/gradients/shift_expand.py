@@ -19,6 +19,7 @@ import torch
 from pennylane.devices.preprocess import decompose
 from pennylane.tape import QuantumScript
 
+from ..devices.tensornet._structure import decomposes, may_be_non_unitary
 from ..errors import GradientError
 from .parameter_shift import shift_rule
 
@@ -42,27 +43,14 @@ _PARTS_STAY: dict = {}
 may stay (decided once: a template is not decomposed here on every call)."""
 
 
-def _decomposable(op) -> bool:
-    """``op.has_decomposition``; where PennyLane's own test fails (a controlled gate with a batch of one:
-    ``Controlled._is_single_qubit_special_unitary`` indexes the batch as the matrix), whether it decomposes."""
-    try:
-        return bool(op.has_decomposition)
-    except (IndexError, ValueError, TypeError):
-        try:
-            op.decomposition()
-        except Exception:  # noqa: BLE001 - no decomposition: the shift rule's error names the operator
-            return False
-        return True
-
-
 def _stays(op, kept) -> bool:
     """Whether ``op`` may stay for the device: no trainable parameter, or each has a shift rule where the device runs
     ``op`` whole (``kept``), or else all the parts it decomposes into stay. What cannot be decomposed stays (the
     shift rule's error then names it)."""
     trainable = _trainable(op)
-    if not trainable or getattr(type(op), "grad_method", None) == "A" and type(op).grad_recipe is None:
+    if not trainable or getattr(type(op), "grad_method", None) == "A" and getattr(type(op), "grad_recipe", None) is None:
         return True  # (a named gate's class says so: no rule is derived here)
-    if not _decomposable(op) or any(op.data[k].is_complex() or op.data[k].ndim > 1 for k in trainable):
+    if may_be_non_unitary(op) or not decomposes(op) or any(op.data[k].is_complex() or op.data[k].ndim > 1 for k in trainable):
         # a trainable matrix (QubitUnitary): its decomposition's angles would give the derivative along unitary
         # directions only, not its entries' (the shift rule's error names it instead)
         return True

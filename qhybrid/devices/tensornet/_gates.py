@@ -212,6 +212,13 @@ def rebound(op: qml.operation.Operator, params: list) -> qml.operation.Operator:
     the generator has coefficients): it keeps its generator."""
     if isinstance(op, Evolution) and len(params) == len(op.data) == 1:
         return Evolution(op.base, params[0])
+    if isinstance(op, qml.ops.op_math.Controlled) and isinstance(op.base, Evolution):
+        # PennyLane's binding copies the base deeply, which a tensor inside it refuses (not a graph leaf): the base
+        # is rebound as above and controlled again
+        with qml.QueuingManager.stop_recording():
+            return qml.ctrl(
+                rebound(op.base, params), op.control_wires, control_values=op.control_values, work_wires=op.work_wires
+            )
     return qml.ops.functions.bind_new_parameters(op, params)
 
 

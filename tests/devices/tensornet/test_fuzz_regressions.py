@@ -127,3 +127,25 @@ def test_a_measured_value_does_not_make_its_observable_trainable():
     tape.trainable_params = [0]
     (new,), _ = measurement_values_as_observables(tape)
     assert new.trainable_params == [0]
+
+
+@pytest.mark.parametrize("method", ["adjoint", "parameter-shift", "backprop"])
+def test_a_controlled_evolution_with_a_trainable_time(method):
+    """``qml.ctrl(qml.evolve(X0 @ Z2, t), 1)``: PennyLane's binding deep-copies the base, which its tensor refuses,
+    so the device decomposed it, and PennyLane's decomposition of the exponential failed on torch (autoray's
+    ``real_if_close``): an ImportError on every method. The base is rebound and controlled again."""
+
+    def circuit(t):
+        qml.Hadamard(1)
+        qml.ctrl(qml.evolve(qml.X(0) @ qml.Z(2), t), control=1)
+        return qml.expval(qml.Z(0))
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=3), diff_method=method)(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=3), interface="torch", diff_method="backprop")
+    a = torch.tensor(0.37, dtype=torch.float64, requires_grad=True)
+    b = a.detach().clone().requires_grad_()
+    got, want = ours(a), ref(b)
+    torch.testing.assert_close(got, want, atol=1e-10, rtol=0)
+    got.backward()
+    want.backward()
+    torch.testing.assert_close(a.grad, b.grad, atol=1e-10, rtol=0)

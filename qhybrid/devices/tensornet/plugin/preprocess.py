@@ -17,7 +17,7 @@ from pennylane.tape import QuantumScript
 from pennylane.transforms import broadcast_expand
 from ....errors import UnsupportedOperationError
 from .._gates import rebound
-from .._structure import SKIPPED_OPS
+from .._structure import SKIPPED_OPS, decomposes
 
 
 MATRIX_MAX_WIRES = 10
@@ -49,11 +49,11 @@ def _contracts_whole(op: qml.operation.Operator, native_gates) -> bool:
         return False
     if isinstance(op, qml.operation.Channel):  # noise: the mixed-state engine's superoperators
         return True
-    if not op.has_matrix or (len(op.wires) > MATRIX_MAX_WIRES and op.has_decomposition):
+    if not op.has_matrix or (len(op.wires) > MATRIX_MAX_WIRES and decomposes(op)):
         return False
-    if isinstance(op, qml.ops.Pow) and op.num_params and not float(op.scalar).is_integer() and op.has_decomposition:
+    if isinstance(op, qml.ops.Pow) and op.num_params and not float(op.scalar).is_integer() and decomposes(op):
         return False  # its matrix is scipy's fractional power (no torch tensors); RX(t)**0.5 is RX(t / 2)
-    if op.num_params and op.name not in native_gates and op.has_decomposition:
+    if op.num_params and op.name not in native_gates and decomposes(op):
         return _rebinds(op)
     return True
 
