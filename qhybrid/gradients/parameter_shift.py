@@ -20,7 +20,7 @@ from pennylane.measurements import DensityMatrixMP, StateMP, VarianceMP
 
 from .._variant import Variant, parameter_owners
 from ..devices.tensornet._gates import rebound
-from ..devices.tensornet._structure import may_be_non_unitary
+from ..devices.tensornet._structure import may_be_non_unitary, settings_repr
 from ..devices._constants import literal
 from ..errors import GradientError
 from ._execute import execute_variants
@@ -36,7 +36,7 @@ def shift_rule(op: qml.operation.Operator, k: int) -> np.ndarray:
            [-0.5       ,  1.        , -1.57079633]])
     """
     held = op.hyperparameters  # (a property: read once)
-    key = repr(held) if held else ""
+    key = settings_repr(op)  # (a held operator by kind and settings: its repr would print its values)
     if held and any(isinstance(v, qml.operation.Operator) for v in held.values()):
         # an operator-valued hyperparameter (an Evolution's generator) prints its coefficients rounded: the
         # rule is keyed by their exact values

@@ -256,7 +256,76 @@ def generic_matrix(op: qml.operation.Operator, params: Sequence, dtype, device) 
     return _generic_matrix(op, params, dtype, device)
 
 
+def _cached(key, make):
+    hit = _VALUED.get(key)
+    if hit is None:
+        hit = _VALUED[key] = make()
+        if len(_VALUED) > _VALUED_MAX:
+            _VALUED.popitem(last=False)
+    return hit
+
+
+def _pauli_rot(op, params, dtype, device) -> torch.Tensor:
+    """``exp(-i t/2 P) = cos(t/2) I - i sin(t/2) P`` with the word's matrix made once per device (PennyLane's own
+    builds it from numpy every call: host data a step)."""
+    word = op.hyperparameters["pauli_word"]
+    wires = range(len(word))
+
+    def word_matrix():
+        return typed_tensor(qml.matrix(qml.pauli.string_to_pauli_word(word, {w: w for w in wires}), wire_order=wires), dtype, device)
+
+    P = _cached(("pauli word", word, dtype, str(device)), word_matrix)
+    eye = _cached(("eye", P.shape[-1], dtype, str(device)), lambda: torch.eye(P.shape[-1], dtype=dtype, device=device))
+    half = typed_tensor(params[0], dtype.to_real(), device)[..., None, None] / 2
+    return torch.cos(half) * eye - 1j * torch.sin(half) * P
+
+
+def _multi_rz(op, params, dtype, device) -> torch.Tensor:
+    """``diag(exp(-i t/2 z))``, ``z`` the words' signs ``(-1)^popcount``, made once per device."""
+    real = dtype.to_real()
+    k = len(op.wires)
+    # MultiRZ(pi)'s diagonal is -i z: its imaginary part, negated
+    z = lambda: typed_tensor(-qml.matrix(qml.MultiRZ(np.pi, wires=range(k))).diagonal().imag, real, device)  # noqa: E731
+    signs = _cached(("z signs", k, real, str(device)), z)
+    phase = typed_tensor(params[0], real, device)[..., None] * (-0.5 * signs)
+    return torch.diag_embed(torch.polar(torch.ones_like(phase), phase))
+
+
+_CLOSED_FORMS = {"PauliRot": _pauli_rot, "MultiRZ": _multi_rz}
+"""Gates whose trainable matrix is built here in torch (PennyLane's make tensors from numpy inside every call)."""
+
+
+def _controlled(op, params, dtype, device) -> torch.Tensor | None:
+    """A control (any number of wires and values) on a gate with a builder here: the identity with the gate's matrix
+    in the block its control values select, or None where the operator is not that plain (work wires, a base of
+    another kind)."""
+    base = op.base
+    if op.work_wires or list(op.wires) != list(op.control_wires) + list(base.wires) or len(params) != len(base.data):
+        return None
+    if has_fast_builder(base.name) and base.name not in TWO_LEVEL:
+        m = fast_matrix(base.name, params, dtype, device)
+    elif base.name in _CLOSED_FORMS:
+        m = _CLOSED_FORMS[base.name](base, params, dtype, device)
+    else:
+        return None
+    t = m.shape[-1]
+    at = int("".join("1" if v else "0" for v in op.control_values), 2) * t
+    size = t << len(op.control_wires)
+    eye = _cached(("eye", size, dtype, str(device)), lambda: torch.eye(size, dtype=dtype, device=device))
+    out = eye.expand(*m.shape[:-2], size, size).clone()
+    out[..., at : at + t, at : at + t] = m
+    return out
+
+
 def _generic_matrix(op: qml.operation.Operator, params: Sequence, dtype, device) -> torch.Tensor:
+    trainable = any(isinstance(p, torch.Tensor) for p in params)
+    closed = _CLOSED_FORMS.get(op.name)
+    if closed is not None and trainable and type(op).__module__.startswith("pennylane"):
+        return closed(op, params, dtype, device)
+    if trainable and type(op) in (qml.ops.op_math.Controlled, qml.ops.op_math.ControlledOp):
+        m = _controlled(op, params, dtype, device)
+        if m is not None:
+            return m
     if any(isinstance(p, torch.Tensor) for p in params):
         # PennyLane's matrices cannot mix numpy and torch (U3(x, 0.0, y)), and torch would take an integer
         # angle's cos in its default dtype: numbers join as tensors of our precision

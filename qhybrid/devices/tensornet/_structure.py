@@ -116,6 +116,29 @@ def unitary_by_kind(op: Operator) -> bool:
     return type(op).__module__ in _NAMED_GATE_MODULES
 
 
+def settings_repr(op: Operator) -> str:
+    """``repr(op.hyperparameters)`` with an operator among them written by kind, wires and settings, not values: the
+    repr of a controlled gate's base printed its angle, a read of a tensor to the host every step. (Its values are
+    the operator's data, keyed apart.)
+
+    >>> key = settings_repr(qml.ctrl(qml.RY(0.3, 0), control=[1, 2]))
+    >>> "RY" in key, "0.3" in key
+    (True, False)
+    """
+    held = op.hyperparameters
+    if not held:
+        return ""
+    return repr({k: _described(v) for k, v in held.items()})
+
+
+def _described(v):
+    if isinstance(v, Operator):
+        return (type(v).__name__, v.name, tuple(v.wires), settings_repr(v))
+    if isinstance(v, (list, tuple)) and any(isinstance(x, Operator) for x in v):
+        return type(v)(_described(x) for x in v)
+    return v
+
+
 def decomposes(op: Operator) -> bool:
     """``op.has_decomposition``; where PennyLane's own test fails (a controlled gate with a batch of one indexes the
     batch as its matrix; a batched ``qml.exp`` asks a tensor of several values for a bool), whether it decomposes."""
@@ -197,7 +220,7 @@ def op_slot(op: Operator, index: int, start: int, position: dict, touched: set) 
     wires = tuple(position[w] for w in op.wires)
     touched.update(op.wires)
     slot = Slot(kind, op.name, wires, (start, start + len(op.data)), batch is not None, index)
-    hyper = repr(op.hyperparameters) if op.hyperparameters and kind != "fast" else ""
+    hyper = settings_repr(op) if kind != "fast" else ""
     return slot, (kind, op.name, wires, slot.batched, hyper), batch
 
 
