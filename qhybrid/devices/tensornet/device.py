@@ -315,16 +315,16 @@ class TensorNetworkDevice(MPSMethod, Device):
         results: list = [None] * len(tapes)
         shot_ids = [i for i, t in enumerate(tapes) if t.shots]
         exact_ids = [i for i, t in enumerate(tapes) if not t.shots]
+        as_torch = execution_config is not None and execution_config.interface == Interface.TORCH
         if exact_ids:
-            for i, r in zip(exact_ids, self._execute_exact([tapes[i] for i in exact_ids])):
+            for i, r in zip(exact_ids, self._execute_exact([tapes[i] for i in exact_ids], as_torch)):
                 results[i] = r
         if shot_ids:
-            sampled = self._sample_tapes([tapes[i] for i in shot_ids])
-            for i, r in zip(shot_ids, sampled):
+            for i, r in zip(shot_ids, self._sample_tapes([tapes[i] for i in shot_ids])):
                 results[i] = r
         return tuple(results)
 
-    def _execute_exact(self, tapes: list[QuantumScript]) -> list:
+    def _execute_exact(self, tapes: list[QuantumScript], as_torch: bool = False) -> list:
         plans = [plan_readout(t, self.wires) for t in tapes]
         params = [tape_parameters(t) for t in tapes]
         flat = [p for per in params for p in per]
@@ -340,7 +340,8 @@ class TensorNetworkDevice(MPSMethod, Device):
             return [_pennylane_structure(r) for r in run_torch_tapes(self._run_plans, plans, params)]
         with torch.no_grad():
             raw = self._run_plans(plans, params)
-        return [_pennylane_structure(tuple(_to_numpy(x) for x in r)) for r in raw]
+        # through torch PennyLane hands backprop's results on as they are: constants come back as tensors too
+        return [_pennylane_structure(tuple(r if as_torch else (_to_numpy(x) for x in r))) for r in raw]
 
     def _run_plans(self, plans: Sequence[ReadoutPlan], params: Sequence[Sequence]) -> list[tuple]:
         """Torch results (one tuple per tape, one tensor per measurement) of planned tapes."""
