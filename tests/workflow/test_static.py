@@ -123,12 +123,12 @@ def test_value_dependent_branch_seen_by_the_probes_is_never_cached():
 
 
 def test_value_dependent_branch_the_probes_miss_is_caught_by_verify():
-    """A branch the probes do not take (probe values are non-negative) is caught by ``"verify"``, which
-    records and compares every call: a warning, a re-trace and the right numbers."""
+    """A branch no probe takes (the third probe's values are negative, but not this far) is caught by ``"verify"``,
+    which records and compares every call: a warning, a re-trace and the right numbers."""
 
     def body(x, w):
         qml.AngleEmbedding(x, wires=range(N))
-        if float(w[0, 0, 0]) < -1.0:
+        if float(w[0, 0, 0]) < -1000.0:
             qml.PauliX(0)
         qml.StronglyEntanglingLayers(w, wires=range(N))
         return qml.expval(qml.Z(0))
@@ -138,7 +138,7 @@ def test_value_dependent_branch_the_probes_miss_is_caught_by_verify():
     _check(ours, ref, _x(), _w())
     _check(ours, ref, _x(), _w())
     w = _w().detach()
-    w[0, 0, 0] = -2.0
+    w[0, 0, 0] = -2000.0
     with pytest.warns(StaticStructureWarning, match="control flow"):
         _check(ours, ref, _x(), w.requires_grad_())
     assert ours._static.traces == 2
@@ -220,14 +220,14 @@ def test_a_value_read_leaves_the_trace_to_the_probes():
     probes (two more recordings), as before the lazy traces, and is still reused."""
 
     def body(x, w):
-        if float(w[0, 0, 0]) < -5.0:
+        if float(w[0, 0, 0]) < -1000.0:
             qml.PauliX(0)
         qml.AngleEmbedding(x, wires=range(N))
         qml.StronglyEntanglingLayers(w, wires=range(N))
         return qml.expval(qml.Z(0))
 
-    ours, ref, recorded = _recordings(body, 3)
-    assert ours._static.traces == 1 and recorded == 3
+    ours, ref, recorded = _recordings(body, 4)
+    assert ours._static.traces == 1 and recorded == 4  # the call and three probes
 
 
 def test_arithmetic_on_inputs_runs_the_ordinary_way():
@@ -329,3 +329,42 @@ def test_random_circuits_with_constant_arithmetic_match_default_qubit(seed):
 
     ours, ref, recorded = _recordings(body, 3)
     assert ours._static.traces == 1 and recorded == 1
+
+
+@pytest.mark.parametrize(
+    "angle, first, later",
+    [
+        (lambda x: torch.abs(x[0]), [-0.3, 0.2], [0.4, 0.2]),
+        (lambda x: torch.max(x), [0.9, 0.1], [0.2, 0.4]),
+        (lambda x: min(x[0], x[1]), [0.9, 0.1], [0.1, 0.9]),
+        (lambda x: torch.round(x[0]), [0.3, 0.2], [1.4, 0.2]),
+        (lambda x: torch.relu(x[0]), [-0.3, 0.2], [0.3, 0.2]),
+        (lambda x: torch.where(x > 0, x, -x)[0], [-0.3, 0.2], [0.3, 0.2]),
+        (lambda x: x[0] * (x[1] > 0.5), [0.3, 0.2], [0.3, 0.7]),
+        (lambda x: x[0].detach(), [0.3, 0.2], [0.5, 0.1]),
+    ],
+    ids=["abs", "max", "min", "round", "relu", "where", "threshold", "detach"],
+)
+@pytest.mark.parametrize("mode", [True, "verify"])
+def test_values_the_probes_would_read_as_a_gather_are_recorded_every_call(angle, first, later, mode):
+    """Functions of a value (``abs``, ``max``, ``round``, a threshold, ``detach``) that two increasing integer
+    probes read as a gather of one element: the trace replayed that element, silently, on the first call and every
+    later one (``abs(-0.3)`` gave ``RY(-0.3)``; a detached angle got a gradient). A third, negative, fractional and
+    decreasing probe and the real call's values and autograd link now refuse such a trace: the function is
+    recorded every call, default.qubit's numbers."""
+
+    def body(x):
+        qml.RY(angle(x), 0)
+        qml.RX(x[1], 1)
+        return qml.expval(qml.X(0)), qml.expval(qml.Z(1))
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2), static_structure=mode)(body)
+    ref = qml.QNode(body, qml.device("default.qubit", wires=2), interface="torch")
+    for values in (first, later, first):
+        a = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+        b = a.detach().clone().requires_grad_()
+        got, want = torch.stack(ours(a)), torch.stack(ref(b))
+        torch.testing.assert_close(got, want, atol=1e-10, rtol=0)
+        got.sum().backward()
+        want.sum().backward()
+        torch.testing.assert_close(a.grad, b.grad, atol=1e-10, rtol=0)
