@@ -50,14 +50,15 @@ def _stays(op, kept) -> bool:
     trainable = _trainable(op)
     if not trainable or getattr(type(op), "grad_method", None) == "A" and getattr(type(op), "grad_recipe", None) is None:
         return True  # (a named gate's class says so: no rule is derived here)
-    if kept(op) and _has_rules(op):  # (before asking PennyLane about a decomposition: a controlled gate's test
-        return True  # reads its base's matrix to the host)
+    whole = kept(op)
+    if whole and _has_rules(op):  # (before asking PennyLane about a decomposition: a controlled gate's test reads
+        return True  # its base's matrix to the host)
     if may_be_non_unitary(op) or not decomposes(op) or any(op.data[k].is_complex() or op.data[k].ndim > 1 for k in trainable):
         # a trainable matrix (QubitUnitary): its decomposition's angles would give the derivative along unitary
         # directions only, not its entries' (the shift rule's error names it instead)
         return True
-    if kept(op):
-        return _has_rules(op)
+    if whole:  # no rule of its own (asked above)
+        return False
     key = (type(op), op.name, len(op.wires), settings_repr(op), tuple(trainable))
     hit = _PARTS_STAY.get(key)
     if hit is None:

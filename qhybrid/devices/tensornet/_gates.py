@@ -245,23 +245,19 @@ def generic_matrix(op: qml.operation.Operator, params: Sequence, dtype, device) 
     if params and all(k is not None for k in keys):
         hyper = repr(op.hyperparameters) if op.hyperparameters else ""
         key = (type(op), op.name, len(op.wires), hyper, tuple(keys), dtype, str(device))
-        hit = _VALUED.get(key)
-        if hit is None:
-            hit = _VALUED[key] = _generic_matrix(op, params, dtype, device)
-            if len(_VALUED) > _VALUED_MAX:
-                _VALUED.popitem(last=False)
-        else:
-            _VALUED.move_to_end(key)
-        return hit
+        return _cached(key, lambda: _generic_matrix(op, params, dtype, device))
     return _generic_matrix(op, params, dtype, device)
 
 
-def _cached(key, make):
+def _cached(key, make) -> torch.Tensor:
+    """``_VALUED[key]``, made by ``make()`` on a miss (least recently used dropped past ``_VALUED_MAX``)."""
     hit = _VALUED.get(key)
     if hit is None:
         hit = _VALUED[key] = make()
         if len(_VALUED) > _VALUED_MAX:
             _VALUED.popitem(last=False)
+    else:
+        _VALUED.move_to_end(key)
     return hit
 
 
@@ -272,7 +268,8 @@ def _pauli_rot(op, params, dtype, device) -> torch.Tensor:
     wires = range(len(word))
 
     def word_matrix():
-        return typed_tensor(qml.matrix(qml.pauli.string_to_pauli_word(word, {w: w for w in wires}), wire_order=wires), dtype, device)
+        pauli = qml.pauli.string_to_pauli_word(word, {w: w for w in wires})
+        return typed_tensor(qml.matrix(pauli, wire_order=wires), dtype, device)
 
     P = _cached(("pauli word", word, dtype, str(device)), word_matrix)
     eye = _cached(("eye", P.shape[-1], dtype, str(device)), lambda: torch.eye(P.shape[-1], dtype=dtype, device=device))
@@ -326,7 +323,7 @@ def _generic_matrix(op: qml.operation.Operator, params: Sequence, dtype, device)
         m = _controlled(op, params, dtype, device)
         if m is not None:
             return m
-    if any(isinstance(p, torch.Tensor) for p in params):
+    if trainable:
         # PennyLane's matrices cannot mix numpy and torch (U3(x, 0.0, y)), and torch would take an integer
         # angle's cos in its default dtype: numbers join as tensors of our precision
         params = [_as_tensor_like(p, dtype, device) for p in params]
@@ -370,13 +367,7 @@ def constant_tensor(p, dtype, device) -> torch.Tensor:
     key = None if isinstance(p, torch.Tensor) else _value_key(p)
     if key is None:
         return typed_tensor(p, dtype, device)
-    key = ("tensor", key, dtype, str(device))
-    hit = _VALUED.get(key)
-    if hit is None:
-        hit = _VALUED[key] = typed_tensor(p, dtype, device)
-        if len(_VALUED) > _VALUED_MAX:
-            _VALUED.popitem(last=False)
-    return hit
+    return _cached(("tensor", key, dtype, str(device)), lambda: typed_tensor(p, dtype, device))
 
 
 def state_vector(op: qml.operation.Operator, params: Sequence, dtype, device) -> torch.Tensor:

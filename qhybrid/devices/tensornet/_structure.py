@@ -70,6 +70,14 @@ _WRAPPERS = (qml.ops.op_math.Adjoint, qml.ops.op_math.Pow, qml.ops.op_math.Contr
 """Operators unitary where what they wrap is (an adjoint, power, control or product of unitaries)."""
 
 
+def wrapped_parts(op: Operator) -> list | None:
+    """What an adjoint, power, control or product wraps (unitary where each part is), None for other operators."""
+    if not isinstance(op, _WRAPPERS):
+        return None
+    parts = [op.base] if hasattr(op, "base") else list(getattr(op, "operands", ()) or ())
+    return [p for p in parts if isinstance(p, Operator)]
+
+
 def may_be_non_unitary(op: Operator) -> bool:
     """Whether ``op``'s matrix may fail to be unitary: a user's matrix (``QubitUnitary``, ...), a sum, scaled operator,
     exponential or projector used as a gate, or an adjoint, power, control or product of one. PennyLane's named gates
@@ -83,10 +91,8 @@ def may_be_non_unitary(op: Operator) -> bool:
         return False
     if op.name in COMPLEX_DATA_OPS or type(op).__name__ in _NOT_UNITARY_KINDS:
         return True
-    if isinstance(op, _WRAPPERS):
-        parts = [op.base] if hasattr(op, "base") else list(getattr(op, "operands", ()) or ())
-        return any(may_be_non_unitary(p) for p in parts if isinstance(p, Operator))
-    return False
+    parts = wrapped_parts(op)
+    return parts is not None and any(may_be_non_unitary(p) for p in parts)
 
 
 _NAMED_GATE_MODULES = frozenset(
@@ -110,10 +116,10 @@ def unitary_by_kind(op: Operator) -> bool:
         return True
     if op.name in COMPLEX_DATA_OPS or type(op).__name__ in _NOT_UNITARY_KINDS:
         return False
-    if isinstance(op, _WRAPPERS) and type(op).__module__ not in _NAMED_GATE_MODULES:
-        parts = [op.base] if hasattr(op, "base") else list(getattr(op, "operands", ()) or ())
-        return bool(parts) and all(isinstance(p, Operator) and unitary_by_kind(p) for p in parts)
-    return type(op).__module__ in _NAMED_GATE_MODULES
+    if type(op).__module__ in _NAMED_GATE_MODULES:  # (CNOT, CRX: controlled, and named)
+        return True
+    parts = wrapped_parts(op)
+    return bool(parts) and all(unitary_by_kind(p) for p in parts)
 
 
 def settings_repr(op: Operator) -> str:

@@ -1,7 +1,8 @@
 """An expectation's identity term read as the state's norm where the state may not be normalised.
 
 Every engine counts a Pauli sentence's identity term as its coefficient, ``<psi|psi> = 1``. A user's matrix
-(``QubitUnitary``, ``ControlledQubitUnitary``, ``DiagonalQubitUnitary``) need not be unitary, and a projector is not: PennyLane does not
+(``QubitUnitary``, ...) or a sum, scaled operator or exponential used as a gate need not be unitary, and a projector
+is not (``_structure.may_be_non_unitary`` names them): PennyLane does not
 check it by default, and default.qubit then returns the unnormalised state's ``<psi|O|psi>``, whose identity term
 is its coefficient times the norm. In a tape with such an operator, each expectation's identity term is taken out
 before the device, and added back times the norm, read from one more measurement (the probabilities of one wire).
@@ -22,14 +23,6 @@ from pennylane.measurements import ExpectationMP
 from pennylane.tape import QuantumScript
 
 from .._structure import may_be_non_unitary
-
-USER_MATRIX_OPS = frozenset({"QubitUnitary", "ControlledQubitUnitary", "DiagonalQubitUnitary"})
-"""Operators whose matrices are the user's data (PennyLane's named gates are unitary for every angle)."""
-
-NORM_CHANGING_OPS = USER_MATRIX_OPS | {"Projector"}
-"""Operators that may leave the state unnormalised: user matrices, and postselection's projectors (and any other
-operator ``_structure.may_be_non_unitary`` names: a sum, scaled operator or exponential used as a gate)."""
-
 
 def without_identity(obs) -> tuple:
     """(``obs`` less its identity term, or None where nothing else is left; that term's real coefficient)."""
@@ -87,4 +80,4 @@ def identity_terms_by_norm(tape: QuantumScript):
     return (new,), _AddedTimesNorm(tuple(reads), len(tape.measurements) == 1)
 
 
-__all__ = ["identity_terms_by_norm", "without_identity", "USER_MATRIX_OPS", "NORM_CHANGING_OPS"]
+__all__ = ["identity_terms_by_norm", "without_identity"]

@@ -20,7 +20,7 @@ import pennylane as qml
 import torch
 
 from .....errors import ContractionTooLargeError
-from ..._structure import may_be_non_unitary
+from ..._structure import may_be_non_unitary, wrapped_parts
 from ..statevector.adjoint import is_unitary
 from .choice import EngineChoice, state_side
 
@@ -37,10 +37,9 @@ def non_unitary_matrix(tape) -> str | None:
 def _unitary(op) -> bool:
     """Whether ``op`` is unitary on its present values: a wrapper (adjoint, power, control, product) where what it
     wraps is (its own matrix may span many more wires: a control on twenty), else its matrix."""
-    if isinstance(op, (qml.ops.op_math.Adjoint, qml.ops.op_math.Pow, qml.ops.op_math.Controlled)):
-        return _unitary(op.base)
-    if isinstance(op, qml.ops.op_math.Prod):
-        return all(_unitary(o) for o in op.operands)
+    parts = wrapped_parts(op)
+    if parts is not None:
+        return all(_unitary(p) for p in parts)
     if not may_be_non_unitary(op):
         return True
     with torch.no_grad():

@@ -148,7 +148,7 @@ def _check_tensor_strengths(op: qml.operation.Operator) -> None:
             messages.append(message)
         elif not holds:
             raise ValueError(f"{op.name} on wires {op.wires.tolist()} is not a channel: {message}. Give it a valid strength.")
-    if not pending or any(torch._C._functorch.is_functorch_wrapped_tensor(h) for h in pending):
+    if not pending:
         return
     message = (
         f"{op.name} on wires {op.wires.tolist()} is not a channel: {'; '.join(messages)} (a tensor strength is "
