@@ -55,3 +55,48 @@ def test_rank_deficient_tall_blocks_take_the_svd_split(monkeypatch):
     l2, r2, _, _ = split(theta, None, 0.0, "right")
     theirs = torch.autograd.grad(_loss(l2, r2, w1, w2), theta)[0]
     assert torch.equal(ours, theirs)
+
+
+def test_a_site_with_subnormal_entries_splits_finitely():
+    """Found by fuzzing: a parameter-shift gradient through an exact MPS (cutoff 0) reached a rank-one site whose
+    other entries fell to 1e-320, MKL's QR returned NaN for it and the next SVD refused the non-finite block.
+    Entries below sqrt(tiny) are zero before the factorization now."""
+    import numpy as np
+    import pennylane as qml
+
+    import qhybrid
+
+    rng = np.random.default_rng(1034)
+    p0 = torch.tensor(rng.uniform(-3, 3, (3, 15)), dtype=torch.float64)
+
+    def f(p):
+        qml.CRY(p[..., 0], wires=[0, 6])
+        qml.IsingZZ(p[..., 1], wires=[5, 8])
+        qml.IsingZZ(p[..., 2], wires=[2, 8])
+        qml.Rot(p[..., 3], p[..., 4], p[..., 5], wires=6)
+        qml.ctrl(qml.RX(p[..., 0], wires=4), control=[6, 2])
+        qml.SWAP(wires=[3, 5])
+        qml.RY(p[..., 10], wires=5)
+        qml.CRZ(p[..., 12], wires=[0, 3])
+        qml.ControlledPhaseShift(p[..., 13], wires=[3, 7])
+        qml.CNOT(wires=[2, 4])
+        return qml.var(qml.Z(0))
+
+    ref = qml.QNode(f, qml.device("default.qubit", wires=9), interface="torch", diff_method="backprop")
+    dev = qhybrid.device("tensornet", wires=9, method="mps", max_bond_dim=16, cutoff=0.0)
+    mine = qhybrid.qnode(dev, diff_method="parameter-shift")(f)
+    p, q = p0.clone().requires_grad_(True), p0.clone().requires_grad_(True)
+    got, want = mine(p), ref(q)
+    assert torch.allclose(got, want, atol=1e-10, rtol=0)
+    got.sum().backward()
+    want.sum().backward()
+    assert torch.isfinite(p.grad).all()
+    assert torch.allclose(p.grad, q.grad, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128, torch.complex64])
+def test_flushed_drops_only_entries_below_the_square_root_of_tiny(dtype):
+    tiny = torch.finfo(dtype.to_real()).tiny
+    block = torch.tensor([[1.0, tiny * 1e-3], [tiny**0.5 * 2, 0.5]], dtype=dtype)
+    out = qr._flushed(block)
+    assert out[0, 1] == 0 and out[1, 0] == block[1, 0] and out[0, 0] == 1 and out.dtype == dtype

@@ -56,6 +56,15 @@ def _full_rank(r: torch.Tensor) -> bool:
     return bool((d.min(-1).values > tol * d.max(-1).values).all())
 
 
+def _flushed(block: torch.Tensor) -> torch.Tensor:
+    """``block`` with entries below the square root of the dtype's smallest normal number set to zero. MKL's
+    Householder QR returned NaN for ``Q`` and ``R`` of a rank-one complex block whose other entries fell to
+    1e-320 (an exactly reachable MPS site, found by fuzzing; NumPy's QR was finite): such entries are zero to any
+    result in that precision, and without them the factorization is finite. No value is read back."""
+    tiny = torch.finfo(block.dtype.to_real()).tiny ** 0.5
+    return torch.where(block.abs() < tiny, 0.0, block)
+
+
 def exact_split(theta: torch.Tensor, centre: str, fixed: bool = False) -> tuple[torch.Tensor, torch.Tensor, int]:
     """``theta`` ``[B, m, n]`` as ``left @ right`` without truncation; ``centre="right"``: ``left`` is an
     isometry, ``"left"``: ``right`` is a co-isometry. Returns left, right and the bond size, ``min(m, n)``.
@@ -71,7 +80,7 @@ def exact_split(theta: torch.Tensor, centre: str, fixed: bool = False) -> tuple[
         return left.mH, right.mH, k
     m, n = theta.shape[-2:]
     if theta.device.type in QR_DEVICES and not (fixed and m > n):
-        q, r = torch.linalg.qr(theta.detach())
+        q, r = torch.linalg.qr(_flushed(theta.detach()))
         if m <= n or _full_rank(r):
             q, r = _QR.apply(theta, (q, r))
             return q, r, q.shape[-1]
