@@ -68,9 +68,17 @@ def _cached_rule(cls, name, k, n_wires, hyper, op) -> np.ndarray:
     return rule
 
 
+def _one_element(p):
+    """The first element of a batched parameter; of an empty batch, a zero of its element's shape (the rule is the
+    same for every value: an empty batch crashed here)."""
+    if len(p):
+        return p[0]
+    return p.new_zeros(p.shape[1:]) if isinstance(p, torch.Tensor) else np.zeros(np.shape(p)[1:])
+
+
 def _make_rule(op, k: int) -> np.ndarray:
     if op.batch_size is not None:  # the rule of one element (PennyLane asks a broadcast Evolution's generator a bool)
-        op = rebound(op, [p[0] if _is_batched(op, j, p) else p for j, p in enumerate(op.data)])
+        op = rebound(op, [_one_element(p) if _is_batched(op, j, p) else p for j, p in enumerate(op.data)])
     if may_be_non_unitary(op):  # (a rule from a generator, or a decomposition into rotations, assumes unitarity)
         raise GradientError(
             f"{op.name} on wires {op.wires.tolist()} is not unitary for every value of its trainable parameter {k}: "
