@@ -207,25 +207,29 @@ def _light_tape(tape, params, new_tape, real):
     return tape.copy(measurements=light), tail
 
 
-def _cacheable(tape, params) -> bool:
+def _cacheable(tape, params, constants: bool = False) -> bool:
     """Whether a tape with these parameters can be served from the cache: real tensors (gathered each call),
     at least one, and constants (numbers, arrays: part of the key) only where they rarely change: observables'
     data (a Hamiltonian's coefficients) and state preparations (a Hartree-Fock BasisState). A gate angle given
-    as a number that changes every call would make every call a new structure, probed anew."""
+    as a number may change every call, which would make every call a new structure, probed anew; ``constants``:
+    the caller keeps what it gets for these constants (a static trace; a plain qnode's recording seen twice:
+    ``workflow/_plain_replay``)."""
     tensors = [p for p in params if isinstance(p, torch.Tensor)]
     # each distinct tensor asked once (a lazily recorded tape's few tensors are read by thousands of gates)
     if not tensors or any(p.is_complex() for p in {id(p): p for p in tensors}.values()):
         return False
     if len(tensors) == len(params):
         return True
-    for op in tape.operations:
-        if not isinstance(op, qml.operation.StatePrepBase) and not all(isinstance(p, torch.Tensor) for p in op.data):
-            return False
+    if not constants:
+        for op in tape.operations:
+            if not isinstance(op, qml.operation.StatePrepBase) and not all(isinstance(p, torch.Tensor) for p in op.data):
+                return False
     return all(isinstance(p, (torch.Tensor, int, float, complex, np.ndarray, np.generic)) for p in params)
 
 
-def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
-    """(variants of the device-ready tapes, postprocessing) — from the structure cache where possible."""
+def preprocess(device, tapes: Sequence[qml.tape.QuantumScript], constants: bool = False):
+    """(variants of the device-ready tapes, postprocessing) — from the structure cache where possible
+    (``constants``: tapes whose gates hold constants too, see ``_cacheable``)."""
     compiled = []
 
     def program(batch):  # built only when some tape is not served from the cache
@@ -236,7 +240,7 @@ def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
     entries = []
     for tape in tapes:
         params = tape_parameters_fast(tape)
-        if tape.shots or not _cacheable(tape, params):
+        if tape.shots or not _cacheable(tape, params, constants):
             entries.append(None)
             continue
         key = _structure_key(device, tape, params)
@@ -250,7 +254,7 @@ def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
                 except Exception:  # a transform that rejects probe values: no cache for this structure
                     maps = None
                 if maps is not None:
-                    entry = (new_tapes[0], post, Gather((), tuple(maps)))
+                    entry = _frozen(new_tapes[0], post, maps, params)
             _CACHE[key] = entry
             if len(_CACHE) > PREPROCESS_CACHE_SIZE:
                 _CACHE.popitem(last=False)
@@ -305,6 +309,34 @@ def preprocess(device, tapes: Sequence[qml.tape.QuantumScript]):
         return tuple(out)
 
     return variants, postprocess
+
+
+def _frozen(template, post, maps, params) -> tuple:
+    """The cache entry ``(template, post, gather)``, its constant arrays copied where the tape holds any: the key
+    holds their values, and the user's array, changed in place after this call, would otherwise change the cached
+    tape under a key of the old values (a later array equal to the old one then ran the new values)."""
+    if not any(isinstance(p, np.ndarray) for p in params):
+        return template, post, Gather((), tuple(maps))
+    copied: dict = {}
+
+    def frozen(d):
+        if not isinstance(d, np.ndarray):
+            return d
+        found = copied.get(id(d))
+        if found is None:
+            found = copied[id(d)] = d.copy()
+        return found
+
+    def rebuilt(op):
+        data = [frozen(d) for d in op.data]
+        if all(a is b for a, b in zip(data, op.data)):
+            return op
+        return qml.ops.functions.bind_new_parameters(op, data)
+
+    ops = [rebuilt(op) for op in template.operations]
+    mps = [mp if mp.obs is None or rebuilt(mp.obs) is mp.obs else type(mp)(obs=rebuilt(mp.obs)) for mp in template.measurements]
+    maps = [("const", frozen(m[1])) if m[0] == "const" else m for m in maps]
+    return template.copy(operations=ops, measurements=mps), post, Gather((), tuple(maps))
 
 
 def _gathered(entry, params):

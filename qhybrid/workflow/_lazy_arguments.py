@@ -29,6 +29,10 @@ class Session:
         self.real_uses = 0
         """Ops that ran on a proxy's value (``torch.sin(x[0])``, ``x[0] > 0``, ``float(x[0])``)."""
 
+    def roots(self) -> list:
+        """The argument tensors behind the proxies made (each once)."""
+        return list({id(p._root): p._root for p in self.made if p._parent is None}.values())
+
     def close(self) -> None:
         """Break the proxies' reference cycles once the recording is resolved: each proxy holds its session and its
         parent its children, ~70 objects a Q100 p=2 step left to the cyclic collector (and a recording made with

@@ -69,15 +69,25 @@ def lazy_trace(qnode, call: CallArgs):
     returned, and ``(template, post, gather, sources)`` where the recording is structural, else None (also where
     lazy recording is off: ``_lazy.ENABLED``)."""
     seen, groups = [], {}
-    structural = lambda t, session: seen.append(_structural(t, session))  # noqa: E731
+    structural = lambda t, session, out: seen.append(_structural(t, session))  # noqa: E731
     tape, out = qnode.construct(call.args, call.kwargs, lazy=True, recorded=structural, groups=groups)
-    if not seen or not seen[0] or tape.shots or getattr(qnode.device, "shots", None) or qnode._record_real:
-        # (shots, the device's too, are applied where the tape is executed; recorded from the tensors after all)
+    if not seen or not seen[0]:
         return tape, out, None
-    variants, post = preprocess(qnode.device, [tape])
+    return tape, out, trace_of(qnode, call, tape, groups)
+
+
+def trace_of(qnode, call: CallArgs, tape, groups: dict):
+    """``(template, post, gather, sources)`` of a structural lazy recording resolved into ``tape`` (its proxies'
+    ``groups``), or None where the device-ready tape's parameters are not all gathered from the call's tensors."""
+    if tape.shots or getattr(qnode.device, "shots", None) or qnode._record_real:
+        # (shots, the device's too, are applied where the tape is executed; recorded from the tensors after all)
+        return None
+    # (a gate's constants are kept in the template: equal recordings hold equal constants, and a static trace keeps
+    # its first recording's, as jax.jit does)
+    variants, post = preprocess(qnode.device, [tape], constants=True)
     g = variants[0].gather
     if g is None:
-        return tape, out, None
+        return None
     args_at = {id(t): k for k, t in enumerate(call.tensors)}
     wholes = {id(getattr(grp.rows[0], _ROW_OF)[0]): grp for grp in groups.values() if grp.rows}
     # each gather input as (key of the new input, flat positions of its elements in that input or None)
@@ -86,10 +96,10 @@ def lazy_trace(qnode, call: CallArgs):
         grp = wholes.get(id(x))
         if grp is None:
             if id(x) not in args_at:
-                return tape, out, None
+                return None
             key, source, positions = ("arg", args_at[id(x)]), (args_at[id(x)], None, ()), None
         elif id(grp.root) not in args_at:
-            return tape, out, None
+            return None
         elif not grp.steps:  # plain indexing: gathered from the argument itself (no take, no TakeBackward)
             arg = args_at[id(grp.root)]
             key, source, positions = ("arg", arg), (arg, None, ()), grp.table.reshape(-1).cpu()
@@ -106,7 +116,7 @@ def lazy_trace(qnode, call: CallArgs):
         else:
             k, positions = routes[m[0]]
             maps.append((k, m[1] if positions is None else positions[m[1].cpu()]))
-    return tape, out, (variants[0].tape, post, Gather((), tuple(maps)), LazySources(tuple(sources)))
+    return variants[0].tape, post, Gather((), tuple(maps)), LazySources(tuple(sources))
 
 
-__all__ = ["LazySources", "lazy_trace"]
+__all__ = ["LazySources", "lazy_trace", "trace_of"]

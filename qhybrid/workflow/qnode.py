@@ -14,6 +14,7 @@ from ._capture import capture_graphs, qnode_call, replaying
 from ._functorch import call_under_transforms, transforms_active
 from . import _lazy, _lazy_arguments
 from ._lazy_resolve import measured_proxies, resolve
+from ._plain_replay import UNRESOLVED, PlainReplays
 from ._fast_operators import fast_gates
 from ._recording_queue import RecordingQueue
 from ._returns import returned_measurements, shaped_like
@@ -31,8 +32,9 @@ class QNode(PennyLaneQNodeFace):
 
     Calling it records the function into a PennyLane tape (torch tensors stay its parameters; a leading
     batch axis on data arguments broadcasts the whole circuit in one execution; ``2 * gamma[l]`` per gate
-    costs no op per gate: ``workflow/_lazy.py``), executes it and returns
-    what a PennyLane torch QNode returns for the same function. It is a ``qml.QNode`` to PennyLane's tools:
+    costs no op per gate: ``workflow/_lazy.py``), executes it (a recording exactly equal to an earlier one runs
+    that one's trace: ``workflow/_plain_replay.py``) and returns what a PennyLane torch QNode returns for the same
+    function. It is a ``qml.QNode`` to PennyLane's tools:
     transforms (``@qml.transform``, ``qml.metric_tensor``, ``qml.gradients.param_shift``)
     apply to it, and ``qml.draw`` / ``qml.specs`` read it.
 
@@ -74,17 +76,38 @@ class QNode(PennyLaneQNodeFace):
         self._init_pennylane(func, device, max_diff)
         if pipeline:
             self._compile_pipeline = CompilePipeline(pipeline)
-        self.tape: qml.tape.QuantumScript | None = None
-        """The tape recorded by the last call (for drawing and inspection); it holds that call's parameters
-        (with ``static_structure``, those of the last call that recorded one: a trace or a check)."""
+        self._tape: qml.tape.QuantumScript | None = None
+        self._unresolved: tuple | None = None  # (a replayed call's recording, its arguments' versions)
         self.static_structure = static_structure
         self._record_real = False  # set once lazy recording could not serve this function: record from the tensors
         self._fresh_caches()
         functools.update_wrapper(self, func)
 
+    @property
+    def tape(self) -> qml.tape.QuantumScript | None:
+        """The tape recorded by the last call (for drawing and inspection); it holds that call's parameters
+        (with ``static_structure``, those of the last call that recorded one: a trace or a check). After a replayed
+        call its parameters are made when it is first read, from that call's arguments: a RuntimeError says so
+        where those were changed in place since."""
+        if self._unresolved is not None:  # a replayed call's recording: its parameters made when first read
+            tape, versions = self._unresolved
+            if any(t._version != v for t, v in versions):
+                raise RuntimeError(
+                    "qhybrid: the arguments of this qnode's last call were changed in place since (an optimizer "
+                    "step, say), and its tape, made when first read, would show the new values. Read qnode.tape "
+                    "before changing them, or record the call again: qml.workflow.construct_tape(qnode)(*args)."
+                )
+            self._tape, self._unresolved = resolve(tape), None
+        return self._tape
+
+    @tape.setter
+    def tape(self, tape: qml.tape.QuantumScript | None) -> None:
+        self._tape, self._unresolved = tape, None
+
     def _fresh_caches(self) -> None:
-        """Empty static traces and CUDA graphs."""
+        """Empty static traces, plain replays and CUDA graphs."""
         self._static = _static_cache(self.static_structure)
+        self._replays = PlainReplays()
         self._graphs = None if self._graphs is None else self._graphs.fresh()
 
     def traced(self) -> "QNode":
@@ -106,6 +129,12 @@ class QNode(PennyLaneQNodeFace):
     def __getstate__(self):  # traces and graphs hold tapes and GPU memory of this process: a copy makes its own
         state = dict(self.__dict__)
         state["_static"] = _static_cache(self.static_structure)
+        state["_replays"] = PlainReplays()
+        try:  # (lazy parameters do not travel)
+            state["_tape"] = self.tape
+        except RuntimeError:  # arguments changed since: no tape
+            state["_tape"] = None
+        state["_unresolved"] = None
         state["_graphs"] = None if self._graphs is None else self._graphs.fresh()
         return state
 
@@ -115,8 +144,10 @@ class QNode(PennyLaneQNodeFace):
         """Record the quantum function into a tape; also returns what the function returned
         (``record=False``: without keeping it as ``self.tape``). ``lazy``: the tensor arguments recorded as
         index tables and their gate parameters made with one op per group (``_lazy``), not one per gate;
-        then ``recorded(tape, session)`` sees the tape before its proxies are resolved and ``groups`` receives
-        their groups (a static trace reads both: ``_static_lazy``)."""
+        then ``recorded(tape, session, out)`` sees the tape before its proxies are resolved and ``groups`` receives
+        their groups (a static trace reads both: ``_static_lazy``); where ``recorded`` returns ``UNRESOLVED`` the
+        tape is returned as recorded (a plain replay runs a trace instead: ``_plain_replay``) and ``self.tape``
+        resolves when it is read."""
         lazy = lazy and _lazy.ENABLED
         # the cyclic collector paused: a recording allocates ~20 tracked objects a gate that live until the step
         # ends, and counted as new they set off full passes over every object alive (Q1000 p=2's 6,000 gates:
@@ -127,8 +158,14 @@ class QNode(PennyLaneQNodeFace):
                 proxy_args, proxy_kwargs, session = _lazy_arguments.proxied(args, kwargs)
                 try:
                     tape, out = self._record(proxy_args, proxy_kwargs)
-                    if recorded is not None:
-                        recorded(tape, session)
+                    if recorded is not None and recorded(tape, session, out) is UNRESOLVED:
+                        if record:  # resolved when read, from the arguments as they are now (versions kept)
+                            roots = session.roots()
+                            if any(t.is_inference() for t in roots):  # no version counter: made now
+                                self.tape = resolve(tape)
+                            else:
+                                self._unresolved = (tape, [(t, t._version) for t in roots])
+                        return tape, out
                     if measured_proxies(tape):
                         # an observable built from the arguments (trainable Hamiltonian coefficients) would be
                         # rebuilt term by term on every call to take its values: later calls record from the tensors
@@ -184,6 +221,8 @@ class QNode(PennyLaneQNodeFace):
         """The function recorded and executed: its result, shaped like what the function returned."""
         # lazily recorded where the tape goes straight to the device (transforms read the tape's parameters)
         lazy = not self.compile_pipeline and not self._record_real
+        if lazy and _lazy.ENABLED:  # a recording equal to an earlier one runs that one's trace
+            return self._replays.call(self, args, kwargs)
         tape, out = self.construct(args, kwargs, lazy=lazy)
         if self.compile_pipeline:  # PennyLane transforms applied to this qnode
             run = lambda tapes: self._execute(tapes, args, kwargs)  # noqa: E731

@@ -97,3 +97,24 @@ def test_first_call_copies_and_walks_no_hamiltonian(monkeypatch):
     f(torch.linspace(0.1, 0.5, k, dtype=torch.float64, requires_grad=True)).backward()
     assert not copies
     assert walked and not any(isinstance(o, qml.ops.SProd) for o in walked)  # the Sum itself, never its terms
+
+
+def test_a_cached_tape_keeps_its_own_copy_of_constant_arrays():
+    """Found by a helper: the cached tape held the user's array; changed in place after a call, a later call whose
+    (new) array held the old values matched the old key and ran the new values (-0.404 for -0.833)."""
+    state = [np.array([0.6, 0.8])]
+
+    def circuit(x):
+        qml.StatePrep(state[0], wires=0)
+        qml.RY(x[0], 0)
+        return qml.expval(qml.Z(0))
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=1), diff_method="adjoint")(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=1), interface="torch")
+    x = torch.tensor([0.7], dtype=torch.float64, requires_grad=True)
+    for change in (None, None, "in place", "new array, old values", None):
+        if change == "in place":
+            state[0][:] = [0.8, 0.6]
+        elif change is not None:
+            state[0] = np.array([0.6, 0.8])
+        assert abs(float(ours(x) - ref(x))) < 1e-12

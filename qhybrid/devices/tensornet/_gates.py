@@ -206,6 +206,18 @@ def constant_matrix(op: qml.operation.Operator, dtype, device) -> torch.Tensor:
     return mat
 
 
+def fixed_matrix(op: qml.operation.Operator, dtype, device) -> torch.Tensor:
+    """The matrix of a gate without trainable parameters: parameter-free (``constant_matrix``: by kind, wires and
+    settings), or of constant angles built as the general path builds them (``typed_tensor``: a numpy float32 angle
+    widened exactly, not PennyLane's float32 matrix; ``constant_matrix`` keys no data). Callers keep it."""
+    if not op.data:
+        return constant_matrix(op, dtype, device)
+    if has_fast_builder(op.name):
+        real = dtype.to_real()
+        return fast_matrix(op.name, [typed_tensor(p, real, device) for p in op.data], dtype, device)
+    return generic_matrix(op, list(op.data), dtype, device)
+
+
 def rebound(op: qml.operation.Operator, params: list) -> qml.operation.Operator:
     """``op`` with data ``params`` (PennyLane's ``bind_new_parameters``). An ``Evolution``'s data is its parameter
     alone, and PennyLane's binding would rebind its generator's data from the same list (an ``IndexError`` where

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 
 from . import bound_vjp, diagonal, gate_grads
-from ..._gates import constant_matrix
+from ..._gates import fixed_matrix as _constant
 from .kron_tables import kron_gather as _kron, mm2
 from .bound_inputs import Layout
 from .kernels import Action
@@ -81,9 +81,11 @@ class BoundProgram:
         for si, slot in enumerate(structure.slots):
             if slot.kind == "const" or si in in_runs:
                 continue
+            entries = [maps[j] for j in range(*slot.params)]
+            if slot.kind == "fast" and entries and all(e[0] == "const" for e in entries):
+                continue  # ``RY(0.3)``: a constant gate, its matrix made once per value (``_constant``)
             if slot.kind != "fast" or not gate_grads.supported(slot.name):
                 return None
-            entries = [maps[j] for j in range(*slot.params)]
             if any(e[0] == "const" for e in entries) or len({tuple(e[1].shape) for e in entries}) != 1:
                 return None
             # one group per gate kind and index shape, whichever inputs its angles come from (bound_inputs)
@@ -290,7 +292,7 @@ class BoundProgram:
     def _const(self, ops, dtype, device) -> torch.Tensor:
         key = (id(ops), dtype, device)
         if key not in self._consts:
-            self._consts[key] = torch.stack([constant_matrix(op, dtype, device) for op in ops]).unsqueeze(1)
+            self._consts[key] = torch.stack([_constant(op, dtype, device) for op in ops]).unsqueeze(1)
         return self._consts[key]
 
     def _elem(self, e, mats, dtype, device) -> torch.Tensor:
@@ -347,7 +349,11 @@ class BoundProgram:
             gid, pos = self.slot_group[si]
             m, origin = mats[gid][pos], ("gate", gid, pos)
         else:
-            m, origin = constant_matrix(self.tape.operations[slot.op_index], dtype, device), None
+            key = ("gate", si, dtype, device)
+            m = self._consts.get(key)
+            if m is None:
+                m = self._consts[key] = _constant(self.tape.operations[slot.op_index], dtype, device)
+            origin = None
         lead = slot.batched
         if lead:
             m = m.unsqueeze(0)

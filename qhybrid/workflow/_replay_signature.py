@@ -1,0 +1,182 @@
+"""What a plain qnode's lazy recording is, exactly, short of its arguments' values: two recordings with equal
+signatures are the same circuit of the same arguments, so the second can run the first one's trace.
+
+A recording qualifies where it is structural (as ``_static_lazy._structural`` asks: no argument's value was used,
+every tensor parameter is a lazy image of an argument) and everything else it holds is plain data compared by value:
+
+* each operator's kind, name and wires, its settings (numbers, strings, classes, wires, arrays, tuples of them; an
+  operator among them only where the holder's data are derived from it: adjoints, powers, controls, products,
+  sums) and each parameter: a lazy one as (argument, flat positions, arithmetic steps, grad mode), a constant by
+  type and exact value (floats by their hex digits: ``-0.0`` is not ``0.0``);
+* each measurement's kind, observable (``observable_key``: kinds, wires, settings, exact constants) and every other
+  attribute by value (wires, a mutual information's wire groups, an entropy's ``log_base``, eigenvalues); no
+  mid-circuit measurement values;
+* the structure of what the function returned.
+
+Anything else (a tensor made inside the function, an operator held as a setting of a template, a callable) makes
+the signature None: that recording is run the ordinary way.
+
+>>> import torch, pennylane as qml
+>>> from qhybrid.workflow._lazy_arguments import proxied
+>>> from qhybrid.workflow._recording_queue import RecordingQueue
+>>> def record(g):
+...     (p,), _, session = proxied((g,), {})
+...     with RecordingQueue() as q:
+...         qml.RX(2 * p[0], 0)
+...         out = qml.expval(qml.Z(0))
+...     return signature(q.tape(), session, out, [g])
+>>> record(torch.tensor([0.1])) == record(torch.tensor([0.7]))
+True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pennylane as qml
+import torch
+from pennylane.measurements import MeasurementProcess
+from pennylane.wires import Wires
+
+from ..devices._observable_key import observable_data, observable_key
+from ..interfaces._preprocess import _PLAIN_GATES
+from ._lazy import LazyParam
+from ._lazy_resolve import _data_derived
+
+_HOLDERS = (qml.ops.op_math.SymbolicOp, qml.ops.op_math.CompositeOp)
+"""Operators whose data are their parts' data (an operator among their settings is covered by them)."""
+
+
+_INTERNED: dict = {}
+_INTERNED_MAX = 1 << 16
+
+
+class _NotPlain(Exception):
+    """Something in the recording that is not compared by value."""
+
+
+def _number(v):
+    t = type(v)
+    if t is float:
+        return (t, v.hex())
+    if t is complex:
+        return (t, v.real.hex(), v.imag.hex())
+    return (t, v)
+
+
+def _plain(v, holder: bool):
+    """``v`` (a setting or a constant parameter) as a value compared by ``==``."""
+    t = type(v)
+    if v is None or t is bool or t is int or t is str or t is float or t is complex:
+        return _number(v)
+    if t is tuple or t is list:
+        return (t, tuple(_plain(x, holder) for x in v))
+    if isinstance(v, type):
+        return v  # a class (``imprimitive=qml.CNOT``): itself
+    if t is Wires:
+        return (t, v.labels)
+    if isinstance(v, (np.ndarray, np.generic)):
+        a = np.asarray(v)
+        if a.dtype == object:
+            raise _NotPlain
+        return ("array", a.dtype.str, a.shape, a.tobytes())
+    if holder and isinstance(v, qml.operation.Operator):
+        return _operator(v, lambda d: None)  # its data are the holder's: compared there
+    raise _NotPlain
+
+
+def _settings(op) -> tuple:
+    hyper = op.hyperparameters
+    if not hyper:
+        return ()
+    holder = isinstance(op, _HOLDERS) and _data_derived(type(op))
+    return tuple(sorted((k, _plain(v, holder)) for k, v in hyper.items()))
+
+
+def _operator(op, datum) -> tuple:
+    kind = type(op)
+    data = tuple(datum(d) for d in op.data)
+    if kind in _PLAIN_GATES:  # settings follow from kind and wires
+        return (kind, op.name, op.wires, data)
+    return (kind, op.name, op.wires, _settings(op), data)
+
+
+_MEASUREMENT_HELD = frozenset(("obs", "mv", "id"))
+
+
+def _measurement(mp) -> tuple:
+    """Kind, observable key and every other attribute (wires, wire groups, ``log_base``, ...) by value."""
+    if mp.mv is not None:
+        raise _NotPlain
+    held = tuple(sorted((k, _plain(v, False)) for k, v in vars(mp).items() if k not in _MEASUREMENT_HELD))
+    if mp.obs is None:
+        return (type(mp), held)
+    if any(isinstance(d, torch.Tensor) for d in observable_data(mp.obs)):
+        raise _NotPlain
+    return (type(mp), held, observable_key(mp))
+
+
+def _returned(out) -> object:
+    """What the function returned, with its measurements as placeholders (their order is the tape's)."""
+    if isinstance(out, MeasurementProcess):
+        return MeasurementProcess
+    if type(out) is list or type(out) is tuple:
+        return (type(out), tuple(_returned(o) for o in out))
+    if type(out) is dict:
+        return (dict, tuple((k, _returned(v)) for k, v in out.items()))
+    raise _NotPlain
+
+
+def signature(tape, session, out, tensors) -> tuple | None:
+    """The recording's signature (module notes), or None where it has none. ``tensors``: the call's tensor
+    arguments, in order (a lazy parameter stands by its argument's position)."""
+    if session.eager or session.real_uses:  # a value was used: the recording may depend on it
+        return None
+    mode = torch.is_grad_enabled()
+    if any(p._mode != mode for p in session.made):
+        return None
+    at = {id(t): k for k, t in enumerate(tensors)}
+    lazy: dict = {}  # id -> signature of each lazy parameter (alive in the tape meanwhile)
+
+    def datum(d):
+        if isinstance(d, LazyParam):
+            position = at.get(id(d._root))
+            if position is None or d._parent is not None and d._real is not None:
+                raise _NotPlain  # another tensor's image, or one whose value was made (used)
+            steps = tuple((kind, None if c is None else _number(c)) for kind, c in d._steps)
+            index = d._index
+            found = ("lazy", position, index.shape, index.tobytes(), steps, d._mode)
+            # one object per distinct value: recordings compare by identity where they agree
+            found = lazy[id(d)] = _INTERNED.setdefault(found, found)
+            if len(_INTERNED) > _INTERNED_MAX:
+                _INTERNED.clear()
+            return found
+        if isinstance(d, torch.Tensor):
+            raise _NotPlain
+        return _plain(d, False)
+
+    plain, ops = _PLAIN_GATES, []
+    append = ops.append
+    try:
+        # (the plain gates, most of a QAOA's 6,000, read without their properties or a generator: ~0.3 us each)
+        for op in tape.operations:
+            kind = type(op)
+            if kind in plain:
+                data = op.data
+                # (``wires``, not ``_wires``: a named controlled gate keeps its target alone there)
+                if len(data) == 1:
+                    d = data[0]
+                    found = lazy.get(id(d))
+                    append((kind, op._name, op.wires, datum(d) if found is None else found))
+                else:
+                    append((kind, op._name, op.wires, tuple([datum(d) for d in data])))
+            else:
+                append(_operator(op, datum))
+        measured = tuple(_measurement(mp) for mp in tape.measurements)
+        returned = _returned(out)
+    except _NotPlain:
+        return None
+    trainable = getattr(tape, "_trainable_params", None)
+    return tuple(ops), measured, returned, None if trainable is None else tuple(trainable)
+
+
+__all__ = ["signature"]
