@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import qhybrid
+from benchmarks.workloads import qaoa_function
 
 TOL = 1e-10
 
@@ -59,17 +60,7 @@ def _rand(*shape, seed=0):
 
 
 def _qaoa(n, edges):
-    def circuit(gamma, beta):
-        for i in range(n):
-            qml.Hadamard(i)
-        for layer in range(len(gamma)):
-            for u, v in edges:
-                qml.IsingZZ(2 * gamma[layer], wires=[u, v])
-            for i in range(n):
-                qml.RX(2 * beta[layer], wires=i)
-        return qml.expval(qml.sum(*[qml.Z(u) @ qml.Z(v) for u, v in edges]))
-
-    return circuit
+    return qaoa_function(edges, n)
 
 
 @pytest.mark.parametrize("diff_method", ["adjoint", "parameter-shift", "backprop"])
