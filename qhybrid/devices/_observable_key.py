@@ -124,3 +124,38 @@ def observable_key(mp) -> object:
     if obs is None:
         return mp.hash
     return (type(mp), _entry(obs)[0])
+
+
+class Inexact(Exception):
+    """An attribute value ``own_attributes`` cannot key by value."""
+
+
+_OPERATOR_ATTRIBUTES = frozenset(
+    ("_name", "_id", "_pauli_rep", "_num_params", "_wires", "_batch_size", "_ndim_params", "data", "grad_recipe",
+     "_hyperparameters", "queue_idx")
+)
+
+
+def own_attributes(op) -> tuple:
+    """The instance attributes of a user's operator class beyond PennyLane's own, by exact value: a setting its
+    matrix or decomposition reads, kept outside ``hyperparameters`` (an ``axis`` attribute changed between calls
+    ran the old circuit from the cache). PennyLane's and qhybrid's classes keep theirs in ``hyperparameters``."""
+    if type(op).__module__.startswith(("pennylane.", "qhybrid.")):
+        return ()
+    return tuple(sorted((k, _exact(v)) for k, v in vars(op).items() if k not in _OPERATOR_ATTRIBUTES))
+
+
+def _exact(v):
+    t = type(v)
+    if v is None or t in (bool, int, str) or isinstance(v, type):
+        return v
+    if t in (float, complex):
+        return (t, repr(v))
+    if t in (tuple, list):
+        return (t, tuple(_exact(x) for x in v))
+    if isinstance(v, qml.wires.Wires):
+        return ("wires", v.labels)
+    if isinstance(v, (np.ndarray, np.generic)) and np.asarray(v).dtype != object:
+        a = np.asarray(v)
+        return ("array", a.dtype.str, a.shape, a.tobytes())
+    raise Inexact(f"{type(v).__name__} attribute")

@@ -21,7 +21,8 @@ import pennylane as qml
 import torch
 
 from .._variant import Gather, Variant, tape_parameters, through_rows
-from ..devices._observable_key import constants_key, observable_data, observable_key, tape_parameters_fast
+from ..devices._observable_key import Inexact, constants_key, observable_data, observable_key, own_attributes
+from ..devices._observable_key import tape_parameters_fast
 
 PREPROCESS_CACHE_SIZE = 256
 """Tape structures whose preprocessing is remembered (least recently used dropped)."""
@@ -43,15 +44,18 @@ _SETTINGS_BY_WIRES = frozenset(
 
 def settings_key(op) -> str:
     """An operator's settings without its values: an operator among them (the base of a controlled gate)
-    stands as its kind and wires, so that e.g. CRX(0.1) and CRX(0.2) share one key."""
+    stands as its kind and wires, so that e.g. CRX(0.1) and CRX(0.2) share one key. A user's operator class's own
+    instance attributes are settings too (``own_attributes``)."""
+    own = own_attributes(op)
     if type(op) in _SETTINGS_BY_WIRES or not op.hyperparameters:
-        return ""
+        return repr(own) if own else ""
     return repr(
         sorted(
             (k, (type(v).__name__, tuple(v.wires), settings_key(v)) if isinstance(v, qml.operation.Operator) else repr(v))
             for k, v in op.hyperparameters.items()
         )
-    )
+    ) + (repr(own) if own else "")
+
 
 
 # PennyLane's gates whose settings follow from their kind and wires (those above, or none) and whose number of data
@@ -217,6 +221,11 @@ def _cacheable(tape, params, constants: bool = False) -> bool:
     tensors = [p for p in params if isinstance(p, torch.Tensor)]
     # each distinct tensor asked once (a lazily recorded tape's few tensors are read by thousands of gates)
     if not tensors or any(p.is_complex() for p in {id(p): p for p in tensors}.values()):
+        return False
+    try:
+        for op in tape.operations:
+            own_attributes(op)
+    except Inexact:  # a user's operator keeps a setting that cannot be keyed by value: preprocessed every call
         return False
     if len(tensors) == len(params):
         return True

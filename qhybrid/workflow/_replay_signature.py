@@ -4,9 +4,9 @@ signatures are the same circuit of the same arguments, so the second can run the
 A recording qualifies where it is structural (as ``_static_lazy._structural`` asks: no argument's value was used,
 every tensor parameter is a lazy image of an argument) and everything else it holds is plain data compared by value:
 
-* each operator's kind, name and wires, its settings (numbers, strings, classes, wires, arrays, tuples of them; an
-  operator among them only where the holder's data are derived from it: adjoints, powers, controls, products,
-  sums) and each parameter: a lazy one as (argument, flat positions, arithmetic steps, grad mode), a constant by
+* each operator's kind, name and wires, its settings (numbers, strings, classes, wires, arrays, tuples of them, and
+  operators among them with their own data: an ``Evolution``'s data leave out its generator's), the instance
+  attributes of a user's operator class beyond PennyLane's own, and each parameter: a lazy one as (argument, flat positions, arithmetic steps, grad mode), a constant by
   type and exact value (floats by their hex digits: ``-0.0`` is not ``0.0``);
 * each measurement's kind, observable (``observable_key``: kinds, wires, settings, exact constants) and every other
   attribute by value (wires, a mutual information's wire groups, an entropy's ``log_base``, eigenvalues); no
@@ -38,13 +38,8 @@ from pennylane.measurements import MeasurementProcess
 from pennylane.wires import Wires
 
 from ..devices._observable_key import observable_data, observable_key
-from ..interfaces._preprocess import _PLAIN_GATES
+from ..interfaces._preprocess import _PLAIN_GATES, Inexact, own_attributes
 from ._lazy import LazyParam
-from ._lazy_resolve import _data_derived
-
-_HOLDERS = (qml.ops.op_math.SymbolicOp, qml.ops.op_math.CompositeOp)
-"""Operators whose data are their parts' data (an operator among their settings is covered by them)."""
-
 
 _INTERNED: dict = {}
 _INTERNED_MAX = 1 << 16
@@ -63,13 +58,14 @@ def _number(v):
     return (t, v)
 
 
-def _plain(v, holder: bool):
-    """``v`` (a setting or a constant parameter) as a value compared by ``==``."""
+def _plain(v, datum=None):
+    """``v`` (a setting or a constant parameter) as a value compared by ``==``; with ``datum`` (a setting), an
+    operator among them with its own data (an ``Evolution``'s data leave out its generator's coefficients)."""
     t = type(v)
     if v is None or t is bool or t is int or t is str or t is float or t is complex:
         return _number(v)
     if t is tuple or t is list:
-        return (t, tuple(_plain(x, holder) for x in v))
+        return (t, tuple(_plain(x, datum) for x in v))
     if isinstance(v, type):
         return v  # a class (``imprimitive=qml.CNOT``): itself
     if t is Wires:
@@ -79,17 +75,16 @@ def _plain(v, holder: bool):
         if a.dtype == object:
             raise _NotPlain
         return ("array", a.dtype.str, a.shape, a.tobytes())
-    if holder and isinstance(v, qml.operation.Operator):
-        return _operator(v, lambda d: None)  # its data are the holder's: compared there
+    if datum is not None and isinstance(v, qml.operation.Operator):
+        return _operator(v, datum)
     raise _NotPlain
 
 
-def _settings(op) -> tuple:
+def _settings(op, datum) -> tuple:
     hyper = op.hyperparameters
     if not hyper:
         return ()
-    holder = isinstance(op, _HOLDERS) and _data_derived(type(op))
-    return tuple(sorted((k, _plain(v, holder)) for k, v in hyper.items()))
+    return tuple(sorted((k, _plain(v, datum)) for k, v in hyper.items()))
 
 
 def _operator(op, datum) -> tuple:
@@ -97,7 +92,14 @@ def _operator(op, datum) -> tuple:
     data = tuple(datum(d) for d in op.data)
     if kind in _PLAIN_GATES:  # settings follow from kind and wires
         return (kind, op.name, op.wires, data)
-    return (kind, op.name, op.wires, _settings(op), data)
+    return (kind, op.name, op.wires, _settings(op, datum), data, _own_attributes(op))
+
+
+def _own_attributes(op) -> tuple:
+    try:
+        return own_attributes(op)
+    except Inexact:
+        raise _NotPlain from None
 
 
 _MEASUREMENT_HELD = frozenset(("obs", "mv", "id"))
@@ -107,7 +109,7 @@ def _measurement(mp) -> tuple:
     """Kind, observable key and every other attribute (wires, wire groups, ``log_base``, ...) by value."""
     if mp.mv is not None:
         raise _NotPlain
-    held = tuple(sorted((k, _plain(v, False)) for k, v in vars(mp).items() if k not in _MEASUREMENT_HELD))
+    held = tuple(sorted((k, _plain(v)) for k, v in vars(mp).items() if k not in _MEASUREMENT_HELD))
     if mp.obs is None:
         return (type(mp), held)
     if any(isinstance(d, torch.Tensor) for d in observable_data(mp.obs)):
@@ -152,7 +154,7 @@ def signature(tape, session, out, tensors) -> tuple | None:
             return found
         if isinstance(d, torch.Tensor):
             raise _NotPlain
-        return _plain(d, False)
+        return _plain(d)
 
     plain, ops = _PLAIN_GATES, []
     append = ops.append

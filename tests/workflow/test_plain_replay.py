@@ -403,3 +403,41 @@ def test_gates_with_constant_angles_replay():
         for seed in range(4):
             _check(mine, ref, _rand(4, 3, seed=seed), _rand(2, 3, 3, seed=seed + 7))
         assert mine._replays.replayed == 2, method
+
+
+@pytest.mark.parametrize("static", [False, True])
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_batched_constant_angle(static, batched):
+    """Found by a helper: ``RY(np.array([0.3, 0.5]))`` beside trainable gates was taken for an unbatched constant
+    of the one-node path (wrong values from the second call, or an IndexError)."""
+    import numpy as np
+
+    def circuit(x):
+        qml.RX(x[:, 0] if batched else x[0], wires=0)
+        qml.RY(np.array([0.3, 0.5]), wires=1)
+        qml.RZ(0.2, wires=1)
+        qml.CNOT([0, 1])
+        qml.RY(x[:, 1] if batched else x[1], wires=1)
+        return qml.expval(qml.Z(1))
+
+    mine = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method="adjoint", static_structure=static)(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")
+    for seed in range(4):
+        _check(mine, ref, _rand(*((2, 2) if batched else (2,)), seed=seed))
+
+
+def test_an_evolutions_generator_is_its_recording():
+    """Found by a helper: ``qml.evolve(H, t)``'s data are ``(t,)`` alone; a changed coefficient of ``H`` replayed the
+    old circuit (0.652 for 0.564)."""
+    c = [0.3]
+
+    def circuit(x):
+        qml.RY(2 * x[0], wires=0)
+        qml.evolve(c[0] * qml.X(1) @ qml.Y(0) + 0.5 * qml.Z(0), 0.2)
+        qml.adjoint(qml.evolve(qml.Z(1) * c[0], 0.4))
+        return qml.expval(qml.X(0) @ qml.Z(1))
+
+    mine, ref = _pair(circuit, 2)
+    for value in (0.3, 0.3, 0.3, 0.6, 0.6, 0.3):
+        c[0] = value
+        _check(mine, ref, _rand(1, seed=int(value * 10)))

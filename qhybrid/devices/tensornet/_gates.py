@@ -14,10 +14,10 @@ from typing import Callable, Sequence
 import numpy as np
 import pennylane as qml
 import torch
-from pennylane.ops.op_math import Evolution
 
 from .._constants import literal
 from ._excitation_gates import TWO_LEVEL, excitation_matrix
+from ._rebound import rebound
 
 _Builder = Callable[[Sequence[torch.Tensor]], tuple[list, list]]
 """Real parameters in, (real parts, imaginary parts) of the row-major matrix entries out (None = 0)."""
@@ -216,22 +216,6 @@ def fixed_matrix(op: qml.operation.Operator, dtype, device) -> torch.Tensor:
         real = dtype.to_real()
         return fast_matrix(op.name, [typed_tensor(p, real, device) for p in op.data], dtype, device)
     return generic_matrix(op, list(op.data), dtype, device)
-
-
-def rebound(op: qml.operation.Operator, params: list) -> qml.operation.Operator:
-    """``op`` with data ``params`` (PennyLane's ``bind_new_parameters``). An ``Evolution``'s data is its parameter
-    alone, and PennyLane's binding would rebind its generator's data from the same list (an ``IndexError`` where
-    the generator has coefficients): it keeps its generator."""
-    if isinstance(op, Evolution) and len(params) == len(op.data) == 1:
-        return Evolution(op.base, params[0])
-    if isinstance(op, qml.ops.op_math.Controlled) and isinstance(op.base, Evolution):
-        # PennyLane's binding copies the base deeply, which a tensor inside it refuses (not a graph leaf): the base
-        # is rebound as above and controlled again
-        with qml.QueuingManager.stop_recording():
-            return qml.ctrl(
-                rebound(op.base, params), op.control_wires, control_values=op.control_values, work_wires=op.work_wires
-            )
-    return qml.ops.functions.bind_new_parameters(op, params)
 
 
 _VALUED: collections.OrderedDict = collections.OrderedDict()

@@ -6,6 +6,7 @@ share one structure, hence one network topology and one contraction plan.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -15,7 +16,7 @@ from pennylane.operation import Operator
 from pennylane.wires import Wires
 
 from ...errors import BroadcastError, UnsupportedOperationError, WireError
-from .._observable_key import observable_key
+from .._observable_key import Inexact, observable_key, own_attributes
 from ._gates import has_fast_builder
 
 SKIPPED_OPS = frozenset({"Identity", "Barrier", "Snapshot"})
@@ -131,10 +132,17 @@ def settings_repr(op: Operator) -> str:
     >>> "RY" in key, "0.3" in key
     (True, False)
     """
+    try:
+        own = own_attributes(op)
+    except Inexact:  # a setting no key can hold: a key of its own (planned anew)
+        return f"<unkeyed {next(_UNKEYED)}>"
     held = op.hyperparameters
     if not held:
-        return ""
-    return repr({k: _described(v) for k, v in held.items()})
+        return repr(own) if own else ""
+    return repr({k: _described(v) for k, v in held.items()}) + (repr(own) if own else "")
+
+
+_UNKEYED = itertools.count()
 
 
 def _described(v):

@@ -149,3 +149,56 @@ def test_a_controlled_evolution_with_a_trainable_time(method):
     got.backward()
     want.backward()
     torch.testing.assert_close(a.grad, b.grad, atol=1e-10, rtol=0)
+
+
+class _AxisRotation(qml.operation.Operation):
+    """RX or RY by an attribute of its own, outside ``hyperparameters`` (a user's class)."""
+
+    num_wires = 1
+    num_params = 1
+    grad_method = "A"
+    parameter_frequencies = [(1,)]
+
+    def __init__(self, theta, wires, axis="X", id=None):
+        self.axis = axis
+        super().__init__(theta, wires=wires, id=id)
+
+    def matrix(self, wire_order=None):
+        m = (qml.RX if self.axis == "X" else qml.RY).compute_matrix(self.data[0])
+        return m if wire_order is None else qml.math.expand_matrix(m, self.wires, wire_order)
+
+    @property
+    def has_matrix(self):
+        return True
+
+    def generator(self):
+        return -0.5 * (qml.X(self.wires) if self.axis == "X" else qml.Y(self.wires))
+
+    def decomposition(self):
+        return [(qml.RX if self.axis == "X" else qml.RY)(self.data[0], self.wires)]
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "parameter-shift", "backprop"])
+def test_a_users_operator_with_a_setting_of_its_own(diff_method):
+    """Found by a helper (also before plain replays): PennyLane's ``bind_new_parameters`` remakes an operator from its
+    data and hyperparameters, so a class keeping ``self.axis`` ran its default axis (0 for 0.2955), and the caches'
+    structure keys missed the attribute (a changed axis ran the old circuit)."""
+    axis = ["Y"]
+
+    def circuit(x):
+        qml.RY(x[0], 0)
+        _AxisRotation(x[1], 1, axis=axis[0])
+        qml.CNOT([0, 1])
+        return qml.expval(qml.X(1))
+
+    mine = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=diff_method)(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")
+    for a in ("Y", "Y", "X", "X", "Y"):
+        axis[0] = a
+        x = torch.tensor([0.7, 0.3], dtype=torch.float64, requires_grad=True)
+        y = torch.tensor([0.7, 0.3], dtype=torch.float64, requires_grad=True)
+        got, want = mine(x), ref(y)
+        assert abs(float(got - want)) < 1e-10
+        got.backward()
+        want.backward()
+        assert torch.allclose(x.grad, y.grad, atol=1e-10, rtol=0)

@@ -82,7 +82,7 @@ class BoundProgram:
             if slot.kind == "const" or si in in_runs:
                 continue
             entries = [maps[j] for j in range(*slot.params)]
-            if slot.kind == "fast" and entries and all(e[0] == "const" for e in entries):
+            if slot.kind == "fast" and not slot.batched and entries and all(e[0] == "const" for e in entries):
                 continue  # ``RY(0.3)``: a constant gate, its matrix made once per value (``_constant``)
             if slot.kind != "fast" or not gate_grads.supported(slot.name):
                 return None

@@ -1,0 +1,46 @@
+"""An operator with other data (PennyLane's ``bind_new_parameters``), where PennyLane's binding would lose
+something: an ``Evolution``'s generator, a controlled evolution's base, a user's setting kept outside
+``hyperparameters``."""
+
+from __future__ import annotations
+
+import copy
+
+import pennylane as qml
+from pennylane.operation import _UNSET_BATCH_SIZE as _BATCH_UNSET
+from pennylane.ops.op_math import Evolution
+
+from .._observable_key import Inexact, own_attributes
+
+
+def rebound(op: qml.operation.Operator, params: list) -> qml.operation.Operator:
+    """``op`` with data ``params`` (PennyLane's ``bind_new_parameters``). An ``Evolution``'s data is its parameter
+    alone, and PennyLane's binding would rebind its generator's data from the same list (an ``IndexError`` where
+    the generator has coefficients): it keeps its generator."""
+    if isinstance(op, Evolution) and len(params) == len(op.data) == 1:
+        return Evolution(op.base, params[0])
+    if isinstance(op, qml.ops.op_math.Controlled) and isinstance(op.base, Evolution):
+        # PennyLane's binding copies the base deeply, which a tensor inside it refuses (not a graph leaf): the base
+        # is rebound as above and controlled again
+        with qml.QueuingManager.stop_recording():
+            return qml.ctrl(
+                rebound(op.base, params), op.control_wires, control_values=op.control_values, work_wires=op.work_wires
+            )
+    if _keeps_own_settings(op):
+        # PennyLane's binding makes a new instance from the data and hyperparameters alone: a user's class that keeps
+        # a setting in an attribute of its own (``self.axis``) got its default (an RY ran as RX): a copy keeps it
+        new = copy.copy(op)
+        new.data = tuple(params)
+        new._batch_size = new._ndim_params = _BATCH_UNSET
+        return new
+    return qml.ops.functions.bind_new_parameters(op, params)
+
+
+def _keeps_own_settings(op) -> bool:
+    try:
+        return bool(own_attributes(op))
+    except Inexact:
+        return True
+
+
+__all__ = ["rebound"]
