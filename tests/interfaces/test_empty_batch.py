@@ -100,3 +100,26 @@ def test_torch_layer_and_exp_qlayer():
     out.sum().backward()
     assert x.grad.shape == (0, N) and torch.equal(layer.w.grad, torch.zeros_like(layer.w))
     assert qhybrid.ExpQLayer(N)(torch.rand(0, N)).shape == (0, N)
+
+
+@pytest.mark.parametrize("constant", [False, True])
+def test_sliced_arguments_on_the_one_node_path(constant):
+    """Found by a helper: ``RY(x[:, 0])`` on an empty batch crashed the one-node path (``index_select`` on a state
+    of 0 amplitudes); with a constant gate beside it, from the call that traced it. The empty batch is answered by
+    the device's empty-batch results."""
+
+    def circuit(x):
+        qml.RY(x[:, 0], 0)
+        if constant:
+            qml.RY(0.3, 1)
+        qml.CNOT([0, 1])
+        qml.RX(x[:, 1], 1)
+        return qml.expval(qml.Z(1))
+
+    f = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method="adjoint")(circuit)
+    for _ in range(3):
+        x = torch.zeros((0, 2), dtype=torch.float64, requires_grad=True)
+        out = f(x)
+        assert out.shape == (0,)
+        out.sum().backward()
+        assert x.grad.shape == (0, 2)
