@@ -98,7 +98,12 @@ class QNode(PennyLaneQNodeFace):
                     "before changing them, or record the call again: qml.workflow.construct_tape(qnode)(*args)."
                 )
             self._tape, self._unresolved = resolve(tape), None
-        return self._tape
+        tape = self._tape
+        if tape is not None and getattr(tape, "_trainable_params", 0) is None:
+            # (as PennyLane's QNode marks its tape for torch: the parameters that require grad)
+            params = tape.get_parameters(trainable_only=False)
+            tape.trainable_params = [i for i, p in enumerate(params) if getattr(p, "requires_grad", False)]
+        return tape
 
     @tape.setter
     def tape(self, tape: qml.tape.QuantumScript | None) -> None:

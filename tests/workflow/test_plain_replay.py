@@ -441,3 +441,20 @@ def test_an_evolutions_generator_is_its_recording():
     for value in (0.3, 0.3, 0.3, 0.6, 0.6, 0.3):
         c[0] = value
         _check(mine, ref, _rand(1, seed=int(value * 10)))
+
+
+def test_the_tapes_trainable_parameters_are_those_that_require_grad():
+    """As PennyLane's QNode marks its tape (found by a helper: every parameter was listed)."""
+
+    def circuit(x, w):
+        qml.RX(x[0], 0)
+        qml.RY(2 * w[0], 0)
+        qml.RZ(0.3, 0)
+        return qml.expval(qml.Z(0))
+
+    node = qhybrid.qnode(qhybrid.device("tensornet", wires=1))(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=1), interface="torch")
+    x, w = torch.tensor([0.1]), torch.tensor([0.2], requires_grad=True)
+    for _ in range(3):  # recorded, then replayed
+        node(x, w)
+        assert node.tape.trainable_params == qml.workflow.construct_tape(ref)(x, w).trainable_params == [1]
