@@ -60,12 +60,15 @@ def _tree(op) -> tuple:
 def _entry(obs) -> tuple:
     """(key, data) of an observable, computed once per object (``Sum.data`` walks every term: 5 ms for H2O)."""
     hit = _KEYS.get(id(obs))
-    if hit is not None and hit[0] is obs:
+    if hit is not None and hit[0] is obs and all(a.tobytes() == b for a, b in hit[2]):
         _KEYS.move_to_end(id(obs))
         return hit[1]
     data = tuple(obs.data)
     entry = (_Key(_key(obs, data) if data else _tree(obs)), data)
-    _KEYS[id(obs)] = (obs, entry)  # the observable is held, so its id is not reused meanwhile
+    # an array among the data is checked on every hit: a ``Hermitian`` of a matrix changed in place is another
+    # observable (its key held the old bytes, and a cached tape its own copy of them)
+    arrays = tuple((a, a.tobytes()) for a in data if isinstance(a, np.ndarray))
+    _KEYS[id(obs)] = (obs, entry, arrays)  # the observable is held, so its id is not reused meanwhile
     if len(_KEYS) > OBSERVABLE_KEYS_KEPT:
         _KEYS.popitem(last=False)
     return entry

@@ -118,3 +118,22 @@ def test_a_cached_tape_keeps_its_own_copy_of_constant_arrays():
         elif change is not None:
             state[0] = np.array([0.6, 0.8])
         assert abs(float(ours(x) - ref(x))) < 1e-12
+
+
+def test_an_observable_of_a_matrix_changed_in_place():
+    """Found by a helper: a ``Hermitian`` built once on an array changed in place between calls kept its first key
+    (computed once per observable object) while the cached tape kept its own copy of the old matrix."""
+    A = np.array([[1.0, 0.5], [0.5, -1.0]])
+    H = qml.Hermitian(A, wires=0)
+
+    def circuit(x):
+        qml.RY(x[0], 0)
+        qml.RX(2 * x[1], 0)
+        return qml.expval(H)
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=1), diff_method="adjoint")(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=1), interface="torch")
+    x = torch.tensor([0.7, 0.2], dtype=torch.float64, requires_grad=True)
+    for value in (1.0, 1.0, 3.0, 4.0, 4.0, 1.0):
+        A[0, 0] = value
+        assert abs(float(ours(x) - ref(x))) < 1e-12
