@@ -343,7 +343,10 @@ def _frozen(template, post, maps, params) -> tuple:
         return qml.ops.functions.bind_new_parameters(op, data)
 
     ops = [rebuilt(op) for op in template.operations]
-    mps = [mp if mp.obs is None or rebuilt(mp.obs) is mp.obs else type(mp)(obs=rebuilt(mp.obs)) for mp in template.measurements]
+    mps = [
+        mp if mp.obs is None or rebuilt(mp.obs) is mp.obs else type(mp)(obs=rebuilt(mp.obs))
+        for mp in template.measurements
+    ]
     maps = [("const", frozen(m[1])) if m[0] == "const" else m for m in maps]
     return template.copy(operations=ops, measurements=mps), post, Gather((), tuple(maps))
 

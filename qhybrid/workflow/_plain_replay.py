@@ -102,7 +102,8 @@ class PlainReplays:
             return qnode._shaped(tape, out, args, kwargs) if trace is None else _run(qnode, trace, call)
         # a first sighting: traced at once, unless its gates hold constants (which may change every call: traced from
         # their second sighting, the first runs the ordinary way)
-        trace = self._trace(qnode, call, tape, out, groups) if _cacheable(tape, tape_parameters_fast(tape)) else _SEEN_ONCE
+        now = _cacheable(tape, tape_parameters_fast(tape))
+        trace = self._trace(qnode, call, tape, out, groups) if now else _SEEN_ONCE
         with self._lock:
             entries = self._kept.setdefault(key, [])
             self._kept.move_to_end(key)

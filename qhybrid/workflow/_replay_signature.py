@@ -6,15 +6,16 @@ every tensor parameter is a lazy image of an argument) and everything else it ho
 
 * each operator's kind, name and wires, its settings (numbers, strings, classes, wires, arrays, tuples of them, and
   operators among them with their own data: an ``Evolution``'s data leave out its generator's), the instance
-  attributes of a user's operator class beyond PennyLane's own, and each parameter: a lazy one as (argument, flat positions, arithmetic steps, grad mode), a constant by
-  type and exact value (floats by their hex digits: ``-0.0`` is not ``0.0``);
+  attributes of a user's operator class beyond PennyLane's own, and each parameter: a lazy one as (argument, flat
+  positions, arithmetic steps, grad mode), a constant by type and exact value (floats by their hex digits: ``-0.0``
+  is not ``0.0``);
 * each measurement's kind, observable (``observable_key``: kinds, wires, settings, exact constants) and every other
   attribute by value (wires, a mutual information's wire groups, an entropy's ``log_base``, eigenvalues); no
   mid-circuit measurement values;
 * the structure of what the function returned.
 
-Anything else (a tensor made inside the function, an operator held as a setting of a template, a callable) makes
-the signature None: that recording is run the ordinary way.
+Anything else (a tensor made inside the function, a used value, a callable, a setting of a user's operator that no
+value can stand for) makes the signature None: that recording is run the ordinary way.
 
 >>> import torch, pennylane as qml
 >>> from qhybrid.workflow._lazy_arguments import proxied
@@ -141,6 +142,9 @@ def signature(tape, session, out, tensors) -> tuple | None:
 
     def datum(d):
         if isinstance(d, LazyParam):
+            found = lazy.get(id(d))
+            if found is not None:
+                return found
             position = at.get(id(d._root))
             if position is None or d._parent is not None and d._real is not None:
                 raise _NotPlain  # another tensor's image, or one whose value was made (used)

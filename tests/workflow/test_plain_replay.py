@@ -1,8 +1,8 @@
 """Plain replays (``workflow/_plain_replay.py``): a plain qnode whose recording equals an earlier one runs that
-one's trace (made at its first sighting; where its gates hold constants, at its second). The function still runs every call;
-whatever it records differently (a Python global read as a constant, an observable, the operators, the wires, a
-template's settings, a measurement's settings, the grad mode) must give a new recording and the right numbers,
-checked against default.qubit on every call."""
+one's trace (made at its first sighting; where its gates hold constants, at its second). The function still runs
+every call; whatever it records differently (a Python global read as a constant, an observable, the operators, the
+wires, a template's settings, a measurement's settings, the grad mode) must give a new recording and the right
+numbers, checked against default.qubit on every call."""
 
 from __future__ import annotations
 
