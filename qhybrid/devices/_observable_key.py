@@ -145,17 +145,21 @@ def own_attributes(op) -> tuple:
     ran the old circuit from the cache). PennyLane's and qhybrid's classes keep theirs in ``hyperparameters``."""
     if type(op).__module__.startswith(("pennylane.", "qhybrid.")):
         return ()
-    return tuple(sorted((k, _exact(v)) for k, v in vars(op).items() if k not in _OPERATOR_ATTRIBUTES))
+    return tuple(sorted((k, exact(v)) for k, v in vars(op).items() if k not in _OPERATOR_ATTRIBUTES))
 
 
-def _exact(v):
+def exact(v):
+    """``v`` (a number, string, class, wires, array or a tuple / list of them) as a value equal only to an equal one
+    (floats by their exact repr; -0.0 is not 0.0); ``Inexact`` for anything else."""
     t = type(v)
-    if v is None or t in (bool, int, str) or isinstance(v, type):
+    if v is None or t is str or isinstance(v, type):
         return v
+    if t is bool or t is int:  # (True == 1: the type keeps them apart)
+        return (t, v)
     if t in (float, complex):
         return (t, repr(v))
     if t in (tuple, list):
-        return (t, tuple(_exact(x) for x in v))
+        return (t, tuple(exact(x) for x in v))
     if isinstance(v, qml.wires.Wires):
         return ("wires", v.labels)
     if isinstance(v, (np.ndarray, np.generic)) and np.asarray(v).dtype != object:

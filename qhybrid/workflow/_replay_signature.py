@@ -32,15 +32,14 @@ True
 
 from __future__ import annotations
 
-import numpy as np
 import pennylane as qml
 import torch
 from pennylane.measurements import MeasurementProcess
-from pennylane.wires import Wires
 
-from ..devices._observable_key import observable_data, observable_key
-from ..interfaces._preprocess import _PLAIN_GATES, Inexact, own_attributes
+from ..devices._observable_key import Inexact, exact, observable_data, observable_key, own_attributes
+from ..interfaces._preprocess import _PLAIN_GATES
 from ._lazy import LazyParam
+from ._static_lazy import values_unused
 
 _INTERNED: dict = {}
 _INTERNED_MAX = 1 << 16
@@ -50,35 +49,19 @@ class _NotPlain(Exception):
     """Something in the recording that is not compared by value."""
 
 
-def _number(v):
-    t = type(v)
-    if t is float:
-        return (t, v.hex())
-    if t is complex:
-        return (t, v.real.hex(), v.imag.hex())
-    return (t, v)
-
-
 def _plain(v, datum=None):
-    """``v`` (a setting or a constant parameter) as a value compared by ``==``; with ``datum`` (a setting), an
-    operator among them with its own data (an ``Evolution``'s data leave out its generator's coefficients)."""
+    """``v`` (a setting or a constant parameter) as a value compared by ``==`` (``_observable_key.exact``: a float
+    by its exact repr, ``-0.0`` is not ``0.0``); with ``datum`` (a setting), an operator among them with its own data
+    (an ``Evolution``'s data leave out its generator's coefficients)."""
     t = type(v)
-    if v is None or t is bool or t is int or t is str or t is float or t is complex:
-        return _number(v)
     if t is tuple or t is list:
         return (t, tuple(_plain(x, datum) for x in v))
-    if isinstance(v, type):
-        return v  # a class (``imprimitive=qml.CNOT``): itself
-    if t is Wires:
-        return (t, v.labels)
-    if isinstance(v, (np.ndarray, np.generic)):
-        a = np.asarray(v)
-        if a.dtype == object:
-            raise _NotPlain
-        return ("array", a.dtype.str, a.shape, a.tobytes())
     if datum is not None and isinstance(v, qml.operation.Operator):
         return _operator(v, datum)
-    raise _NotPlain
+    try:
+        return exact(v)
+    except Inexact:
+        raise _NotPlain from None
 
 
 def _settings(op, datum) -> tuple:
@@ -132,10 +115,7 @@ def _returned(out) -> object:
 def signature(tape, session, out, tensors) -> tuple | None:
     """The recording's signature (module notes), or None where it has none. ``tensors``: the call's tensor
     arguments, in order (a lazy parameter stands by its argument's position)."""
-    if session.eager or session.real_uses:  # a value was used: the recording may depend on it
-        return None
-    mode = torch.is_grad_enabled()
-    if any(p._mode != mode for p in session.made):
+    if not values_unused(session):  # the recording may depend on a value
         return None
     at = {id(t): k for k, t in enumerate(tensors)}
     lazy: dict = {}  # id -> signature of each lazy parameter (alive in the tape meanwhile)
@@ -148,7 +128,7 @@ def signature(tape, session, out, tensors) -> tuple | None:
             position = at.get(id(d._root))
             if position is None or d._parent is not None and d._real is not None:
                 raise _NotPlain  # another tensor's image, or one whose value was made (used)
-            steps = tuple((kind, None if c is None else _number(c)) for kind, c in d._steps)
+            steps = tuple((kind, exact(c)) for kind, c in d._steps)
             index = d._index
             found = ("lazy", position, index.shape, index.tobytes(), steps, d._mode)
             # one object per distinct value: recordings compare by identity where they agree

@@ -45,13 +45,19 @@ class LazySources:
         return out
 
 
-def _structural(tape, session) -> bool:
-    """Whether the recording is its arguments' structure alone: no value used, every tensor parameter a lazy
-    image of an argument made in the call's grad mode, no tensor among the observables' data."""
+def values_unused(session) -> bool:
+    """Whether the recording used no argument's value (nor wrote one) and made every proxy in the call's grad mode:
+    then it cannot have depended on the values."""
     if session.eager or session.real_uses:
         return False
     mode = torch.is_grad_enabled()
-    if any(p._mode != mode for p in session.made):
+    return all(p._mode == mode for p in session.made)
+
+
+def _structural(tape, session) -> bool:
+    """Whether the recording is its arguments' structure alone: no value used, every tensor parameter a lazy
+    image of an argument made in the call's grad mode, no tensor among the observables' data."""
+    if not values_unused(session):
         return False
     for op in tape.operations:
         for d in op.data:
@@ -119,4 +125,4 @@ def trace_of(qnode, call: CallArgs, tape, groups: dict):
     return variants[0].tape, post, Gather((), tuple(maps)), LazySources(tuple(sources))
 
 
-__all__ = ["LazySources", "lazy_trace", "trace_of"]
+__all__ = ["LazySources", "lazy_trace", "trace_of", "values_unused"]
