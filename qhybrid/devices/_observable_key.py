@@ -58,20 +58,133 @@ def _tree(op) -> tuple:
 
 
 def _entry(obs) -> tuple:
-    """(key, data) of an observable, computed once per object (``Sum.data`` walks every term: 5 ms for H2O)."""
+    """(key, data) of an observable, computed once per object (``Sum.data`` walks every term: 5 ms for H2O) and
+    made again when its data were set since (``H.data = ...``, ``term.scalar = ...``, an array written in place)."""
     hit = _KEYS.get(id(obs))
-    if hit is not None and hit[0] is obs and all(a.tobytes() == b for a, b in hit[2]):
+    if hit is not None and hit[0] is obs and _unchanged(obs, hit[2]):
         _KEYS.move_to_end(id(obs))
         return hit[1]
+    watch = _watch(obs)
     data = tuple(obs.data)
     entry = (_Key(_key(obs, data) if data else _tree(obs)), data)
-    # an array among the data is checked on every hit: a ``Hermitian`` of a matrix changed in place is another
+    # arrays among the data are checked on every hit: a ``Hermitian`` of a matrix changed in place is another
     # observable (its key held the old bytes, and a cached tape its own copy of them)
     arrays = tuple((a, a.tobytes()) for a in data if isinstance(a, np.ndarray))
-    _KEYS[id(obs)] = (obs, entry, arrays)  # the observable is held, so its id is not reused meanwhile
+    _KEYS[id(obs)] = (obs, entry, (*watch, arrays))  # the observable is held, so its id is not reused meanwhile
     if len(_KEYS) > OBSERVABLE_KEYS_KEPT:
         _KEYS.popitem(last=False)
     return entry
+
+
+_SPROD = qml.ops.SProd
+_COMPOSITE = qml.ops.op_math.CompositeOp
+_SCALED = qml.ops.op_math.ScalarSymbolicOp
+_SYMBOLIC = qml.ops.op_math.SymbolicOp
+_NUMBERS = (int, float, complex)
+_PROD = qml.ops.Prod
+_PAULIS = frozenset((qml.PauliX, qml.PauliY, qml.PauliZ, qml.Identity))
+
+
+def _scan(op, nodes: list, names: list) -> tuple[bool, bool]:
+    """(whether every datum of ``op``'s tree sits in a node collected into ``nodes`` with the attribute holding
+    it in ``names``: a scaled operator's ``scalar``, a plain operator's ``data`` tuple; whether a cached Pauli
+    sentence was made again, ``refresh_pauli_reps``)."""
+    if type(op) is _SPROD:
+        nodes.append(op)
+        names.append("scalar")
+        base = op.base
+        if type(base) in _PAULIS or type(base) is _PROD and all(type(o) in _PAULIS for o in base.operands):
+            stale = False  # a word, which holds no data (qml.dot's terms: a walk a term, so kept short)
+        else:
+            tracked, stale = _scan(base, nodes, names)
+            if not tracked:
+                return False, _refresh_scaled(op, True)
+        return True, _refresh_scaled(op, stale)
+    if isinstance(op, _COMPOSITE):
+        tracked, stale = True, False
+        for o in op.operands:
+            t, st = _scan(o, nodes, names)
+            tracked &= t
+            stale |= st
+        if stale and hasattr(op, "_build_pauli_rep"):
+            op._pauli_rep = op._build_pauli_rep()
+        return tracked, stale
+    if isinstance(op, _SYMBOLIC):
+        if isinstance(op, _SCALED):
+            nodes.append(op)
+            names.append("scalar")
+        tracked, stale = _scan(op.base, nodes, names)
+        return tracked and (isinstance(op, _SCALED) or len(op.data) == len(op.base.data)), stale
+    held = vars(op).get("data")
+    if held is None:
+        return not op.data, False
+    if held:
+        nodes.append(op)
+        names.append("data")
+    return True, False
+
+
+def _refresh_scaled(op, stale: bool) -> bool:
+    """``op``'s (a ``SProd``) sentence made again where its base's was, or where its numeric scalar no longer
+    gives its coefficients (a tensor scalar is read from the data, not the sentence, and is left alone)."""
+    ps, base = op._pauli_rep, op.base.pauli_rep
+    if not stale:
+        scalar = op.scalar
+        if type(scalar) not in _NUMBERS and not isinstance(scalar, np.generic):
+            return False
+        if ps is None or base is None:
+            stale = (ps is None) != (base is None)
+        elif len(base) == 1:  # a word: one coefficient to check
+            ((w, c),) = base.items()
+            v = ps.get(w)
+            stale = len(ps) != 1 or v is None or v != c * scalar
+        else:
+            stale = ps.keys() != base.keys() or any(ps[w] != c * scalar for w, c in base.items())
+        if not stale:
+            return False
+    # PennyLane's own construction (``SProd.__init__``)
+    op._pauli_rep = (
+        qml.pauli.PauliSentence({w: qml.math.dot(c, op.scalar) for w, c in base.items()})
+        if base is not None and op.batch_size is None
+        else None
+    )
+    return True
+
+
+def _watch(obs) -> tuple:
+    """What tells, cheaply, that ``obs``'s data were set after its key was made: the objects its holders hold
+    (compared by identity, else by value), or its whole data where some node keeps them otherwise. Makes its
+    stale Pauli sentences again on the way (``refresh_pauli_reps``)."""
+    nodes: list = []
+    names: list = []
+    tracked, _ = _scan(obs, nodes, names)
+    if not tracked:
+        return (None, None, tuple(obs.data))
+    return (nodes, names, list(map(getattr, nodes, names)))
+
+
+def _unchanged(obs, watch) -> bool:
+    nodes, names, held, arrays = watch
+    if nodes is None:  # some node keeps its data otherwise: the whole data, compared one by one
+        now = tuple(obs.data)
+        same = len(now) == len(held) and all(
+            a is b or (type(a) is type(b) and type(a) in (int, float, complex) and exact(a) == exact(b))
+            for a, b in zip(now, held)
+        )
+    else:  # (list equality compares identity first: one C loop, ~30 ns a term)
+        same = list(map(getattr, nodes, names)) == held
+    return same and all(a.tobytes() == b for a, b in arrays)
+
+
+def refresh_pauli_reps(op) -> bool:
+    """Makes ``op``'s cached Pauli sentences (``pauli_rep``, kept from construction) agree with its data again,
+    where they were set since (``H.data = ...``); True where something was made again.
+
+    PennyLane builds a scaled operator's and a sum's ``pauli_rep`` once, in ``__init__``; setting ``data``
+    later leaves it with the old coefficients (PennyLane's own shots and parameter-shift paths then use them,
+    its backprop path the new ones), and every readout of qhybrid reads the sentence. A numeric scalar is
+    compared with its sentence's coefficients (a few operations a term)."""
+    return _scan(op, [], [])[1]
 
 
 def observable_data(obs) -> tuple:

@@ -103,7 +103,7 @@ def _terms(op, j: int):
         ps = op.pauli_rep
         return None if ps is None else ([(None, w, c) for w, c in ps.items()], j + len(data))
     if isinstance(op, qml.ops.LinearCombination):
-        coeffs, ops = op.coeffs, op.ops
+        coeffs, ops = data, op.ops  # (not ``op.coeffs``: kept from construction, where ``data`` follows ``H.data = ...``)
         if len(data) != len(ops) or any(o.data or o.pauli_rep is None for o in ops):
             return None
         rows = [(j + k if _is_tensor(c) else None, w, f if _is_tensor(c) else c * f)
