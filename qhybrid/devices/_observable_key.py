@@ -4,8 +4,8 @@ A molecular Hamiltonian is a ``Sum`` of ~10^3 scaled Pauli words: its ``repr`` t
 ``hash`` 18-450 ms a call (H2O, 1,079 terms), which the preprocessing cache paid on every step to find a
 tape it already had. The key of an observable with data is its operator tree (kinds, wires, settings and
 the number of data each node holds) plus its constant data's values, computed once per observable object
-and kept beside it: PennyLane itself caches an operator's ``pauli_rep`` and ``hash`` at construction, so an
-operator whose data are changed in place is stale there already.
+and kept beside it, with the objects that hold its data: data set since (``H.data = ...``) make the key
+again, and the Pauli sentences PennyLane kept from construction are made again with them.
 
 >>> import pennylane as qml
 >>> H = qml.dot([0.5, 0.25], [qml.X(0), qml.Z(0) @ qml.Z(1)])
