@@ -126,3 +126,38 @@ def test_data_set_are_measured_on_many_wires_and_through_the_plugin():
         lambda g: circuit(g, lambda: make(rng.uniform(-1, 1, n))))(g))) > 1e-3  # the data matter
     assert float(node(g)) == pytest.approx(want, abs=1e-10)
     assert float(plugin(g)) == pytest.approx(want, abs=1e-10)
+
+
+class _ScaledZ(qml.operation.Operator):
+    """An observable keeping its datum behind a property (not in a ``data`` tuple qhybrid can watch)."""
+
+    num_wires = 1
+
+    def __init__(self, c, wires):
+        super().__init__(c, wires=wires)
+
+    @property
+    def data(self):
+        return (self._c,)
+
+    @data.setter
+    def data(self, value):
+        self._c = value[0]
+
+    @staticmethod
+    def compute_matrix(c):
+        return c * np.diag([1.0, -1.0])
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "parameter-shift", "backprop"])
+def test_data_kept_behind_a_property_are_compared_by_value(diff_method):
+    H = _ScaledZ(0.5, wires=1)
+    node = qhybrid.qnode(qhybrid.device("tensornet", wires=WIRES), diff_method=diff_method)(_circuit(lambda: H))
+    x = torch.tensor([0.3, -1.1, 0.8, 0.4], dtype=torch.float64, requires_grad=True)
+    for c in (0.5, -1.25, 2.0):
+        H.data = (c,)
+        value = node(x)
+        (grad,) = torch.autograd.grad(value, x)
+        want_value, want_grad = _reference(lambda d: qml.Hermitian(d[0] * np.diag([1.0, -1.0]), wires=1), (c,), x)
+        assert float(value.detach()) == pytest.approx(float(want_value), abs=1e-10)
+        torch.testing.assert_close(grad, want_grad, atol=1e-10, rtol=0)
