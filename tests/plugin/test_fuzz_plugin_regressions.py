@@ -29,3 +29,34 @@ def test_constant_circuits_return_torch_tensors(diff_method, body):
         qml.QNode(circuit, qml.device("qhybrid.tensornet", wires=2), interface="torch", diff_method=diff_method), p
     )
     assert torch.equal(jac, torch.zeros(2, dtype=torch.float64))
+
+
+OBSERVABLES = {
+    "SProd": lambda c: qml.s_prod(c[0], qml.Z(1)),
+    "Sum": lambda c: qml.dot([c[0], c[1]], [qml.Z(0) @ qml.Z(1), qml.X(1)]),
+    "Hamiltonian": lambda c: qml.Hamiltonian([c[0], 0.4, c[1]], [qml.Z(1), qml.Y(0), qml.X(0) @ qml.X(1)]),
+}
+
+
+@pytest.mark.parametrize("device_vjp", [True, False])
+@pytest.mark.parametrize("kind", sorted(OBSERVABLES))
+def test_trainable_observable_coefficients_through_the_device_adjoint(kind, device_vjp):
+    """PennyLane hands the device NumPy data, so a trainable coefficient was read as a constant of the readout
+    and its derivative was 0 (found by a fuzzing helper, 2026-11-29): [0.0, -0.207] for [0.955, -0.207]."""
+
+    def circuit(x, c):
+        qml.RX(x[0], 0)
+        qml.CNOT([0, 1])
+        qml.RY(x[1], 1)
+        return qml.expval(OBSERVABLES[kind](c))
+
+    def grads(dev, **kw):
+        x = torch.tensor([0.3, -0.8], dtype=torch.float64, requires_grad=True)
+        c = torch.tensor([0.7, -1.2], dtype=torch.float64, requires_grad=True)
+        value = qml.QNode(circuit, dev, interface="torch", **kw)(x, c)
+        return (value, *torch.autograd.grad(value, (x, c)))
+
+    ours = grads(qml.device("qhybrid.tensornet", wires=2), diff_method="adjoint", device_vjp=device_vjp)
+    ref = grads(qml.device("default.qubit", wires=2), diff_method="backprop")
+    for a, b in zip(ours, ref):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=0)

@@ -105,7 +105,13 @@ def derivative_tape(device, tape: QuantumScript) -> _DerivativeTape:
             trainable.append(j)
             positions.append(k)
     zeros = [np.zeros(np.shape(params[plan.param_map[i]])) for i in tape.trainable_params]
-    return _DerivativeTape(plan, Variant(plan.core_tape, params), trainable, positions, zeros)
+    core = plan.core_tape
+    if any(j >= sum(len(op.data) for op in core.operations) for j in trainable):
+        # PennyLane hands the device NumPy data: an observable's coefficient read as a number is a constant of
+        # the readout, whose derivative was 0; bound as the tensor the reverse pass differentiates, it is read
+        # from the parameters
+        core = core.bind_new_parameters(params, list(range(len(params))))
+    return _DerivativeTape(plan, Variant(core, params), trainable, positions, zeros)
 
 
 def jacobian(device, tape: QuantumScript):

@@ -110,8 +110,13 @@ def _terms(op, j: int):
                 for k, (c, o) in enumerate(zip(coeffs, ops)) for w, f in o.pauli_rep.items()]
         return rows, j + len(data)
     if isinstance(op, qml.ops.SProd):
-        base = op.base
-        if data[0].ndim != 0 or any(map(_is_tensor, base.data)) or base.pauli_rep is None:
+        base, scalar = op.base, data[0]
+        if not _is_tensor(scalar):  # a number times a sentence with tensor coefficients: its rows, scaled
+            if np.ndim(scalar) != 0:
+                return None
+            got = _terms(base, j + 1)
+            return None if got is None else ([(k, w, c * scalar) for k, w, c in got[0]], got[1])
+        if scalar.ndim != 0 or any(map(_is_tensor, base.data)) or base.pauli_rep is None:
             return None
         return [(j, w, c) for w, c in base.pauli_rep.items()], j + len(data)
     if isinstance(op, qml.ops.Sum):

@@ -45,6 +45,10 @@ BUILDS = {
     "dot + constant term": lambda c, words: qml.dot(c, words) + 0.25 * qml.X(0) @ qml.Z(2),
     "scaled sentences": lambda c, words: qml.sum(*(c[k] * (words[k] + 0.5 * words[(k + 1) % len(words)])
                                                    for k in range(len(words)))),
+    # a number times scaled words (nested SProd of a float over a tensor: an AttributeError before)
+    "a number times scaled words": lambda c, words: qml.s_prod(
+        -1.5, qml.sum(*(qml.s_prod(0.5, c[k] * words[k]) for k in range(len(words))))
+    ),
 }
 
 
