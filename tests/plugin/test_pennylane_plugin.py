@@ -284,6 +284,25 @@ def test_sparse_hamiltonian_expval():
         np.testing.assert_allclose(g, g_ref, atol=TOL)
 
 
+@pytest.mark.parametrize("method", ["adjoint", "backprop", "parameter-shift"])
+def test_sparse_hamiltonian_inside_a_sum_and_a_product(method):
+    """A sum holding a ``SparseHamiltonian`` went to PennyLane's measure, which reads that term through NumPy: a
+    state that requires grad refused it (found by a fuzzing helper, 2026-11-29). The reference is the same
+    observable as one dense ``Hermitian`` on default.qubit."""
+    import scipy.sparse as sp
+
+    m = np.array([[0.3, 0.5 - 0.2j], [0.5 + 0.2j, -0.7]])
+    sparse = qml.SparseHamiltonian(sp.csr_matrix(m), wires=[1])
+    whole = qml.sum(qml.X(1), sparse, qml.s_prod(0.5, qml.Z(0) @ sparse))
+    measure = lambda: qml.expval(whole)  # noqa: E731
+    dense = lambda: qml.expval(qml.Hermitian(qml.matrix(whole, wire_order=[0, 1]), wires=[0, 1]))  # noqa: E731
+    x = torch.tensor(0.4, dtype=torch.float64, requires_grad=True)
+    ours = _qnode(NAME, measure, diff_method=method)(x, -0.7)
+    ref = _qnode("default.qubit", dense, diff_method="backprop")(x, -0.7)
+    np.testing.assert_allclose(ours.detach(), ref.detach(), atol=TOL)
+    np.testing.assert_allclose(torch.autograd.grad(ours, x)[0], torch.autograd.grad(ref, x)[0], atol=TOL)
+
+
 def test_results_on_custom_wire_labels_and_a_device_without_wires():
     def circuit():
         qml.Hadamard("a")

@@ -129,13 +129,28 @@ def _parameter_map(tape: QuantumScript, native: list, n_op_params: int) -> list:
 
 def read_from_state(mp: MeasurementProcess, psi: torch.Tensor, batched: bool) -> torch.Tensor:
     """``mp`` (wires relabelled to state axes) of the state ``psi`` of shape ``(batch,)? + (2,) * n``."""
-    if isinstance(mp, ExpectationMP) and mp.obs is not None and mp.obs.name == "SparseHamiltonian":
+    if isinstance(mp, ExpectationMP) and mp.obs is not None and _holds_sparse(mp.obs):
+        # (a sum holding one too: PennyLane's measure reads such a term through NumPy, which a state that
+        # requires grad refuses)
         return sparse_expval(mp.obs, psi, batched)
     if not isinstance(mp, StateMeasurement):
         raise qml.exceptions.DeviceError(
             f"{type(mp).__name__} is not an analytic measurement; run the circuit with shots to sample it."
         )
     return pennylane_measure(mp, psi, is_state_batched=batched)
+
+
+def _holds_sparse(obs) -> bool:
+    """Whether ``obs`` is a ``SparseHamiltonian`` or a sum, product or multiple of operators holding one (and
+    no tensor data: its sparse matrix is built with SciPy)."""
+    if obs.name == "SparseHamiltonian":
+        return True
+    parts = getattr(obs, "operands", None) or ([obs.base] if isinstance(obs, qml.ops.SProd) else [])
+    return (
+        any(map(_holds_sparse, parts))
+        and not any(isinstance(d, torch.Tensor) for d in obs.data)
+        and obs.has_sparse_matrix
+    )
 
 
 def sparse_expval(obs, psi: torch.Tensor, batched: bool) -> torch.Tensor:
