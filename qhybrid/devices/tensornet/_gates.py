@@ -249,7 +249,9 @@ def _cached(key, make) -> torch.Tensor:
     """``_VALUED[key]``, made by ``make()`` on a miss (least recently used dropped past ``_VALUED_MAX``)."""
     hit = _VALUED.get(key)
     if hit is None:
-        hit = _VALUED[key] = make()
+        # its own memory: ``torch.as_tensor`` of a numpy array shares the array's, and the user may write the
+        # array later (then a later, equal array read the written values)
+        hit = _VALUED[key] = make().clone()
         if len(_VALUED) > _VALUED_MAX:
             _VALUED.popitem(last=False)
     else:
