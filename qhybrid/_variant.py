@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 import pennylane as qml
 import torch
 
+from .devices._observable_key import refresh_pauli_reps
+
 
 @dataclass(eq=False)
 class Gather:
@@ -209,7 +211,9 @@ class Variant:
             for mp in tape.measurements:
                 if mp.obs is not None and mp.obs.data:
                     n = len(mp.obs.data)
-                    mp = type(mp)(obs=qml.ops.functions.bind_new_parameters(mp.obs, theirs[k : k + n]))
+                    obs = qml.ops.functions.bind_new_parameters(mp.obs, theirs[k : k + n])
+                    refresh_pauli_reps(obs)  # a number times a tensor coefficient: exact, not through float32
+                    mp = type(mp)(obs=obs)
                     k += n
                 mps.append(mp)
             new = tape.copy(measurements=mps)

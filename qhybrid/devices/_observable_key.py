@@ -126,13 +126,18 @@ def _scan(op, nodes: list, names: list) -> tuple[bool, bool]:
 
 def _refresh_scaled(op, stale: bool) -> bool:
     """``op``'s (a ``SProd``) sentence made again where its base's was, or where its numeric scalar no longer
-    gives its coefficients (a tensor scalar is read from the data, not the sentence, and is left alone)."""
-    ps, base = op._pauli_rep, op.base.pauli_rep
+    gives its coefficients, or where those are tensors: PennyLane's ``math.dot(coefficient, scalar)`` makes the
+    number a tensor of torch's default dtype first (float32: 6e-8 off in float64). A tensor scalar is read from
+    the data, not the sentence, and is left alone."""
+    ps, base, scalar = op._pauli_rep, op.base.pauli_rep, op.scalar
+    number = type(scalar) in _NUMBERS or isinstance(scalar, np.generic)
+    tensors = number and base is not None and any(isinstance(c, torch.Tensor) for c in base.values())
     if not stale:
-        scalar = op.scalar
-        if type(scalar) not in _NUMBERS and not isinstance(scalar, np.generic):
+        if not number:
             return False
-        if ps is None or base is None:
+        if tensors:
+            stale = True  # (compared, a tensor would be read back to the host)
+        elif ps is None or base is None:
             stale = (ps is None) != (base is None)
         elif len(base) == 1:  # a word: one coefficient to check
             ((w, c),) = base.items()
@@ -142,9 +147,11 @@ def _refresh_scaled(op, stale: bool) -> bool:
             stale = ps.keys() != base.keys() or any(ps[w] != c * scalar for w, c in base.items())
         if not stale:
             return False
-    # PennyLane's own construction (``SProd.__init__``)
+    # PennyLane's own construction (``SProd.__init__``), a tensor coefficient times a number exactly
     op._pauli_rep = (
-        qml.pauli.PauliSentence({w: qml.math.dot(c, op.scalar) for w, c in base.items()})
+        qml.pauli.PauliSentence(
+            {w: c * scalar if tensors and isinstance(c, torch.Tensor) else qml.math.dot(c, scalar) for w, c in base.items()}
+        )
         if base is not None and op.batch_size is None
         else None
     )
