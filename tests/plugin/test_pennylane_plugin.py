@@ -285,15 +285,17 @@ def test_sparse_hamiltonian_expval():
 
 
 @pytest.mark.parametrize("method", ["adjoint", "backprop", "parameter-shift"])
-def test_sparse_hamiltonian_inside_a_sum_and_a_product(method):
+@pytest.mark.parametrize("shape", ["sum", "product"])
+def test_sparse_hamiltonian_inside_a_sum_and_a_product(method, shape):
     """A sum holding a ``SparseHamiltonian`` went to PennyLane's measure, which reads that term through NumPy: a
-    state that requires grad refused it (found by a fuzzing helper, 2026-11-29). The reference is the same
+    state that requires grad refused it; a product of one raised TypeError turning its matrix into a tensor
+    (found by a fuzzing helper, 2026-11-29; default.qubit refuses the product). The reference is the same
     observable as one dense ``Hermitian`` on default.qubit."""
     import scipy.sparse as sp
 
     m = np.array([[0.3, 0.5 - 0.2j], [0.5 + 0.2j, -0.7]])
     sparse = qml.SparseHamiltonian(sp.csr_matrix(m), wires=[1])
-    whole = qml.sum(qml.X(1), sparse, qml.s_prod(0.5, qml.Z(0) @ sparse))
+    whole = qml.sum(qml.X(1), sparse, qml.s_prod(0.5, qml.Z(0) @ sparse)) if shape == "sum" else qml.Z(0) @ sparse
     measure = lambda: qml.expval(whole)  # noqa: E731
     dense = lambda: qml.expval(qml.Hermitian(qml.matrix(whole, wire_order=[0, 1]), wires=[0, 1]))  # noqa: E731
     x = torch.tensor(0.4, dtype=torch.float64, requires_grad=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pennylane as qml
+import scipy.sparse
 import torch
 
 
@@ -18,6 +19,8 @@ def _to_tensor(p):
         return torch.tensor(p, dtype=torch.float64)
     if isinstance(p, complex):
         return torch.tensor(p, dtype=torch.complex128)
+    if scipy.sparse.issparse(p):  # a SparseHamiltonian's matrix: read as it is (no dense form)
+        return p
     return torch.as_tensor(np.asarray(qml.math.unwrap(p)))
 
 
