@@ -92,3 +92,29 @@ _PEAK = textwrap.dedent(
 def test_state_of_23_wires_peaks_within_two_and_a_half_states():
     states = float(_run(_PEAK).strip().splitlines()[-1])
     assert states <= 2.5, f"qml.state() peaked at {states:.2f} states above its start"
+
+
+def test_a_small_circuit_under_a_small_max_memory_is_not_refused_for_states_it_cannot_keep():
+    """The adjoint walk's kept states were counted up to their 64 MiB budget, whatever the circuit's length: a
+    4-wire circuit's Hessian (a gradient recorded, so the walk's check) under max_memory=1 MiB was refused as
+    needing 64 MiB (found by a fuzzing helper, 2026-11-29). They are now counted at most one per gate."""
+    import pennylane as qml
+    import torch
+
+    import qhybrid
+
+    def circuit(x):
+        for i in range(4):
+            qml.RY(x[i], wires=i)
+        for i in range(3):
+            qml.CNOT([i, i + 1])
+        return qml.expval(qml.Z(3))
+
+    x = torch.tensor([0.3, -0.7, 1.1, 0.4], dtype=torch.float64)
+    ours = torch.autograd.functional.hessian(
+        qhybrid.qnode(qhybrid.device("tensornet", wires=4, max_memory=2**20), diff_method="adjoint")(circuit), x
+    )
+    ref = torch.autograd.functional.hessian(
+        qml.QNode(circuit, qml.device("default.qubit", wires=4), interface="torch", diff_method="backprop"), x
+    )
+    torch.testing.assert_close(ours, ref, atol=1e-10, rtol=0)

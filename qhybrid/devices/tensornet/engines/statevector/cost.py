@@ -72,15 +72,17 @@ def state_memory(n: int, lead: int, itemsize: int, *, gradient: bool, actions: i
     return StateMemory(state, state * states + kept, states)
 
 
-def check_state_memory(n: int, lead: int, itemsize: int, max_memory: float, *, gradient: bool, what: str) -> None:
-    """Refuse, before anything is allocated, a state-vector program whose peak would exceed ``max_memory``.
+def check_state_memory(n: int, lead: int, itemsize: int, max_memory: float, *, gradient: bool, what: str,
+                       actions: int | None = None) -> None:
+    """Refuse, before anything is allocated, a state-vector program whose peak would exceed ``max_memory``
+    (``actions``: how many states its forward pass could keep for the walk at most, as ``state_memory``).
 
     >>> check_state_memory(30, 1, 16, 1e9, gradient=False, what="the circuit's state")
     Traceback (most recent call last):
     ...
     qhybrid.errors.ContractionTooLargeError: Simulating the circuit's state as a state vector needs about 40.0 GiB at its peak (2.5 states of 16.0 GiB: 1073741824 elements x 16 bytes), above max_memory=953.7 MiB. Use fewer wires or a smaller batch, measure local observables (their light cones are smaller), raise the device's max_memory, or simulate it approximately as a matrix product state: qhybrid.device('tensornet', ..., method="mps", max_bond_dim=64).
     """
-    memory = state_memory(n, lead, itemsize, gradient=gradient)
+    memory = state_memory(n, lead, itemsize, gradient=gradient, actions=actions)
     if memory.peak > max_memory:
         elements = (1 << n) * lead
         adjoint = ", with the adjoint walk's" if gradient else ""

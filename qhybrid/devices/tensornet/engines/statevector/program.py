@@ -228,8 +228,9 @@ class StateVectorProgram:
         _tune_allocator((1 << self.n) * S * B * values.dtype.itemsize)
         grad = torch.is_grad_enabled()
         if grad and self.max_memory < math.inf:
+            # (the states its forward keeps for the walk: one before each gate at most)
             check_state_memory(self.n, self._lead, values.dtype.itemsize, self.max_memory, gradient=True,
-                               what="the circuit's state and its gradient")
+                               what="the circuit's state and its gradient", actions=len(self.structure.slots))
         if signs is not None:
             signs = on_device(signs, values.device, values.dtype.to_real())  # copied once per device and dtype
         actions, tensors = self.actions(values, sparse_ok=not grad, measuring=signs is not None)
