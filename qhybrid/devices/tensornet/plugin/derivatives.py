@@ -106,7 +106,7 @@ def derivative_tape(device, tape: QuantumScript) -> _DerivativeTape:
             positions.append(k)
     zeros = [np.zeros(np.shape(params[plan.param_map[i]])) for i in tape.trainable_params]
     core = plan.core_tape
-    if any(j >= sum(len(op.data) for op in core.operations) for j in trainable):
+    if trainable and max(trainable) >= sum(len(op.data) for op in core.operations):
         # PennyLane hands the device NumPy data: an observable's coefficient read as a number is a constant of
         # the readout, whose derivative was 0; bound as the tensor the reverse pass differentiates, it is read
         # from the parameters
