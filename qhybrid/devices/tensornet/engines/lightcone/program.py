@@ -24,6 +24,7 @@ from ..._options import SimOptions
 from ..._structure import TapeStructure
 from ..network.programs import ClosedProgram
 from ..statevector.program import StateVectorProgram
+from ..statevector.cost import rows_that_fit
 from .budget import plan_shares
 from .classes import ConeClass, cone_measurable, group_cones, measured_words, sentences
 from .choice import EngineChoice, choose_class
@@ -186,8 +187,13 @@ class ConeProgram:
         return program
 
     def _run_state(self, c: ConeClass, columns: torch.Tensor, dtype, device) -> torch.Tensor:
-        """``[K]`` or ``[K, B]`` values of the class for ``K`` parameter rows ``columns``."""
+        """``[K]`` or ``[K, B]`` values of the class for ``K`` parameter rows ``columns``; in parts of rows whose
+        stacked state fits ``max_memory`` where all ``K`` at once do not (the class was priced for one member:
+        a parameter-shift's rows, or many terms, stack past it)."""
         k = columns.shape[0]
+        rows = rows_that_fit(c.structure, k, self.opts.dtype.itemsize, self.opts.max_memory, torch.is_grad_enabled())
+        if rows < k:
+            return torch.cat([self._run_state(c, columns[i : i + rows], dtype, device) for i in range(0, k, rows)])
         program = self._program(c, k, closed=False)
         self.executions += 1
         value = bound_row(self._bound, program, c, columns, dtype, device)

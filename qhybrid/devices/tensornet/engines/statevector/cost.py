@@ -95,6 +95,23 @@ def check_state_memory(n: int, lead: int, itemsize: int, max_memory: float, *, g
         )
 
 
+def rows_that_fit(structure, rows: int, itemsize: int, max_memory: float, gradient: bool) -> int:
+    """How many of ``rows`` stacked rows of ``structure`` run as one state vector within ``max_memory`` (halving
+    from all of them; at least one: a single row above it is the program's own refusal).
+
+    >>> from types import SimpleNamespace
+    >>> cone = SimpleNamespace(sim_wires=range(8), batch_size=None, slots=range(40))
+    >>> rows_that_fit(cone, 145, 16, 2**20, gradient=False), rows_that_fit(cone, 145, 16, float("inf"), gradient=True)
+    (73, 145)
+    """
+    if max_memory == math.inf:
+        return rows
+    n, batch, actions = len(structure.sim_wires), structure.batch_size or 1, len(structure.slots)
+    while rows > 1 and state_memory(n, rows * batch, itemsize, gradient=gradient, actions=actions).peak > max_memory:
+        rows = (rows + 1) // 2
+    return rows
+
+
 def state_flops(structure, lead: int, *, gradient: bool, measured_words: int = 1) -> float:
     """Flops of one run of ``structure`` as a state vector (``lead``: stack rows times batch), with its
     adjoint walk when ``gradient``."""
