@@ -3,7 +3,7 @@ call and every gradient method, as PennyLane's backprop path measures it.
 
 PennyLane builds a sum's and a scaled operator's ``pauli_rep`` once, at construction, and keeps it when
 ``data`` are set; qhybrid reads that sentence, and keyed observables once per object, so such an observable
-ran its old coefficients (0.4605 for 0.8290) from before this test's file. The references below are
+ran its old coefficients (0.4605 for 0.8290) until the fix this file tests. The references below are
 default.qubit on an observable made afresh from the new data (nothing stale in it), to 1e-10."""
 
 import numpy as np
