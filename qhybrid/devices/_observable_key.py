@@ -64,8 +64,8 @@ def _entry(obs) -> tuple:
     if hit is not None and hit[0] is obs and _unchanged(obs, hit[2]):
         _KEYS.move_to_end(id(obs))
         return hit[1]
-    watch = _watch(obs)
     data = tuple(obs.data)
+    watch = _watch(obs, data)
     entry = (_Key(_key(obs, data) if data else _tree(obs)), data)
     # arrays among the data are checked on every hit: a ``Hermitian`` of a matrix changed in place is another
     # observable (its key held the old bytes, and a cached tape its own copy of them)
@@ -158,15 +158,15 @@ def _refresh_scaled(op, stale: bool) -> bool:
     return True
 
 
-def _watch(obs) -> tuple:
-    """What tells, cheaply, that ``obs``'s data were set after its key was made: the objects its holders hold
-    (compared by identity, else by value), or its whole data where some node keeps them otherwise. Makes its
+def _watch(obs, data: tuple) -> tuple:
+    """What tells, cheaply, that ``obs``'s data (``data``, read now) were set after its key was made: the objects
+    its holders hold (compared by identity), or its whole data where some node keeps them otherwise. Makes its
     stale Pauli sentences again on the way (``refresh_pauli_reps``)."""
     nodes: list = []
     names: list = []
     tracked, _ = _scan(obs, nodes, names)
     if not tracked:
-        return (None, None, tuple(obs.data))
+        return (None, None, data)
     return (nodes, names, list(map(getattr, nodes, names)))
 
 
