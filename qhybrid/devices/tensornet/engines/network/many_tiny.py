@@ -6,9 +6,9 @@ multiply-adds in all, each a ``bmm`` call and its views (~5-10 us) forward and t
 nanoseconds of arithmetic. Here the groups of at most ``TINY_PRODUCTS`` products are written out as their
 products, one pair of positions each: ``C[o] = sum_l A[pa(o, l)] B[pb(o, l)]``, each product's result
 ``o`` in a table (``seg``). A wave runs ALL its tiny groups, whatever their shapes and summed extents, as
-one gather per side, one product and one ``index_add`` into the results; the backward (conjugated
+one gather per side, one product and one ``scatter_add`` into the results; the backward (conjugated
 cotangents ``h``, as in ``many.py``) is ``h_A[pa] += h_C[o] B[pb]``: one gather of ``h_C`` by ``seg``, a
-product a side, one ``index_add`` (Q100 p=3: ~1,100 ops a step were tiny parts, one per summed extent).
+product a side, one ``scatter_add`` (Q100 p=3: ~1,100 ops a step were tiny parts, one per summed extent).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def tiny_forward(part: Tiny, ta: torch.Tensor, tb: torch.Tensor, seg: torch.Tens
     a.mul_(buffer.index_select(0, tb))
     out = buffer[part.out[0] : part.out[1]]
     out.zero_()
-    out.index_add_(0, seg, a)
+    out.scatter_add_(0, seg, a)
 
 
 def tiny_backward(part: Tiny, ta: torch.Tensor, tb: torch.Tensor, seg: torch.Tensor, buffer: torch.Tensor, cot: torch.Tensor) -> None:
@@ -59,9 +59,9 @@ def tiny_backward(part: Tiny, ta: torch.Tensor, tb: torch.Tensor, seg: torch.Ten
     hc = cot[part.out[0] : part.out[1]]
     (a0, a1), (b0, b1) = part.a_need, part.b_need
     if a1 > a0:
-        cot.index_add_(0, ta[a0:a1], hc.index_select(0, seg[a0:a1]) * buffer.index_select(0, tb[a0:a1]))
+        cot.scatter_add_(0, ta[a0:a1], hc.index_select(0, seg[a0:a1]) * buffer.index_select(0, tb[a0:a1]))
     if b1 > b0:
-        cot.index_add_(0, tb[b0:b1], hc.index_select(0, seg[b0:b1]) * buffer.index_select(0, ta[b0:b1]))
+        cot.scatter_add_(0, tb[b0:b1], hc.index_select(0, seg[b0:b1]) * buffer.index_select(0, ta[b0:b1]))
 
 
 def tiny_recorded(part: Tiny, ta: torch.Tensor, tb: torch.Tensor, seg: torch.Tensor, buffer: torch.Tensor) -> torch.Tensor:
