@@ -13,6 +13,7 @@ preprocessed normally every time, and so are tapes with shots.
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from typing import Sequence
 
@@ -253,7 +254,10 @@ def preprocess(device, tapes: Sequence[qml.tape.QuantumScript], constants: bool 
             entries.append(None)
             continue
         key = _structure_key(device, tape, params)
-        entry = _CACHE.get(key)
+        owned = _CACHE.get(key)
+        # the key holds the device's id, not the device: a device made where a dropped one lay (the same id) must
+        # not take the dropped one's tape (its wire order, its decompositions)
+        entry = None if owned is None or owned[0]() is not device else owned[1]
         if entry is None:
             new_tapes, post = program([tape])
             entry = _UNCACHEABLE
@@ -264,7 +268,8 @@ def preprocess(device, tapes: Sequence[qml.tape.QuantumScript], constants: bool 
                     maps = None
                 if maps is not None:
                     entry = _frozen(new_tapes[0], post, maps, params)
-            _CACHE[key] = entry
+            _CACHE[key] = (weakref.ref(device), entry)
+            _CACHE.move_to_end(key)
             if len(_CACHE) > PREPROCESS_CACHE_SIZE:
                 _CACHE.popitem(last=False)
             if entry is _UNCACHEABLE:  # a tape split in several goes the plain way, with the others

@@ -128,3 +128,24 @@ def test_trainable_positions_follow_the_inputs_of_each_rebound_copy():
     for grads, want in [((True, False), [0]), ((False, True), [2]), ((True, True), [0, 2]), ((False, False), [])]:
         inputs = [w.clone().requires_grad_(g) for g in grads]
         assert Variant(tape, None, template.rebound(inputs)).trainable_positions() == want
+
+
+def test_a_device_made_at_a_dropped_devices_id_does_not_take_its_tape(monkeypatch):
+    """The cache's key holds the device's id, not the device: a device made where a dropped one lay (CPython reuses the
+    address; a script making a device per experiment met it in 64 of 400 devices) took the dropped one's tape, here
+    its wire order (``probs()`` of wires [1, 0] in the order of [0, 1]). The collision is forced: every device keys
+    alike."""
+    monkeypatch.setattr(_preprocess, "_CACHE", type(_preprocess._CACHE)())
+    real = _preprocess._structure_key
+    monkeypatch.setattr(_preprocess, "_structure_key", lambda device, tape, params: real(None, tape, params))
+
+    def circuit(x):
+        qml.RX(x[0], 0)
+        qml.RY(x[1], 1)
+        return qml.probs()
+
+    x = torch.tensor([0.4, 1.1], dtype=torch.float64)
+    for wires in ([0, 1], [1, 0], [0, 1]):
+        got = qhybrid.qnode(qhybrid.device("tensornet", wires=wires), diff_method="adjoint")(circuit)(x)
+        want = qml.QNode(circuit, qml.device("default.qubit", wires=wires), interface="torch")(x)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-12, rtol=0)
