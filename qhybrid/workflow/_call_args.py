@@ -53,11 +53,15 @@ class CallArgs:
     @property
     def signature(self) -> tuple | None:
         """The lookup key of a static trace: every tensor's shape, dtype, device and ``requires_grad``, every
-        other argument by value; None where the call cannot be cached (an unhashable argument, a
-        non-floating tensor).
+        other argument by value, and which arguments are one tensor passed twice (``f(a, a)``: a trace reads
+        each gate's parameter from one of the two, which ``f(b, c)`` must not replay); None where the call
+        cannot be cached (an unhashable argument, a non-floating tensor).
 
         >>> CallArgs((torch.zeros(2),), {"n": 3}).signature == CallArgs((torch.ones(2),), {"n": 3}).signature
         True
+        >>> a, b = torch.zeros(2), torch.zeros(2)
+        >>> CallArgs((a, a), {}).signature == CallArgs((a, b), {}).signature
+        False
         """
         parts = []
         for a in self.flat:
@@ -65,6 +69,10 @@ class CallArgs:
             if s is None:
                 return None
             parts.append(s)
+        ids = [id(self.flat[i]) for i in self.slots]
+        if len(set(ids)) < len(ids):
+            first: dict = {}
+            parts.append(("aliases", tuple(first.setdefault(x, k) for k, x in enumerate(ids))))
         return self.n_args, self.names, tuple(parts)
 
     @property

@@ -368,3 +368,27 @@ def test_values_the_probes_would_read_as_a_gather_are_recorded_every_call(angle,
         got.sum().backward()
         want.sum().backward()
         torch.testing.assert_close(a.grad, b.grad, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "backprop"])
+def test_one_tensor_passed_twice_is_its_own_signature(diff_method):
+    """``f(a, a)`` first: the trace read each gate's parameter from one of the two positions (the later one), and
+    ``f(b, c)``, whose shapes and dtypes match, replayed it: x's gate read c (0.1057 for -0.3658, and no gradient for
+    b). Aliased arguments are part of the call's signature now."""
+
+    def body(x, w):
+        qml.RX(2 * x[0], 0)
+        qml.RY(w[1], 0)
+        return qml.expval(qml.Z(0))
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=1), diff_method=diff_method, static_structure=True)(body)
+    ref = qml.QNode(body, qml.device("default.qubit", wires=1), interface="torch", diff_method="backprop")
+    a = torch.tensor([0.3, 0.4], dtype=torch.float64, requires_grad=True)
+    b = torch.tensor([1.1, 0.2], dtype=torch.float64, requires_grad=True)
+    c = torch.tensor([-0.7, 0.9], dtype=torch.float64, requires_grad=True)
+    for args in ((a, a), (b, c), (c, c), (a, b)):
+        got, want = ours(*args), ref(*args)
+        torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+        leaves = tuple({id(t): t for t in args}.values())
+        for g, h in zip(torch.autograd.grad(got, leaves), torch.autograd.grad(want, leaves)):
+            torch.testing.assert_close(g, h, atol=TOL, rtol=0)
