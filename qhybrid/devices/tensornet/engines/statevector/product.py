@@ -19,6 +19,8 @@ def product_state(vectors: Sequence[torch.Tensor], S: int, B: int, dtype, device
     if not vectors:
         return torch.ones(1, 1, 1, dtype=dtype, device=device).expand(1, S, B).contiguous()
     psi = _product(list(vectors))
+    if psi.is_conj():  # one wire's vector, a column of an adjoint's matrix (``adjoint(RZ)`` alone): what reads the
+        psi = psi.resolve_conj()  # state as real numbers (``zwords``) cannot take a lazy conjugate
     return psi.expand(psi.shape[0], S, B).contiguous() if psi.shape[1:] != (S, B) else psi
 
 
