@@ -4,19 +4,20 @@ The contract is ``jax.jit``'s. A call is looked up by its **signature**: for eve
 shape, dtype, device and ``requires_grad``; every other argument by value (it must be hashable: a
 Python number, string, tuple, ...; an unhashable one, or a non-floating tensor, makes the call run the
 ordinary way). The first call of a signature records the tape, runs the device's preprocessing and
-then **probes** the function: it is called three more times with every tensor element replaced by a known
-value (its flat position, then an affine image of it, then a negative, fractional and decreasing one). The
-trace is kept only if
+then **probes** the function: it is called four more times with every tensor element replaced by a known
+value (its flat position, then an affine image of it, then a negative, fractional and decreasing one and a
+positive, increasing one, both about ``10^6`` in size). The trace is kept only if
 
 * every probe call records the same operators, wires and measurements as the real call (so Python control
   flow that depends on the *values* of the tensors, in the ways the probes exercise, is seen and the
   function is never cached),
 * every gate parameter of the device-ready tape is an element of one tensor argument (an index, not
   arithmetic: ``x[i]``, ``w[l, i, k]`` and templates that index their inputs are cached; ``2 * x`` is not)
-  under all three probes, and
+  under all the probes, and
 * that element is the real call's parameter, its value and its autograd link (``abs(x[0])``, ``max(x)``,
   ``round``, a threshold or ``x[0].detach()`` read as a gather by two increasing integer probes, and the trace
-  replayed another computation, silently, until the third probe and this check).
+  replayed another computation, silently, until the third probe and this check; ``torch.clamp(x, -50, 50)``
+  passed when the last probes were small: a bound beyond ``±10^6`` is still not seen).
 
 A later call with the same signature then runs no Python of the function: the parameters are gathered
 from the new arguments (one indexing op per argument) into the cached device-ready tape. What is **not**
@@ -25,7 +26,7 @@ checked on such a call: a branch on tensor values that the probes did not take. 
 ``static_structure="verify"`` does so on every call (a debugging aid that costs a recording per call);
 a difference re-traces and warns (``StaticStructureWarning``). Anything else (a new shape, dtype,
 ``requires_grad``, Python argument, or wire count) is a new signature and traces anew. A function run
-by the probes must accept arbitrary real values (it is called four times on a first call).
+by the probes must accept arbitrary real values (it is called five times on a first call).
 """
 
 from __future__ import annotations
@@ -171,14 +172,20 @@ def _make_trace(qnode, tape, out, call: CallArgs) -> _Trace | None:
     return _Trace(template, post, Gather((), tuple(maps)), out, print_)
 
 
-_CHECK_SCALE, _CHECK_OFFSET = -1.618033988749895, -0.3713
-"""A third probe, negative, fractional and decreasing along the inputs: where the function used its arguments'
-values (``abs``, ``max``, ``round``, ``relu``, a threshold), the two increasing integer probes can read as a gather
-that the real call is not."""
+_WIDE = 1.0e6
+"""The magnitude of the last two probes: a bound the two small integer probes never reach (``torch.clamp(x, -50,
+50)``, read as ``x`` and replayed for ``x = 60``) is crossed on either side; a threshold beyond ``±10^6`` is not
+seen."""
+
+_CHECKS = ((-1.618033988749895, -_WIDE - 0.3713), (1.618033988749895, _WIDE + 0.3713))
+"""``(scale, offset)`` of the third and fourth probes: negative, fractional and decreasing along the inputs, then
+positive and increasing, both about ``10^6`` in size. Where the function used its arguments' values (``abs``,
+``max``, ``round``, ``relu``, a threshold, a clamp), the two increasing integer probes can read as a gather that the
+real call is not."""
 
 
 def _gathers_the_call(probe, inputs, real, maps) -> bool:
-    """Whether the maps (read off two probes) hold for this call and a third, unlike probe: each parameter is its
+    """Whether the maps (read off two probes) hold for this call and two wide, unlike probes: each parameter is its
     input's elements, with their values and their link to autograd (``x[0].detach()`` is no gather of ``x``). Where
     not, the function is recorded every call (a trace would replay another computation silently)."""
     flat = [p.detach().reshape(-1) for p in inputs]
@@ -188,19 +195,20 @@ def _gathers_the_call(probe, inputs, real, maps) -> bool:
         src, idx = m
         if r.requires_grad != inputs[src].requires_grad or not torch.equal(flat[src][idx].to(r.dtype), r.detach()):
             return False
-    checked = probe(_probe_values(inputs, _CHECK_SCALE, _CHECK_OFFSET))
-    if checked is None or len(checked) != len(real):
-        return False
     starts = [0]
     for p in inputs[:-1]:
         starts.append(starts[-1] + p.numel())
-    for c, m in zip(checked, maps):
-        if m[0] == "const":
-            continue
-        src, idx = m
-        expected = (idx + starts[src]).to(torch.float64) * _CHECK_SCALE + _CHECK_OFFSET
-        if not isinstance(c, torch.Tensor) or c.dtype != torch.float64 or not torch.equal(c, expected):
+    for scale, offset in _CHECKS:
+        checked = probe(_probe_values(inputs, scale, offset))
+        if checked is None or len(checked) != len(real):
             return False
+        for c, m in zip(checked, maps):
+            if m[0] == "const":
+                continue
+            src, idx = m
+            expected = (idx + starts[src]).to(torch.float64) * scale + offset
+            if not isinstance(c, torch.Tensor) or c.dtype != torch.float64 or not torch.equal(c, expected):
+                return False
     return True
 
 

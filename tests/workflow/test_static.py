@@ -123,12 +123,12 @@ def test_value_dependent_branch_seen_by_the_probes_is_never_cached():
 
 
 def test_value_dependent_branch_the_probes_miss_is_caught_by_verify():
-    """A branch no probe takes (the third probe's values are negative, but not this far) is caught by ``"verify"``,
-    which records and compares every call: a warning, a re-trace and the right numbers."""
+    """A branch no probe takes (a narrow window of values between the probes') is caught by ``"verify"``, which
+    records and compares every call: a warning, a re-trace and the right numbers."""
 
     def body(x, w):
         qml.AngleEmbedding(x, wires=range(N))
-        if float(w[0, 0, 0]) < -1000.0:
+        if abs(float(w[0, 0, 0]) + 2.5) < 1e-3:
             qml.PauliX(0)
         qml.StronglyEntanglingLayers(w, wires=range(N))
         return qml.expval(qml.Z(0))
@@ -138,7 +138,7 @@ def test_value_dependent_branch_the_probes_miss_is_caught_by_verify():
     _check(ours, ref, _x(), _w())
     _check(ours, ref, _x(), _w())
     w = _w().detach()
-    w[0, 0, 0] = -2000.0
+    w[0, 0, 0] = -2.5
     with pytest.warns(StaticStructureWarning, match="control flow"):
         _check(ours, ref, _x(), w.requires_grad_())
     assert ours._static.traces == 2
@@ -220,14 +220,14 @@ def test_a_value_read_leaves_the_trace_to_the_probes():
     probes (two more recordings), as before the lazy traces, and is still reused."""
 
     def body(x, w):
-        if float(w[0, 0, 0]) < -1000.0:
+        if float(w[0, 0, 0]) < -1e9:  # (beyond the probes: the two small ones, the two of about 10^6)
             qml.PauliX(0)
         qml.AngleEmbedding(x, wires=range(N))
         qml.StronglyEntanglingLayers(w, wires=range(N))
         return qml.expval(qml.Z(0))
 
     ours, ref, recorded = _recordings(body, 4)
-    assert ours._static.traces == 1 and recorded == 4  # the call and three probes
+    assert ours._static.traces == 1 and recorded == 5  # the call and four probes
 
 
 def test_arithmetic_on_inputs_runs_the_ordinary_way():
@@ -392,3 +392,24 @@ def test_one_tensor_passed_twice_is_its_own_signature(diff_method):
         leaves = tuple({id(t): t for t in args}.values())
         for g, h in zip(torch.autograd.grad(got, leaves), torch.autograd.grad(want, leaves)):
             torch.testing.assert_close(g, h, atol=TOL, rtol=0)
+
+
+@pytest.mark.parametrize("bound", ["both", "max", "min"])
+def test_a_bound_the_small_probes_never_reach_is_seen(bound):
+    """``torch.clamp(x[0], -50, 50)`` read as ``x[0]`` by the three small probes, and a later call at 60 replayed
+    ``RX(60)`` for ``RX(50)`` (-0.9334 for 0.9457, gradient 0.30 for 0; found by a fuzzing helper): the fourth probe,
+    at about ``±10^6``, crosses such bounds."""
+    clamp = {"both": dict(min=-50.0, max=50.0), "max": dict(max=50.0), "min": dict(min=-50.0)}[bound]
+
+    def body(x):
+        qml.RX(torch.clamp(x[0], **clamp), 0)
+        qml.RY(x[1], 0)
+        return qml.expval(qml.Z(0))
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=1), diff_method="adjoint", static_structure=True)(body)
+    ref = qml.QNode(body, qml.device("default.qubit", wires=1), interface="torch", diff_method="backprop")
+    for x0 in (0.3, 60.0, -70.0, 0.5):
+        x = torch.tensor([x0, 0.2], dtype=torch.float64, requires_grad=True)
+        got, want = ours(x), ref(x)
+        torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+        torch.testing.assert_close(torch.autograd.grad(got, x)[0], torch.autograd.grad(want, x)[0], atol=TOL, rtol=0)
