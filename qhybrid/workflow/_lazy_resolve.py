@@ -154,8 +154,10 @@ def resolve(tape: qml.tape.QuantumScript, groups: dict | None = None) -> qml.tap
             held = op.__dict__.get("_hyperparameters")  # (the property costs ~1 us a gate, the lookup 0.1)
             if held and _holds_proxies(held.values()):
                 # a template that keeps the operator it wraps (QuantumPhaseEstimation's unitary, a Reflection's
-                # base) and decomposes from it: new data would not reach that operator, nor its gradient
-                raise Unrecordable(f"qhybrid: {op.name} holds an operator made from a lazy gate parameter.")
+                # base) and decomposes from it: new data would not reach that operator, nor its gradient, so the
+                # operator it keeps takes its values itself (recording the function again instead would run its
+                # side effects twice: a seeded draw in it, a counter)
+                _fill_kept(held.values(), op)
             op.data = tuple(new)
     for i, (mp, new) in enumerate(zip(mps, obs_pending)):
         if new is not None:
@@ -173,11 +175,35 @@ def _bound(op, new):
     made from the proxies), or a binding that fails (an ``Evolution`` of a ``Sum``)."""
     binding = qml.ops.functions.bind_new_parameters.dispatch(type(op))
     if binding is _GENERIC_BIND and op.hyperparameters and _holds_proxies(op.hyperparameters.values()):
-        raise Unrecordable(f"qhybrid: {op.name} holds an operator made from a lazy gate parameter.")
+        # its data are those of the operators it keeps (``Select``'s): they take their values in place
+        _fill_kept(op.hyperparameters.values(), op)
+        if any(isinstance(d, LazyParam) for d in op.data):
+            raise Unrecordable(f"qhybrid: {op.name} holds an operator made from a lazy gate parameter.")
+        return op
     try:
         return binding(op, new)
     except Exception as exc:  # noqa: BLE001 - any failure: the caller records from the real tensors instead
         raise Unrecordable(f"qhybrid: PennyLane could not bind new data to {op.name} ({exc}).") from exc
+
+
+def _fill_kept(values, owner) -> None:
+    """The lazy parameters of the operators among ``values`` (a template's hyperparameters, at any depth) replaced by
+    their values in place; ``Unrecordable`` where one keeps its data otherwise (parts, a Pauli sentence)."""
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            _fill_kept(v, owner)
+        elif isinstance(v, qml.operation.Operator):
+            if any(isinstance(d, LazyParam) for d in v.data):
+                if getattr(v, "_pauli_rep", None) is not None:
+                    raise Unrecordable(f"qhybrid: {owner.name} holds an operator made from a lazy gate parameter.")
+                if _data_derived(type(v)):  # an adjoint, a product: its data are its parts'
+                    _fill_kept([getattr(v, "base", None), *getattr(v, "operands", ())], owner)
+                    if any(isinstance(d, LazyParam) for d in v.data):
+                        raise Unrecordable(f"qhybrid: {owner.name} holds an operator made from a lazy gate parameter.")
+                else:
+                    v.data = tuple(d._value() if isinstance(d, LazyParam) else d for d in v.data)
+            if v.hyperparameters:
+                _fill_kept(v.hyperparameters.values(), owner)
 
 
 def _holds_proxies(values) -> bool:
