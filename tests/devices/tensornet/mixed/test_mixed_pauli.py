@@ -147,3 +147,49 @@ def test_float32_walk_matches_to_single_precision(walks):
 
     _compare(circuit, n, (x, w), [x, w], dtype=torch.complex64, tol=1e-5)
     assert walks
+
+
+_H = 3.05 * qml.X(0) - 0.43 * (qml.Y(0) @ qml.Y(1))
+
+
+def _squared(x, toffoli):
+    qml.RY(x[..., 0], wires=0)
+    qml.CNOT([0, 1])
+    qml.RX(x[..., 1], 1)
+    if toffoli:
+        qml.Toffoli([0, 1, 2])
+    qml.DepolarizingChannel(0.2, wires=1)
+    return qml.expval(qml.prod(_H, _H))
+
+
+@pytest.mark.parametrize("toffoli", [False, True])
+@pytest.mark.parametrize("batched", [False, True])
+def test_complex_typed_coefficients_of_a_hermitian_observable(batched, toffoli):
+    """``qml.prod(H, H)``'s Pauli sentence holds ``Z0 Y1: 0j`` (the cross terms cancelled): the readouts took the
+    coefficient as a real number and raised "must be real number, not complex" (every readout of the engine: one
+    circuit, the Pauli-basis walk, the computational-basis walk with a Toffoli; found by a fuzzing helper)."""
+    x = torch.tensor([[0.3, 0.4], [1.2, -0.7], [2.0, 0.1]] if batched else [0.3, 0.4], dtype=torch.float64, requires_grad=True)
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=3), diff_method="backprop")(_squared)(x, toffoli)
+    want = qml.QNode(_squared, qml.device("default.mixed", wires=3), interface="torch", diff_method="backprop")(x, toffoli)
+    torch.testing.assert_close(got, want.real, atol=TOL, rtol=0)
+    if not toffoli:  # (default.mixed's gradients through the Toffoli's exact zeros are NaN)
+        g, h = torch.autograd.grad(got.sum(), x)[0], torch.autograd.grad(want.real.sum(), x)[0]
+        torch.testing.assert_close(g, h, atol=TOL, rtol=0)
+
+
+def test_parameter_shift_of_a_noisy_variance():
+    """The variance's shift rule measures ``H @ H`` (complex-typed coefficients, above): it raised."""
+
+    def circuit(p):
+        qml.RY(p[2], wires=0)
+        qml.RX(p[3], wires=1)
+        qml.CNOT([0, 1])
+        qml.DepolarizingChannel(p[0], wires=1)
+        qml.PhaseShift(p[1], wires=1)
+        return qml.var(_H)
+
+    p = torch.tensor([0.2, 0.3, 0.7, 1.1], dtype=torch.float64, requires_grad=True)
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method="parameter-shift")(circuit)(p)
+    want = qml.QNode(circuit, qml.device("default.mixed", wires=2), interface="torch", diff_method="backprop")(p)
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    torch.testing.assert_close(torch.autograd.grad(got, p)[0], torch.autograd.grad(want, p)[0], atol=TOL, rtol=0)

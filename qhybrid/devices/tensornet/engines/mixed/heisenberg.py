@@ -22,6 +22,7 @@ from .....errors import ContractionTooLargeError
 from ..._gates import typed_tensor
 from ..network.plan import _fmt_bytes
 from .measure import _word_reader
+from .coefficients import real_coefficient
 from .pauli import _paired, bloch_vectors, observable_terms, product_expvals, to_pauli
 from .sparse_walk import sparse_start
 
@@ -67,7 +68,7 @@ def observable_vectors(measurements, position: dict, n: int, dtype, device) -> t
             index, coef = _word_reader(dict(word), position, n)
             rows.append(torch.as_tensor(index, device=device))
             cols.append(torch.full((len(index),), m, device=device))
-            values.append(torch.as_tensor(coef, dtype=dtype, device=device) * typed_tensor(c, real_dtype, device))
+            values.append(torch.as_tensor(coef, dtype=dtype, device=device) * typed_tensor(real_coefficient(c), real_dtype, device))
     o = torch.zeros(1 << (2 * n), len(measurements), dtype=dtype, device=device)
     o = o.index_put((torch.cat(rows), torch.cat(cols)), torch.cat(values), accumulate=True)
     return o.reshape(1 << (2 * n), 1, len(measurements))

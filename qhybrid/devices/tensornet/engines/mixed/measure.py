@@ -18,6 +18,7 @@ from pennylane.measurements import DensityMatrixMP, ExpectationMP, ProbabilityMP
 from .....errors import UnsupportedOperationError
 from ...._constants import literal
 from ..._gates import typed_tensor
+from .coefficients import real_coefficient
 from .evolve import interleave
 
 _LETTERS = string.ascii_letters
@@ -119,7 +120,7 @@ class DensityReader:
     def pauli_expval(self, sentence) -> torch.Tensor:
         """``Tr(H rho)`` of a Pauli sentence, ``[L]`` real."""
         n = self.n
-        words = [(w, c) for w, c in sentence.items()]
+        words = [(w, real_coefficient(c)) for w, c in sentence.items()]
         real_dtype = self.flat.dtype.to_real()
         total = None
         batch = max(1, PAULI_GATHER_MAX_ELEMENTS >> n)

@@ -25,6 +25,7 @@ import torch
 
 from ...._constants import literal, on_device
 from ..._gates import typed_tensor
+from .coefficients import real_coefficient
 from .evolve import _Gather, _inverse, apply_matrix
 
 PAULI_WALK_MAX_WIRES = 12
@@ -53,7 +54,7 @@ def observable_terms(measurements, position: dict, n: int, dtype, device) -> tup
     for m, mp in enumerate(measurements):
         for word, c in mp.obs.pauli_rep.items():
             keys.append((m << (2 * n)) + pauli_index(dict(word), position, n))
-            coeffs.append(c)
+            coeffs.append(real_coefficient(c))
     unique, at = _term_index(tuple(keys))
     if all(isinstance(c, (int, float)) for c in coeffs):  # fixed coefficients: made once per device
         values = literal(tuple(float(c) for c in coeffs), device, dtype)
