@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 from dataclasses import dataclass, field
 
 import pennylane as qml
@@ -177,7 +179,10 @@ class Variant:
         current = tape_parameters(self.tape)
         if len(current) == len(params) and all(a is b for a, b in zip(params, current)):
             return self.tape
-        return self.tape.bind_new_parameters(params, list(range(len(params))))
+        try:
+            return self.tape.bind_new_parameters(params, list(range(len(params))))
+        except IndexError:  # PennyLane rebuilds an operator as ``type(op)(*data)``: a QubitChannel of ONE Kraus
+            return _bound_in_copies(self.tape, params)  # matrix takes that matrix for the list of them
 
     def with_observables_bound(self, n_op_params: int | None = None, memo: dict | None = None) -> "Variant":
         """This variant with its tape's measured observables carrying the variant's own observable
@@ -252,3 +257,17 @@ def parameter_owners(tape: qml.tape.QuantumScript) -> list[tuple[int, int]]:
         if mp.obs is not None:
             owners.extend((-1, k) for k in range(len(mp.obs.data)))
     return owners
+
+
+def _bound_in_copies(tape, params) -> qml.tape.QuantumScript:
+    """``tape`` with ``params`` bound: each operator a copy holding its new data (the measurements PennyLane's way)."""
+    ops, k = [], 0
+    for op in tape.operations:
+        n = len(op.data)
+        new = copy.copy(op)
+        new.data = tuple(params[k : k + n])
+        ops.append(new)
+        k += n
+    rest = tape.copy(operations=[])
+    rest = rest.bind_new_parameters(params[k:], list(range(len(params) - k))) if k < len(params) else rest
+    return tape.copy(operations=ops, measurements=rest.measurements)

@@ -225,7 +225,8 @@ def run_trajectories(group: Sequence[Variant], opts, simulate_pure, device_wires
         for r in res:
             per = r.reshape(tape.batch_size or 1, count, *r.shape[1:])
             mean = per.mean(1)
-            spread = per.real.std(1) if count > 1 else torch.zeros_like(mean.real)
+            # (a complex entry's spread is its modulus's: sqrt(var re + var im), torch's std of a complex tensor)
+            spread = per.std(1) if count > 1 else torch.zeros_like(mean.real)
             shape = mean.shape if tape.batch_size is not None else mean.shape[1:]
             means.append(mean.reshape(shape))
             errors.append((spread / np.sqrt(count)).reshape(shape).detach())
