@@ -51,8 +51,10 @@ class StronglyEntangling(Ansatz):
 
     def layer(self, weights: torch.Tensor, wires: Sequence, index: int) -> None:
         n = len(wires)
-        rng = (index % (n - 1)) + 1 if n > 1 else 0
-        qml.StronglyEntanglingLayers(weights.unsqueeze(0), wires=wires, ranges=(rng,))
+        if n == 1:  # one wire: rotations only (PennyLane refuses a range of 0, and has no CNOT to place)
+            qml.StronglyEntanglingLayers(weights.unsqueeze(0), wires=wires)
+            return
+        qml.StronglyEntanglingLayers(weights.unsqueeze(0), wires=wires, ranges=((index % (n - 1)) + 1,))
 
 
 class BasicEntangler(Ansatz):

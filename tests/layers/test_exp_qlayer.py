@@ -369,3 +369,13 @@ def test_changed_settings_retrace():
     ref = reference_qnode(lambda wires: [qml.expval(qml.X(w)) for w in wires], wires=range(N_QUBITS), encoding="angle", ansatz="strongly-entangling", reupload=False)
     layer(x)
     compare(layer, ref, x)
+
+
+@pytest.mark.parametrize("ansatz", ANSATZE)
+@pytest.mark.parametrize("encoding", ["angle", "amplitude"])
+def test_one_qubit(encoding, ansatz):
+    """One wire: the strongly-entangling ansatz asked PennyLane for a CNOT range of 0, refused on every forward
+    ("Ranges must not be zero"; found by a fuzzing helper)."""
+    layer = qhybrid.ExpQLayer(1, 2, encoding=encoding, ansatz=ansatz).double()
+    ref = reference_qnode(z_each, wires=range(1), encoding=encoding, ansatz=ansatz)
+    compare(layer, ref, features(encoding, n_qubits=1))
