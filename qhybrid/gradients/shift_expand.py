@@ -57,7 +57,8 @@ def _stays(op, kept) -> bool:
     whole = kept(op)
     if whole and _has_rules(op):  # (before asking PennyLane about a decomposition: a controlled gate's test reads
         return True  # its base's matrix to the host)
-    if may_be_non_unitary(op) or not decomposes(op) or any(op.data[k].is_complex() or op.data[k].ndim > 1 for k in trainable):
+    batched = op.batch_size is not None  # (a batch of states is a matrix by its shape, not a matrix parameter)
+    if may_be_non_unitary(op) or not decomposes(op) or any(op.data[k].is_complex() or op.data[k].ndim - batched > 1 for k in trainable):
         # a trainable matrix (QubitUnitary): its decomposition's angles would give the derivative along unitary
         # directions only, not its entries' (the shift rule's error names it instead)
         return True

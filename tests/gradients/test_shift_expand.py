@@ -145,3 +145,25 @@ def test_a_conditional_gate_with_a_shift_rule_stays_whole():
     names = [op.name for op in expanded_for_shift_rules(tape).operations]
     assert names[:2] == ["MidMeasureMP", "Conditional(RX)"]
     assert "Conditional(U3)" not in names and all(name.startswith("Conditional(") for name in names[1:])
+
+
+def _state_prep(x, w):
+    qml.StatePrep(x / torch.linalg.norm(x, dim=-1, keepdim=True), wires=[0, 1], validate_norm=False)
+    qml.RY(w, 0)
+    qml.CNOT([0, 1])
+    return qml.expval(qml.Z(1))
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_trainable_state_preparation_is_decomposed_batched_too(batched):
+    """A batch of states is ``[B, 2**n]``: read as a trainable matrix (which the decomposition's angles cannot
+    differentiate), it stayed, and its shift rule was refused by name ("no parameter-shift rule"; ExpQLayer's
+    amplitude encoding under parameter-shift too; found by a fuzzing helper)."""
+    x = torch.tensor([[0.3, 0.5, 0.1, 0.8], [0.9, 0.1, 0.4, 0.2], [0.2, 0.2, 0.7, 0.1]], dtype=torch.float64)
+    x = (x if batched else x[0]).requires_grad_()
+    w = torch.tensor(0.4, dtype=torch.float64, requires_grad=True)
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method="parameter-shift")(_state_prep)(x, w)
+    want = qml.QNode(_state_prep, qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")(x, w)
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    for g, h in zip(torch.autograd.grad(got.sum(), (x, w)), torch.autograd.grad(want.sum(), (x, w))):
+        torch.testing.assert_close(g, h, atol=TOL, rtol=0)
