@@ -15,6 +15,7 @@ uses, on the same matrix. Exact tapes only (as default.qubit).
 from __future__ import annotations
 
 import pennylane as qml
+import torch
 from pennylane.measurements import MutualInfoMP, PurityMP, VnEntropyMP
 from pennylane.tape import QuantumScript
 from pennylane.wires import Wires
@@ -33,8 +34,17 @@ class _FromDensityMatrices:
     def __call__(self, results):
         (res,) = results
         items = (res,) if self.single else res
-        out = tuple(r if s is None else s[0].process_density_matrix(r, Wires(range(s[1]))) for s, r in zip(self.steps, items))
+        out = tuple(r if s is None else _in_precision(s[0].process_density_matrix(r, Wires(range(s[1]))), r)
+                    for s, r in zip(self.steps, items))
         return out[0] if self.single else out
+
+
+def _in_precision(value, rho):
+    """``value`` in the density matrix's real precision: PennyLane's purity of a complex64 matrix is float64 (its
+    entropies are float32)."""
+    if isinstance(value, torch.Tensor) and isinstance(rho, torch.Tensor) and value.is_floating_point():
+        return value.to(rho.real.dtype)
+    return value
 
 
 def _first(results):

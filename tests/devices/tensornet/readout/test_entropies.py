@@ -116,3 +116,22 @@ def test_pennylanes_own_qnode_on_the_plugin_device():
     va, vb = ours(a), ref(b)
     va.backward(), vb.backward()
     assert abs(float(va.detach() - vb.detach())) < TOL and torch.allclose(a.grad, b.grad, atol=TOL, rtol=0)
+
+
+@pytest.mark.parametrize("method", ["auto", "mps"])
+def test_single_precision_results_are_float32(method):
+    """A complex64 device's results are float32; PennyLane's purity of a complex64 density matrix is float64 (its
+    entropies float32), and came back so (found by a fuzzing helper). Values against default.qubit to 1e-6."""
+
+    def circuit(p):
+        qml.RY(p[0], 0)
+        qml.CNOT([0, 1])
+        qml.RX(p[1], 1)
+        return qml.purity(wires=[0]), qml.vn_entropy(wires=[0]), qml.mutual_info(wires0=[0], wires1=[1])
+
+    p = torch.tensor([0.3, 0.5], dtype=torch.float32, requires_grad=True)
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=2, dtype=torch.complex64, method=method))(circuit)(p)
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch")(p.double())
+    for g, w in zip(got, want):
+        assert g.dtype == torch.float32
+        torch.testing.assert_close(g.double(), w, atol=1e-6, rtol=0)
