@@ -26,6 +26,7 @@ from ..errors import GradientError
 from ._execute import execute_variants
 from .jpc import JacobianProductCalculator, Results, register_jpc
 from .launcher import Launcher
+from .observable_shift import coefficient_rule
 
 
 def shift_rule(op: qml.operation.Operator, k: int) -> np.ndarray:
@@ -175,7 +176,11 @@ class ParameterShift(JacobianProductCalculator):
             if info is None:
                 info = memo[id(v.tape)] = (parameter_owners(v.tape), *_linear_form(v.tape))
             owners, tape, recipe, n_ops = info
-            tail = [p for mp in tape.measurements if mp.obs is not None for p in mp.obs.data]
+            if tape is v.tape:  # the observables' values are this variant's (a cached tape holds its first call's)
+                tail = list(v.params[n_ops:])
+            else:  # variances rewritten as O and O @ O: those of the tape bound to this variant's observable values
+                tape = _linear_form(v.with_observables_bound(n_ops).tape)[0]
+                tail = [p for mp in tape.measurements if mp.obs is not None for p in mp.obs.data]
             mean_row = None
             if any(r[0] == "var" for r in recipe):
                 mean_row = len(shifted)
@@ -185,11 +190,12 @@ class ParameterShift(JacobianProductCalculator):
             base = list(v.params[:n_ops]) + tail
             for j in tr:
                 op_index, k = owners[j]
-                if op_index < 0:
-                    raise GradientError(
-                        "Trainable observable parameters (e.g. Hamiltonian coefficients) have no "
-                        "parameter-shift rule; use diff_method='adjoint' or make them non-trainable."
-                    )
+                if op_index < 0:  # an observable's coefficient: its expectation is affine in it
+                    rule = coefficient_rule(v.tape, tape, j, n_ops)
+                    start = len(shifted) + len(todo)
+                    todo.extend((j, mult, shift) for _, mult, shift in rule)
+                    entries.append((rule[:, 0].tolist(), range(start, start + len(rule)), False))
+                    continue
                 op = v.tape.operations[op_index]
                 p = v.params[j]
                 batched = _is_batched(op, k, p)
