@@ -39,11 +39,15 @@ def coefficient_rule(tape, linear_tape, j: int, n_ops: int) -> np.ndarray:
         at -= len(data)
     else:  # (not an observable's parameter)
         raise GradientError(f"parameter {j} of the tape is not an observable's")
-    if linear_tape is not tape or not isinstance(mp, qml.measurements.ExpectationMP):
+    if not isinstance(mp, qml.measurements.ExpectationMP) or linear_tape is not tape:
+        where = (
+            "a variance (quadratic in it)" if isinstance(mp, qml.measurements.VarianceMP)
+            else "an expectation measured beside a variance" if isinstance(mp, qml.measurements.ExpectationMP)
+            else f"a {type(mp).__name__}"
+        )  # fmt: skip
         raise GradientError(
-            f"A trainable coefficient of {mp.obs} in a {type(mp).__name__.replace('MP', '').lower()} has no parameter-"
-            "shift rule here (a variance is quadratic in it, and measured beside it too); use diff_method='adjoint' or "
-            "make it non-trainable."
+            f"A trainable coefficient of {mp.obs} in {where} has no parameter-shift rule here; use "
+            "diff_method='adjoint' or make it non-trainable."
         )
     if not _affine(mp.obs):
         raise GradientError(
