@@ -37,6 +37,11 @@ ARENA_MAX_ELEMENTS = 1 << 23
 between steps (128 MiB of complex128); larger ones allocate their buffers per step, as before."""
 
 
+INT32_POSITIONS = (1 << 31) - 1
+"""Buffers up to this many elements are gathered from by int32 tables (``index_select`` took 0.93x the time of int64
+ones in place, and half the memory); the sums back take int64 (``scatter_add_`` needs it)."""
+
+
 SEQUENCE_MAX_ELEMENTS = 1 << 25
 """Elements (results, operands and their cotangents) up to which the large steps' buffers are kept too
 (``many_seq_arena``; 512 MiB of complex128: an 8x8 lattice QAOA p=3 holds 17M)."""
@@ -77,6 +82,8 @@ class Arena:
             # ONE gather a wave: every group's left and right operands, then the tiny products' factors
             tables = [ia, ib] + [x for ta, tb, _ in tiny for x in (ta, tb)]
             index = torch.cat(tables)
+            if len(index) and trees.small_size <= INT32_POSITIONS:  # (Q100 p=3's 43 gathers: 6.0 -> 5.6 ms a step)
+                index = index.to(torch.int32)
             gathered = new(len(index))
             a, b, *factors = gathered.split([len(x) for x in tables])
             c = self.small[wave.out[0] : wave.out[1]]
