@@ -182,7 +182,9 @@ class Variant:
         try:
             return self.tape.bind_new_parameters(params, list(range(len(params))))
         except IndexError:  # PennyLane rebuilds an operator as ``type(op)(*data)``: a QubitChannel of ONE Kraus
-            return _bound_in_copies(self.tape, params)  # matrix takes that matrix for the list of them
+            if not any(isinstance(op, qml.QubitChannel) for op in self.tape.operations):  # matrix takes that
+                raise  # matrix for the list of them
+            return _bound_in_copies(self.tape, params)
 
     def with_observables_bound(self, n_op_params: int | None = None, memo: dict | None = None) -> "Variant":
         """This variant with its tape's measured observables carrying the variant's own observable
