@@ -33,7 +33,19 @@ def rebound(op: qml.operation.Operator, params: list) -> qml.operation.Operator:
         new.data = tuple(params)
         new._batch_size = new._ndim_params = _BATCH_UNSET
         return new
-    return qml.ops.functions.bind_new_parameters(op, params)
+    try:
+        return qml.ops.functions.bind_new_parameters(op, params)
+    except RuntimeError:
+        # PennyLane's binding deep-copies the hyperparameters, which a tensor computed from the arguments refuses
+        # (``BlockEncode``'s norm of a trainable value, not a graph leaf): a new instance from the data and metadata
+        # instead (PennyLane's pytree form, as ``jax`` rebuilds operators), its settings made anew from the new data
+        if isinstance(op, qml.ops.op_math.Adjoint):  # (its pytree data is its base, not numbers)
+            with qml.QueuingManager.stop_recording():
+                return qml.adjoint(rebound(op.base, params))
+        data, metadata = op._flatten()
+        if len(data) != len(params) or any(isinstance(d, qml.operation.Operator) for d in data):
+            raise
+        return type(op)._unflatten(tuple(params), metadata)
 
 
 def _keeps_own_settings(op) -> bool:
