@@ -26,6 +26,7 @@ from ..errors import GradientError
 from ._execute import execute_variants
 from .jpc import JacobianProductCalculator, Results, register_jpc
 from .launcher import Launcher
+from .frequencies import distinct_frequencies, generator_frequencies
 from .observable_shift import coefficient_rule
 
 
@@ -85,15 +86,19 @@ def _make_rule(op, k: int) -> np.ndarray:
             f"{op.name} on wires {op.wires.tolist()} is not unitary for every value of its trainable parameter {k}: "
             "parameter-shift rules hold for unitary gates only. Use diff_method='adjoint' or 'backprop'."
         )
-    if getattr(op, "grad_method", None) != "A":
+    try:
+        method = getattr(op, "grad_method", None)
+    except ValueError:  # (an Evolution asks its generator's eigenvalues, which tensor coefficients refuse: its own)
+        method = "A" if generator_frequencies(op) is not None else None
+    if method != "A":
         raise GradientError(
-            f"{op.name} parameter {k} has no parameter-shift rule (grad_method={getattr(op, 'grad_method', None)!r}). "
+            f"{op.name} parameter {k} has no parameter-shift rule (grad_method={method!r}). "
             "Use diff_method='adjoint', make that parameter non-trainable, or decompose the operator."
         )
     recipe = op.grad_recipe[k] if getattr(op, "grad_recipe", None) is not None else None
     if recipe is not None:
         return np.asarray(recipe, dtype=float).reshape(-1, 3)
-    freqs = _generator_frequencies(op)
+    freqs = generator_frequencies(op)
     if freqs is None:
         try:
             freqs = op.parameter_frequencies[k]
@@ -101,39 +106,11 @@ def _make_rule(op, k: int) -> np.ndarray:
             raise GradientError(
                 f"{op.name} parameter {k}: no shift rule could be derived ({exc}). Use diff_method='adjoint'."
             ) from exc
-    freqs = _distinct(freqs)
+    freqs = distinct_frequencies(freqs)
     if not freqs:  # a generator without gaps (GlobalPhase's): no expectation value depends on it
         return np.zeros((0, 3))
     rows = np.asarray(qml.gradients.generate_shift_rule(freqs), dtype=float).reshape(-1, 2)  # [c, s]
     return np.stack([rows[:, 0], np.ones(len(rows)), rows[:, 1]], axis=1)
-
-
-def _generator_frequencies(op) -> list[float] | None:
-    """The differences of the eigenvalues of a one-parameter operator's generator, to full precision (PennyLane
-    rounds them to six decimals: an ``Evolution``'s rule was then 4e-10 off), or None where there is no generator."""
-    if op.num_params != 1:
-        return None
-    try:
-        gen, prefactor = qml.generator(op, format="prefactor")
-        matrix = qml.matrix(gen, wire_order=gen.wires)
-        eig = np.linalg.eigvalsh(np.asarray(qml.math.unwrap(matrix), dtype=complex)) * complex(qml.math.unwrap(prefactor))
-    except Exception:  # noqa: BLE001 - no generator (or none PennyLane can give): its parameter_frequencies
-        return None
-    if np.abs(eig.imag).max() > 1e-12:
-        return None
-    eig = eig.real
-    return [float(a - b) for a in eig for b in eig if a > b]
-
-
-def _distinct(freqs) -> tuple[float, ...]:
-    """The distinct non-zero frequencies, as floats. PennyLane leaves them repeated, zeros included, where a
-    generator's coefficients are tensors (``qml.evolve`` of a Hamiltonian made with ``qml.dot(torch.tensor(...),
-    ...)``: six frequencies for one), and a rule over repeated frequencies is ill-conditioned (gradients 1e-10 off)."""
-    out: list[float] = []
-    for f in sorted(abs(float(f)) for f in freqs):
-        if f > 1e-12 and (not out or f - out[-1] > 1e-10 * f):
-            out.append(f)
-    return tuple(out)
 
 
 @register_jpc

@@ -19,6 +19,7 @@ from ..devices.tensornet import TensorNetworkDevice
 from ..devices.tensornet.plugin.preprocess import runs_whole
 from ..gradients._execute import ExecuteTapes, execute_variants
 from ..gradients.jpc import get_jpc, resolved_method
+from ..gradients.hidden_parameters import refuse_hidden_trainables
 from ..gradients.shift_expand import expanded_for_shift_rules
 from ..gradients.launcher import Launcher
 from ..errors import refuse_function_transforms
@@ -67,6 +68,9 @@ def execute(
     shots = next((t.shots for t in tapes if t.shots), None)
     tapes = shift_expanded(tapes, device, diff_method, gradient_device, shots)
     variants, postprocess = preprocess(device, tapes)  # the device's program, cached per structure
+    method = resolved_method(diff_method, device, gradient_device, shots)
+    if method in ("adjoint", "parameter-shift") and torch.is_grad_enabled():
+        refuse_hidden_trainables([v.tape for v in variants], method)  # (a generator's coefficients: no gradient)
     if result_device is None:
         result_device = call_device([tape_parameters_fast(t) for t in tapes])
         result_device = result_device or getattr(device, "torch_device", None)

@@ -15,15 +15,16 @@ import scipy.linalg
 import torch
 
 import qhybrid
-from qhybrid.gradients.parameter_shift import _distinct, shift_rule
+from qhybrid.gradients.frequencies import distinct_frequencies
+from qhybrid.gradients.parameter_shift import shift_rule
 
 TOL = 1e-10
 
 
 def test_frequencies_are_distinct_nonzero_floats():
     one = torch.tensor(1.5232, dtype=torch.float64)
-    assert _distinct((one, one, torch.tensor(0.0), 0.0, one * (1 + 1e-14))) == (1.5232,)
-    assert _distinct((0.5, 1.0, 1, 0.5)) == (0.5, 1.0)
+    assert distinct_frequencies((one, one, torch.tensor(0.0), 0.0, one * (1 + 1e-14))) == (1.5232,)
+    assert distinct_frequencies((0.5, 1.0, 1, 0.5)) == (0.5, 1.0)
 
 
 @pytest.mark.parametrize("coefficients", ["floats", "tensor"])
