@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import numpy as np
+import torch
 from pennylane.devices.qubit.sampling import measure_with_samples
 from pennylane.devices.qubit_mixed.sampling import measure_with_samples as mixed_measure_with_samples
 import pennylane as qml
@@ -62,6 +63,17 @@ def _merged(mp):
     return type(mp)(obs=ps.operation(wire_order=obs.wires))
 
 
+def _numbers(mp):
+    """``mp`` with its observable's tensor data as numpy arrays: the sampler works on the state in numpy, and PennyLane's
+    eigenvalues of a sum of tensor coefficients fail ("only one element tensors can be converted"; a sampled result
+    takes no autograd gradient: parameter-shift's runs give it one)."""
+    obs = mp.obs
+    if obs is None or not any(isinstance(d, torch.Tensor) for d in obs.data):
+        return mp
+    data = [d.detach().cpu().numpy() if isinstance(d, torch.Tensor) else d for d in obs.data]
+    return type(mp)(obs=qml.ops.functions.bind_new_parameters(obs, data))
+
+
 def measure_tape(tape: QuantumScript, psi: np.ndarray, wires: Wires, rng: np.random.Generator):
     """Sample ``tape``'s measurements from its flat (or ``(batch, 2**n)``) state ``psi`` over ``wires``."""
     batched = tape.batch_size is not None
@@ -69,7 +81,7 @@ def measure_tape(tape: QuantumScript, psi: np.ndarray, wires: Wires, rng: np.ran
     noisy = any(map(is_channel, tape.operations))  # then ``psi`` is the density matrix (engines.mixed)
     psi = psi.reshape(((psi.shape[0],) if batched else ()) + (2,) * (2 * n if noisy else n))
     mapping = {w: i for i, w in enumerate(wires)}
-    mps = [_merged(mp).map_wires(mapping) for mp in tape.measurements]
+    mps = [_numbers(_merged(mp)).map_wires(mapping) for mp in tape.measurements]
     sampler = mixed_measure_with_samples if noisy else measure_with_samples
     results = sampler(mps, psi, tape.shots, is_state_batched=batched, rng=rng)
     if len(tape.measurements) == 1:
