@@ -22,10 +22,6 @@ from ..errors import GradientError
 _RULE = np.array([[0.5, 1.0, 1.0], [-0.5, 1.0, -1.0]])
 """Rows ``[coefficient, multiplier, shift]``: the central difference of unit step, exact for an affine function."""
 
-_AFFINE_NODES = (qml.ops.Sum, qml.ops.SProd, qml.ops.Prod)
-"""Operators whose expectation is affine in each of their coefficients, where their leaves hold no data
-(``LinearCombination`` is a ``Sum``)."""
-
 
 def coefficient_rule(tape, linear_tape, j: int, n_ops: int) -> np.ndarray:
     """The rule of ``tape``'s parameter ``j``, the ``(j - n_ops)``-th of its observables' data; ``linear_tape``: the
@@ -49,7 +45,7 @@ def coefficient_rule(tape, linear_tape, j: int, n_ops: int) -> np.ndarray:
             f"A trainable coefficient of {mp.obs} in {where} has no parameter-shift rule here; use "
             "diff_method='adjoint' or make it non-trainable."
         )
-    if not _affine(mp.obs):
+    if not _affine_in(mp.obs, at):
         raise GradientError(
             f"Trainable parameters of the observable {mp.obs} have no parameter-shift rule (its expectation is "
             "affine only in the coefficients of sums, scaled operators and their products); use diff_method='adjoint' "
@@ -64,10 +60,17 @@ def coefficient_rule(tape, linear_tape, j: int, n_ops: int) -> np.ndarray:
     return _RULE
 
 
-def _affine(obs) -> bool:
-    if isinstance(obs, _AFFINE_NODES):
-        return all(_affine(part) for part in (obs.operands if hasattr(obs, "operands") else (obs.base,)))
-    return not obs.data
+def _affine_in(obs, at: int) -> bool:
+    """Whether ``obs``'s data entry ``at`` is a coefficient of an affine node on every level above it (a constant
+    ``Hermitian`` beside it is allowed: its matrix is no coefficient, and not trainable)."""
+    if isinstance(obs, qml.ops.SProd):  # (a LinearCombination is a Sum of them: its data are theirs, in order)
+        return at == 0 or _affine_in(obs.base, at - 1)
+    if isinstance(obs, (qml.ops.Sum, qml.ops.Prod)):
+        for part in obs.operands:
+            if at < len(part.data):
+                return _affine_in(part, at)
+            at -= len(part.data)
+    return False
 
 
 __all__ = ["coefficient_rule"]
