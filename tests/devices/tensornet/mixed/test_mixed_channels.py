@@ -55,3 +55,25 @@ def test_derivative_at_zero_noise_is_finite(name):
     s = superoperator(op, p, torch.complex128, "cpu")
     grads = torch.autograd.grad(s.real.sum() + s.imag.sum(), p)
     assert all(torch.isfinite(g) for g in grads)
+
+
+def test_complex_kraus_matrices_in_a_batch_of_tapes():
+    """Tapes of one structure run stacked: a complex QubitChannel's matrices were stacked as real numbers, their
+    imaginary parts dropped (-0.176 for 0.210; parameter-shift's gradient 0.031 for 0.108; found by a fuzzing
+    helper)."""
+    rng = np.random.default_rng(0)
+    k = np.linalg.qr(rng.normal(size=(4, 2)) + 1j * rng.normal(size=(4, 2)))[0]
+    tape = qml.tape.QuantumScript([qml.QubitChannel([k[:2], k[2:]], wires=0)], [qml.expval(qml.Z(0))])
+    want = float(qml.device("default.mixed", wires=1).execute(tape))
+    got = qml.device("qhybrid.tensornet", wires=1).execute([tape, tape])
+    np.testing.assert_allclose([float(g) for g in got], [want, want], atol=1e-10, rtol=0)
+
+    def circuit(x):
+        qml.RX(x, 0)
+        qml.QubitChannel([k[:2], k[2:]], wires=0)
+        return qml.expval(qml.Z(0))
+
+    x = torch.tensor(0.4, dtype=torch.float64, requires_grad=True)
+    ours = qml.QNode(circuit, qml.device("qhybrid.tensornet", wires=1), interface="torch", diff_method="parameter-shift")
+    ref = qml.QNode(circuit, qml.device("default.mixed", wires=1), interface="torch", diff_method="backprop")
+    torch.testing.assert_close(torch.autograd.grad(ours(x), x)[0], torch.autograd.grad(ref(x), x)[0], atol=1e-10, rtol=0)
