@@ -23,6 +23,7 @@ from ._convert import OpSlot, Template, build_template, matrix_key, op_slots, sl
 from ._errors import AerSimulationError
 from ._measure_analytic import AnalyticPlan
 from ._measure_sampled import SamplePlan, counts_row
+from ..tensornet._structure import standard_wires
 
 MATRIX_TEMPLATES_PER_STRUCTURE = 64
 """Circuits kept per structure for distinct matrix values (QubitUnitary data); older ones are dropped."""
@@ -125,7 +126,7 @@ def simulate(variants: Sequence[Variant], ctx: RunContext, default_shots) -> lis
         s = memo.get(id(v.tape))
         if s is None:
             shots = tape_shots(v.tape, default_shots)
-            wires = ctx.wires if ctx.wires is not None else v.tape.wires
+            wires = ctx.wires if ctx.wires is not None else standard_wires(v.tape)  # (PennyLane's order)
             s = memo[id(v.tape)] = (*_structure(v.tape, wires, shots, ctx), shots, wires)
         info.append(s)
         groups.setdefault(s[0], []).append(i)

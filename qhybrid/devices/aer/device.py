@@ -20,6 +20,7 @@ from .._shot_vectors import split_shot_vectors
 from ..._variant import Variant, tape_parameters
 from ...errors import UnsupportedOperationError
 from ..tensornet._options import CacheInfo, PlanCache
+from ..tensornet._structure import standard_wires
 from ..tensornet.readout.hermitian import refuse_non_hermitian
 from ._convert import is_ready
 from ._errors import AerSimulationError
@@ -205,7 +206,7 @@ class AerDevice(Device):
             supported(mp) for mp in tape.measurements
         ):
             return "preprocess"
-        wires = self.wires if self.wires is not None else tape.wires
+        wires = self.wires if self.wires is not None else standard_wires(tape)
         return "sampling" if shots and sampling_groups_conflict(tape, wires) else None
 
     def _expansion_program(self, kind: str) -> CompilePipeline:
@@ -334,7 +335,7 @@ def validate_aer_measurements(tape: QuantumScript, default_shots: Shots = Shots(
 def split_for_sampling(tape: QuantumScript, default_shots: Shots = Shots(None), wires=None):
     """With shots, split measurements that cannot be read from one set of samples (qubit-wise groups)."""
     shots = tape.shots if tape.shots else default_shots
-    if not shots or not sampling_groups_conflict(tape, wires if wires is not None else tape.wires):
+    if not shots or not sampling_groups_conflict(tape, wires if wires is not None else standard_wires(tape)):
         return (tape,), _first
     return qml.transforms.split_non_commuting(tape, grouping_strategy="qwc")
 

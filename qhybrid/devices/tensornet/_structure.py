@@ -49,6 +49,13 @@ class TapeStructure:
         return any(slot.kind == "channel" for slot in self.slots)
 
 
+def standard_wires(tape) -> Wires:
+    """A device without wires simulates ``tape``'s wires in PennyLane's standard order (``map_to_standard_wires``):
+    labels that are already 0..n-1 in label order, others as the tape first uses them (``qml.probs()`` of
+    ``RY(., 1); RY(., 0)`` came back in the order [1, 0], default.qubit's being [0, 1])."""
+    return Wires(sorted(tape.wires)) if tape._get_standard_wire_map() is None else tape.wires
+
+
 def _needs_all_wires(mp) -> bool:
     return isinstance(mp, (StateMP, DensityMatrixMP, ProbabilityMP)) and not mp.wires and mp.obs is None
 
@@ -268,7 +275,7 @@ def tape_structure(tape: qml.tape.QuantumScript, device_wires: Wires | None) -> 
         else:
             sim_wires = Wires([w for w in device_wires if w in tape.wires])
     else:
-        sim_wires = tape.wires
+        sim_wires = standard_wires(tape)
     position = {w: i for i, w in enumerate(sim_wires)}
 
     slots, keys, touched = [], [], set()

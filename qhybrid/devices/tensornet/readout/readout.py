@@ -29,6 +29,7 @@ from pennylane.measurements import (
 from pennylane.tape import QuantumScript
 from pennylane.wires import Wires
 
+from .._structure import standard_wires
 from ..engines.mixed.channels import is_channel
 
 _CORE_MEASUREMENTS = (ExpectationMP, VarianceMP, ProbabilityMP, DensityMatrixMP)
@@ -38,7 +39,7 @@ def state_wires(tape: QuantumScript, device_wires: Wires | None) -> Wires:
     """The wires, in order, of the state the contraction returns for ``StateMP(wires=...)`` of them:
     the tape's wires in device order (or in the tape's order on a device without wires)."""
     if device_wires is None:
-        return tape.wires
+        return standard_wires(tape)
     return Wires([w for w in device_wires if w in tape.wires])
 
 

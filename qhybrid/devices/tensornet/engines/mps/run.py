@@ -8,6 +8,7 @@ import torch
 
 from ....._variant import Variant
 from .....errors import CaptureError
+from ..._structure import standard_wires
 from ..mixed.channels import is_channel
 from ..mixed.trajectories import run_trajectories
 from ..network.plan import _fmt_bytes
@@ -16,8 +17,9 @@ from .readout import MPSReader
 
 
 def site_order(tape, device_wires) -> list:
-    """Wires in MPS site order: the device's (every wire a site; unused ones stay |0>), else the tape's."""
-    return list(device_wires) if device_wires is not None else list(tape.wires)
+    """Wires in MPS site order: the device's (every wire a site; unused ones stay |0>), else the tape's in PennyLane's
+    standard order (``_structure.standard_wires``)."""
+    return list(device_wires) if device_wires is not None else list(standard_wires(tape))
 
 
 def run_mps(variants: Sequence[Variant], device_wires, opts, cache=None) -> list[tuple[torch.Tensor, ...]]:
