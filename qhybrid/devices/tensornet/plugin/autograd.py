@@ -96,7 +96,9 @@ def flatten_results(results: Sequence[Sequence[torch.Tensor]]) -> tuple[torch.Te
         for r in per_tape:
             complex_ = r.is_complex()
             spec[-1].append((tuple(r.shape), complex_))
-            part = torch.view_as_real(r) if complex_ else r
+            # (not ``view_as_real``: its backward views the flat cotangent's slice as complex, which fails at an odd
+            # offset, a complex result after a real one of odd size)
+            part = torch.stack([r.real, r.imag], -1) if complex_ else r
             flat.append(part.reshape(-1).to(torch.float64))
     return (torch.cat(flat) if flat else torch.zeros(0, dtype=torch.float64)), spec
 

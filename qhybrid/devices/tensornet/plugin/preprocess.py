@@ -51,6 +51,8 @@ def _contracts_whole(op: qml.operation.Operator, native_gates) -> bool:
         return True
     if not op.has_matrix or (len(op.wires) > MATRIX_MAX_WIRES and decomposes(op)):
         return False
+    if not op.wires and decomposes(op):  # (a phase on no wire is GlobalPhase's slot: adjoint(GlobalPhase) into it)
+        return False
     if not op.num_params and op.data and decomposes(op):
         # ``QSVT`` declares no parameters but holds its parts' data: its matrix comes from the parts it keeps, which
         # new data (a later call's, a shifted run's) would not reach, and a matrix kept by its settings' rounded repr
