@@ -207,3 +207,14 @@ def grads(loss, leaves):
         return []
     gs = torch.autograd.grad(loss, leaves, allow_unused=True)
     return [torch.zeros_like(x) if g is None else g for g, x in zip(gs, leaves)]
+
+
+def check_untrained_constants(ours, ref, x0, constants, tol=1e-10):
+    """``ours(x, c)`` against ``ref(x, c)`` for each ``c`` of ``constants`` (tensors that need no gradient, new values
+    each call): values, and gradients in ``x`` (``x0``, trainable)."""
+    for values in constants:
+        x = torch.tensor(x0, dtype=torch.float64, requires_grad=True)
+        c = torch.tensor(values, dtype=torch.float64)
+        got, want = ours(x, c), ref(x, c)
+        torch.testing.assert_close(got, want, atol=tol, rtol=0)
+        torch.testing.assert_close(torch.autograd.grad(got, x)[0], torch.autograd.grad(want, x)[0], atol=tol, rtol=0)

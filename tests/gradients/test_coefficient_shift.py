@@ -13,6 +13,8 @@ import torch
 import qhybrid
 from qhybrid.errors import GradientError
 
+from _circuits import check_untrained_constants
+
 TOL = 1e-10
 N = 3
 WORDS = [qml.Z(0), qml.X(1) @ qml.Y(2), qml.Y(0) @ qml.Z(1), qml.X(2)]
@@ -127,9 +129,4 @@ def test_untrained_coefficients_that_change_between_calls(measure, static):
 
     ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method="parameter-shift", static_structure=static)(circuit)
     ref = qml.QNode(reference, qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")
-    for values in ([0.5, 1.0], [2.0, -3.0], [-1.0, 0.25]):
-        x = torch.tensor([0.3, 0.9], dtype=torch.float64, requires_grad=True)
-        c = torch.tensor(values, dtype=torch.float64)
-        got, want = ours(x, c), ref(x, c)
-        torch.testing.assert_close(got, want, atol=TOL, rtol=0)
-        torch.testing.assert_close(torch.autograd.grad(got, x)[0], torch.autograd.grad(want, x)[0], atol=TOL, rtol=0)
+    check_untrained_constants(ours, ref, [0.3, 0.9], ([0.5, 1.0], [2.0, -3.0], [-1.0, 0.25]), TOL)

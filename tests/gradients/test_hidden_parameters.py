@@ -12,6 +12,8 @@ import torch
 import qhybrid
 from qhybrid.errors import GradientError
 
+from _circuits import check_untrained_constants
+
 TOL = 1e-10
 
 
@@ -48,9 +50,4 @@ def test_backprop_differentiates_them():
 def test_untrained_generator_coefficients_that_change(diff_method, static):
     ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=diff_method, static_structure=static)(_circuit)
     ref = qml.QNode(_circuit, qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")
-    for values in ([0.3, 0.5], [1.2, -0.4], [-0.7, 2.0]):
-        x = torch.tensor([0.4, 0.7], dtype=torch.float64, requires_grad=True)
-        c = torch.tensor(values, dtype=torch.float64)
-        got, want = ours(x, c), ref(x, c)
-        torch.testing.assert_close(got, want, atol=TOL, rtol=0)
-        torch.testing.assert_close(torch.autograd.grad(got, x)[0], torch.autograd.grad(want, x)[0], atol=TOL, rtol=0)
+    check_untrained_constants(ours, ref, [0.4, 0.7], ([0.3, 0.5], [1.2, -0.4], [-0.7, 2.0]), TOL)
