@@ -88,7 +88,7 @@ def _make_rule(op, k: int) -> np.ndarray:
         )
     try:
         method = getattr(op, "grad_method", None)
-    except ValueError:  # (an Evolution asks its generator's eigenvalues, which tensor coefficients refuse: its own)
+    except (ValueError, RuntimeError):  # (an Evolution reads its generator's eigenvalues of tensor coefficients)
         method = "A" if generator_frequencies(op) is not None else None
     if method != "A":
         raise GradientError(

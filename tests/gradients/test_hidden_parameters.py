@@ -51,3 +51,27 @@ def test_untrained_generator_coefficients_that_change(diff_method, static):
     ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=diff_method, static_structure=static)(_circuit)
     ref = qml.QNode(_circuit, qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")
     check_untrained_constants(ours, ref, [0.4, 0.7], ([0.3, 0.5], [1.2, -0.4], [-0.7, 2.0]), TOL)
+
+
+def _trotter(x, c):
+    qml.Hadamard(0)
+    qml.TrotterProduct(qml.dot(c, [qml.X(0) @ qml.X(1), qml.Z(0)]), x[0], n=2, order=2)
+    return qml.expval(qml.Y(0))
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "parameter-shift"])
+def test_a_trotter_product_of_trainable_coefficients(diff_method):
+    """It decomposes into evolutions of the coefficients: adjoint gave them no gradient (None), parameter-shift
+    crashed ("Can't call numpy() on Tensor that requires grad"); both refuse them by name now, backprop takes them."""
+    x = torch.tensor([0.7], dtype=torch.float64, requires_grad=True)
+    c = torch.tensor([0.3, 0.5], dtype=torch.float64, requires_grad=True)
+    node = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=diff_method)(_trotter)
+    with pytest.raises(GradientError, match="trainable tensors outside its own parameters"):
+        node(x, c).backward()
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method="backprop")(_trotter)
+    ref = qml.QNode(_trotter, qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")
+    got, want = ours(x, c), ref(x, c)
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    for g, h in zip(torch.autograd.grad(got, (x, c)), torch.autograd.grad(want, (x, c))):
+        torch.testing.assert_close(g, h, atol=TOL, rtol=0)
+    check_untrained_constants(node, ref, [0.7], ([0.3, 0.5], [1.1, -0.2]), TOL)
