@@ -156,7 +156,8 @@ class ParameterShift(JacobianProductCalculator):
             if tape is v.tape:  # the observables' values are this variant's (a cached tape holds its first call's)
                 tail = list(v.params[n_ops:])
             else:  # variances rewritten as O and O @ O: those of the tape bound to this variant's observable values
-                tape = _linear_form(v.with_observables_bound(n_ops).tape)[0]
+                bound = v.with_observables_bound(n_ops).tape
+                tape = tape if bound is v.tape else _linear_form(bound)[0]  # (the same: its form is made already)
                 tail = [p for mp in tape.measurements if mp.obs is not None for p in mp.obs.data]
             mean_row = None
             if any(r[0] == "var" for r in recipe):

@@ -70,7 +70,7 @@ def execute(
     variants, postprocess = preprocess(device, tapes)  # the device's program, cached per structure
     method = resolved_method(diff_method, device, gradient_device, shots)
     if method in ("adjoint", "parameter-shift") and torch.is_grad_enabled():
-        refuse_hidden_trainables([v.tape for v in variants], method)  # (a generator's coefficients: no gradient)
+        refuse_hidden_trainables(variants, method)  # (a generator's coefficients: no gradient)
     if result_device is None:
         result_device = call_device([tape_parameters_fast(t) for t in tapes])
         result_device = result_device or getattr(device, "torch_device", None)

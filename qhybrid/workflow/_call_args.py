@@ -69,10 +69,10 @@ class CallArgs:
             if s is None:
                 return None
             parts.append(s)
-        ids = [id(self.flat[i]) for i in self.slots]
-        if len(set(ids)) < len(ids):
+        slots = self.slots
+        if len(slots) > 1 and len({id(self.flat[i]) for i in slots}) < len(slots):
             first: dict = {}
-            parts.append(("aliases", tuple(first.setdefault(x, k) for k, x in enumerate(ids))))
+            parts.append(("aliases", tuple(first.setdefault(id(self.flat[i]), k) for k, i in enumerate(slots))))
         return self.n_args, self.names, tuple(parts)
 
     @property
