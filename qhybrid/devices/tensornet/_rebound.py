@@ -19,13 +19,19 @@ def rebound(op: qml.operation.Operator, params: list) -> qml.operation.Operator:
     the generator has coefficients): it keeps its generator."""
     if isinstance(op, Evolution) and len(params) == len(op.data) == 1:
         return Evolution(op.base, params[0])
-    if isinstance(op, qml.ops.op_math.Controlled) and isinstance(op.base, Evolution):
-        # PennyLane's binding copies the base deeply, which a tensor inside it refuses (not a graph leaf): the base
-        # is rebound as above and controlled again
+    if isinstance(op, (qml.ops.op_math.Adjoint, qml.ops.op_math.Pow)) and _controlled_on_zero(op.base):
+        with qml.QueuingManager.stop_recording():  # (PennyLane's binding rebinds the base its own way: below)
+            base = rebound(op.base, params)
+            return qml.adjoint(base) if isinstance(op, qml.ops.op_math.Adjoint) else qml.pow(base, op.z)
+    if isinstance(op, qml.ops.op_math.Controlled) and (isinstance(op.base, Evolution) or not all(op.control_values)):
+        # PennyLane's binding copies the base deeply, which a tensor inside it refuses (not a graph leaf), and
+        # makes a ControlledQubitUnitary anew with every control value 1 (a control on |0> ran on |1>, silently):
+        # the base is rebound and controlled again
         with qml.QueuingManager.stop_recording():
             return qml.ctrl(
-                rebound(op.base, params), op.control_wires, control_values=op.control_values, work_wires=op.work_wires
-            )
+                rebound(op.base, params), op.control_wires, control_values=op.control_values,
+                work_wires=op.work_wires, work_wire_type=op.work_wire_type,
+            )  # fmt: skip
     if _keeps_own_settings(op):
         # PennyLane's binding makes a new instance from the data and hyperparameters alone: a user's class that keeps
         # a setting in an attribute of its own (``self.axis``) got its default (an RY ran as RX): a copy keeps it
@@ -46,6 +52,13 @@ def rebound(op: qml.operation.Operator, params: list) -> qml.operation.Operator:
         if len(data) != len(params) or any(isinstance(d, qml.operation.Operator) for d in data):
             raise
         return type(op)._unflatten(tuple(params), metadata)
+
+
+def _controlled_on_zero(op) -> bool:
+    """Whether ``op`` is, or wraps, a control with a control value 0 (which PennyLane's binding may lose)."""
+    while isinstance(op, (qml.ops.op_math.Adjoint, qml.ops.op_math.Pow)):
+        op = op.base
+    return isinstance(op, qml.ops.op_math.Controlled) and not all(op.control_values)
 
 
 def _keeps_own_settings(op) -> bool:

@@ -18,6 +18,7 @@ from pennylane.transforms import broadcast_expand
 from ....errors import UnsupportedOperationError
 from .._gates import rebound
 from .._structure import SKIPPED_OPS, decomposes
+from ._zero_controls import on_ones
 
 
 MATRIX_MAX_WIRES = 10
@@ -83,7 +84,8 @@ def _decompose_for_tensornet(tape: QuantumScript, *, device_wires, target_gates,
     # new tape measures the tape's own measurement objects (a stand-in keeps the measured wires off the
     # work wires decompose may count as free)
     measured = qml.wires.Wires.all_wires([mp.wires for mp in tape.measurements])
-    bare = QuantumScript(tape.operations, [qml.probs(wires=measured)] if measured else [], shots=tape.shots)
+    operations = on_ones(tape.operations)
+    bare = QuantumScript(operations, [qml.probs(wires=measured)] if measured else [], shots=tape.shots)
     new, late_preps = bare, _late_preps(bare.operations)
     for _ in range(MAX_PASSES):  # a template's decomposition may itself prepare a state late (Qubitization)
 
@@ -104,7 +106,7 @@ def _decompose_for_tensornet(tape: QuantumScript, *, device_wires, target_gates,
         new, late_preps = newer, _late_preps(newer.operations)
         if not late_preps:
             break
-    if new is bare:
+    if new is bare and operations is tape.operations:
         return (tape,), post
     return (QuantumScript(new.operations, tape.measurements, shots=tape.shots),), post
 
