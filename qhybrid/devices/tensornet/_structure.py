@@ -173,11 +173,25 @@ def decomposes(op: Operator) -> bool:
         return True
 
 
+def _complex_allowed(op: Operator) -> list[bool]:
+    """Per entry of ``op.data``: whether it may be complex, a user's matrix or vector (``QubitUnitary``'s, also
+    under an adjoint, power, control or product) or a scaled gate's factor (``qml.s_prod(exp(0.3j), Y)``: the
+    unitary guard checks what it makes); angles may not."""
+    if op.name in COMPLEX_DATA_OPS:
+        return [True] * len(op.data)
+    if isinstance(op, qml.ops.op_math.SProd):
+        return [True] + _complex_allowed(op.base)
+    parts = wrapped_parts(op)
+    flags = [f for part in parts for f in _complex_allowed(part)] if parts else []
+    return flags if len(flags) == len(op.data) else [False] * len(op.data)
+
+
 def _check_real(op: Operator) -> None:
     if op.name in COMPLEX_DATA_OPS:
         return
+    allowed = _complex_allowed(op)
     for k, p in enumerate(op.data):
-        if not _is_complex(p):
+        if allowed[k] or not _is_complex(p):
             continue
         if op.name == "Exp":  # its real part would make it non-unitary: not a rotation's angle
             raise UnsupportedOperationError(

@@ -1,0 +1,77 @@
+"""Matrix data under an adjoint, a power, a control or a product (``qml.adjoint(qml.QubitUnitary(U))``,
+``qml.pow(QubitUnitary, 2)``, ``qml.prod(QU, QU)``, ``QuantumPhaseEstimation(QubitUnitary)``) and a scaled gate
+with a complex factor (``qml.s_prod(exp(0.3j), Y)``): they were refused as "a complex parameter ... gate angles
+must be real", which they are not. Values and gradients (the matrices trainable) against default.qubit's backprop
+to 1e-10."""
+
+from __future__ import annotations
+
+import numpy as np
+import pennylane as qml
+import pytest
+import torch
+
+import qhybrid
+
+TOL = 1e-10
+A = torch.tensor([[0.3, 0.7], [0.2, 0.5]], dtype=torch.float64)
+U0 = torch.linalg.matrix_exp(1j * (A + A.T))
+D0 = torch.exp(1j * torch.tensor([0.4, -1.1], dtype=torch.float64))
+
+WRAPPED = {
+    "adjoint": lambda u, d: qml.adjoint(qml.QubitUnitary(u, wires=1)),
+    "power 2": lambda u, d: qml.pow(qml.QubitUnitary(u, wires=1), 2),
+    "power -1": lambda u, d: qml.pow(qml.QubitUnitary(u, wires=0), -1),
+    "product": lambda u, d: qml.prod(qml.QubitUnitary(u, wires=0), qml.QubitUnitary(u @ u, wires=1)),
+    "adjoint diagonal": lambda u, d: qml.adjoint(qml.DiagonalQubitUnitary(d, wires=1)),
+    "adjoint control": lambda u, d: qml.adjoint(qml.ControlledQubitUnitary(u, wires=[0, 1])),
+    "complex factor": lambda u, d: qml.s_prod(np.exp(0.3j), qml.Y(1)),
+}
+
+
+def _circuit(make):
+    def circuit(x, u, d):
+        qml.RY(x[0], wires=0)
+        qml.RX(x[1], wires=1)
+        make(u, d)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.X(0) @ qml.Z(1) + 0.5 * qml.Y(1)), qml.probs(wires=[1])
+
+    return circuit
+
+
+def _arguments():
+    x = torch.tensor([0.8, 0.3], dtype=torch.float64, requires_grad=True)
+    return x, U0.clone().requires_grad_(True), D0.clone().requires_grad_(True)
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "backprop"])
+@pytest.mark.parametrize("name", sorted(WRAPPED))
+def test_wrapped_matrices_run_and_differentiate(name, diff_method):
+    circuit = _circuit(WRAPPED[name])
+    args, ref_args = _arguments(), _arguments()
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=diff_method)(circuit)(*args)
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch")(*ref_args)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=TOL, rtol=0)
+    loss, ref_loss = got[0] + 3 * got[1][0], want[0] + 3 * want[1][0]
+    grads = torch.autograd.grad(loss, args, allow_unused=True)
+    ref_grads = torch.autograd.grad(ref_loss, ref_args, allow_unused=True)
+    for g, w in zip(grads, ref_grads):
+        if w is None or not w.abs().max() > 0:
+            assert g is None or g.abs().max() < TOL
+        else:
+            torch.testing.assert_close(g, w, atol=TOL, rtol=0)
+
+
+def test_phase_estimation_of_a_users_matrix():
+    """``QuantumPhaseEstimation(QubitUnitary(U))`` controls powers of the matrix (``C(QubitUnitary**k)``)."""
+
+    def circuit(u):
+        qml.Hadamard(3)
+        qml.QuantumPhaseEstimation(qml.QubitUnitary(u, wires=3), estimation_wires=[0, 1, 2])
+        return qml.probs(wires=[0, 1, 2])
+
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=4))(circuit)(U0)
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=4), interface="torch")(U0)
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
