@@ -59,11 +59,20 @@ def _contracts_whole(op: qml.operation.Operator, native_gates) -> bool:
         # new data (a later call's, a shifted run's) would not reach, and a matrix kept by its settings' rounded repr
         # served an earlier call's (a phase 1e-5 away); its parts run as gates instead
         return False
+    if op.num_params and _holds_product(op) and decomposes(op):
+        return False  # PennyLane's matrix of a product takes its first factor's dtype: prod(H, RZ(t)) lost RZ's phase
     if isinstance(op, qml.ops.Pow) and op.num_params and not float(op.scalar).is_integer() and decomposes(op):
         return False  # its matrix is scipy's fractional power (no torch tensors); RX(t)**0.5 is RX(t / 2)
     if op.num_params and op.name not in native_gates and decomposes(op):
         return _rebinds(op)
     return True
+
+
+def _holds_product(op) -> bool:
+    """Whether ``op`` is a product of operators, or an adjoint, power or control of one."""
+    while isinstance(op, (qml.ops.op_math.Adjoint, qml.ops.op_math.Pow, qml.ops.op_math.Controlled)):
+        op = op.base
+    return isinstance(op, qml.ops.op_math.Prod)
 
 
 def runs_whole(device):
