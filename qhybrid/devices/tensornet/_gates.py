@@ -321,6 +321,10 @@ def _generic_matrix(op: qml.operation.Operator, params: Sequence, dtype, device)
         m = _controlled(op, params, dtype, device)
         if m is not None:
             return m
+    if trainable and isinstance(op, qml.ops.op_math.Pow) and float(op.z).is_integer():
+        # PennyLane takes a float power through scipy's fractional power, which refuses tensors that require grad
+        # (``pow(pow(RY(t), 2), 0.5)`` decomposes into ``RY(t)**1.0``)
+        return torch.linalg.matrix_power(_generic_matrix(op.base, params, dtype, device), int(op.z))
     if trainable:
         # PennyLane's matrices cannot mix numpy and torch (U3(x, 0.0, y)), and torch would take an integer
         # angle's cos in its default dtype: numbers join as tensors of our precision

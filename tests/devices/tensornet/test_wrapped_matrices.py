@@ -117,3 +117,32 @@ def test_products_of_real_and_complex_matrices(name, diff_method):
     (g,), (h,) = torch.autograd.grad(got, t), torch.autograd.grad(want, u)
     assert h.abs() > 1e-3
     torch.testing.assert_close(g, h, atol=TOL, rtol=0)
+
+
+POWERS = {
+    "root of a square": lambda t: qml.pow(qml.pow(qml.RY(t, wires=0), 2), 0.5),
+    "float integer power": lambda t: qml.pow(qml.RX(t, wires=1), 3.0),
+    "negative float power": lambda t: qml.pow(qml.CRX(t, wires=[0, 1]), -2.0),
+}
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "backprop", "parameter-shift"])
+@pytest.mark.parametrize("name", sorted(POWERS))
+def test_float_integer_powers_of_trainable_gates(name, diff_method):
+    """``RY(t)**1.0`` (what ``pow(pow(RY(t), 2), 0.5)`` decomposes into): PennyLane takes a float power through
+    scipy's fractional power, which refused a tensor that requires grad."""
+    gate = POWERS[name]
+
+    def circuit(t):
+        qml.Hadamard(0)
+        qml.RY(0.3, wires=1)
+        gate(t)
+        return qml.expval(qml.Z(0) + qml.Y(1) + qml.X(0) @ qml.X(1))
+
+    t, u = (torch.tensor(0.7, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=diff_method)(circuit)(t)
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch")(u)
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    (g,), (h,) = torch.autograd.grad(got, t), torch.autograd.grad(want, u)
+    assert h.abs() > 1e-3
+    torch.testing.assert_close(g, h, atol=TOL, rtol=0)
