@@ -25,13 +25,8 @@ def rebound(op: qml.operation.Operator, params: list) -> qml.operation.Operator:
             return qml.adjoint(base) if isinstance(op, qml.ops.op_math.Adjoint) else qml.pow(base, op.z)
     if isinstance(op, qml.ops.op_math.Controlled) and (isinstance(op.base, Evolution) or not all(op.control_values)):
         # PennyLane's binding copies the base deeply, which a tensor inside it refuses (not a graph leaf), and
-        # makes a ControlledQubitUnitary anew with every control value 1 (a control on |0> ran on |1>, silently):
-        # the base is rebound and controlled again
-        with qml.QueuingManager.stop_recording():
-            return qml.ctrl(
-                rebound(op.base, params), op.control_wires, control_values=op.control_values,
-                work_wires=op.work_wires, work_wire_type=op.work_wire_type,
-            )  # fmt: skip
+        # makes a ControlledQubitUnitary anew with every control value 1 (a control on |0> ran on |1>, silently)
+        return _controlled_again(op, params)
     if _keeps_own_settings(op):
         # PennyLane's binding makes a new instance from the data and hyperparameters alone: a user's class that keeps
         # a setting in an attribute of its own (``self.axis``) got its default (an RY ran as RX): a copy keeps it
@@ -48,10 +43,21 @@ def rebound(op: qml.operation.Operator, params: list) -> qml.operation.Operator:
         if isinstance(op, qml.ops.op_math.Adjoint):  # (its pytree data is its base, not numbers)
             with qml.QueuingManager.stop_recording():
                 return qml.adjoint(rebound(op.base, params))
+        if isinstance(op, qml.ops.op_math.Controlled):  # (a control of such an operator: ``ctrl(BlockEncode(A))``)
+            return _controlled_again(op, params)
         data, metadata = op._flatten()
         if len(data) != len(params) or any(isinstance(d, qml.operation.Operator) for d in data):
             raise
         return type(op)._unflatten(tuple(params), metadata)
+
+
+def _controlled_again(op, params: list):
+    """A control ``op`` of its base rebound to ``params``, with its own control wires, values and work wires."""
+    with qml.QueuingManager.stop_recording():
+        return qml.ctrl(
+            rebound(op.base, params), op.control_wires, control_values=op.control_values,
+            work_wires=op.work_wires, work_wire_type=op.work_wire_type,
+        )  # fmt: skip
 
 
 def _controlled_on_zero(op) -> bool:

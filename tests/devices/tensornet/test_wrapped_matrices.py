@@ -146,3 +146,24 @@ def test_float_integer_powers_of_trainable_gates(name, diff_method):
     (g,), (h,) = torch.autograd.grad(got, t), torch.autograd.grad(want, u)
     assert h.abs() > 1e-3
     torch.testing.assert_close(g, h, atol=TOL, rtol=0)
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "backprop"])
+def test_a_control_of_a_block_encoding_of_a_trainable_matrix(diff_method):
+    """``qml.ctrl(qml.BlockEncode(A))``, ``A`` trainable: its binding deep-copied the block encoding's norm, a
+    tensor computed from ``A`` (not a graph leaf), and crashed under adjoint. PennyLane's BlockEncode detaches
+    ``A`` (default.qubit's gradient is zero): the same numbers here."""
+
+    def circuit(a):
+        qml.Hadamard(0)
+        qml.RY(0.4, wires=2)
+        qml.ctrl(qml.BlockEncode(a, wires=[1, 2]), control=0)
+        return qml.expval(qml.X(1) + qml.Z(2))
+
+    a, b = (torch.tensor([[0.3, 0.2], [0.1, 0.4]], dtype=torch.float64, requires_grad=True) for _ in range(2))
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=3), diff_method=diff_method)(circuit)(a)
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=3), interface="torch")(b)
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    got.backward()
+    want.backward()
+    torch.testing.assert_close(a.grad, b.grad, atol=TOL, rtol=0)
