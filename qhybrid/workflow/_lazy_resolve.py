@@ -26,6 +26,7 @@ from collections import OrderedDict
 import numpy as np
 import pennylane as qml
 import torch
+from pennylane.ops.op_math import Evolution
 
 from .._variant import mark_rows
 from ..devices._observable_key import observable_data  # read once per object: Sum.data walks every term
@@ -173,6 +174,10 @@ def _bound(op, new):
     """``op`` with data ``new``, or ``Unrecordable`` where PennyLane's binding cannot make it from lazy parameters: a
     kind without its own binding whose parts are operators (PrepSelPrep: the copy of its parts fails on the tensors
     made from the proxies), or a binding that fails (an ``Evolution`` of a ``Sum``)."""
+    if isinstance(op, Evolution) and len(new) == len(op.data) == 1:
+        # PennyLane's binding rebinds the generator from what follows the parameter in the same list: a
+        # ``Hermitian`` generator lost its matrix (``evolve(Hermitian(M), t)`` crashed)
+        return Evolution(op.base, new[0])
     binding = qml.ops.functions.bind_new_parameters.dispatch(type(op))
     if binding is _GENERIC_BIND and op.hyperparameters and _holds_proxies(op.hyperparameters.values()):
         # its data are those of the operators it keeps (``Select``'s): they take their values in place

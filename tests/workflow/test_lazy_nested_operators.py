@@ -102,3 +102,30 @@ def test_the_function_runs_once_a_call(case):
         weights = torch.arange(1.0, 1 + got.numel(), dtype=torch.float64).reshape(got.shape)
         (g,), (h,) = torch.autograd.grad((got * weights).sum(), x), torch.autograd.grad((want * weights).sum(), x)
         torch.testing.assert_close(g, h, atol=TOL, rtol=0)
+
+
+@pytest.mark.parametrize("static", [False, True])
+@pytest.mark.parametrize("diff_method", ["adjoint", "backprop", "parameter-shift"])
+@pytest.mark.parametrize("wires", [[0], [0, 1]])
+def test_an_evolution_of_a_hermitian_matrix(wires, diff_method, static):
+    """``qml.evolve(qml.Hermitian(M), t)``: PennyLane's binding of the recorded evolution rebinds its generator
+    from what follows ``t`` in the same list, which left the ``Hermitian`` without its matrix (a crash, on
+    every method)."""
+    rng = torch.Generator().manual_seed(len(wires))
+    a = torch.randn(2 ** len(wires), 2 ** len(wires), dtype=torch.complex128, generator=rng)
+    m = (a + a.mH).numpy()
+
+    def circuit(t):
+        qml.Hadamard(0)
+        qml.RY(0.3, wires=1)
+        qml.evolve(qml.Hermitian(m, wires=wires), t)
+        return qml.expval(qml.X(0) + qml.Z(1) @ qml.Y(0))
+
+    t, u = (torch.tensor(0.7, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    node = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=diff_method, static_structure=static)
+    got = node(circuit)(t)
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch")(u)
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    (g,), (h,) = torch.autograd.grad(got, t), torch.autograd.grad(want, u)
+    assert h.abs() > 1e-3
+    torch.testing.assert_close(g, h, atol=TOL, rtol=0)
