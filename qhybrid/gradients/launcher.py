@@ -32,8 +32,11 @@ class Launcher:
     tensor(0.8776, dtype=torch.float64)
     """
 
-    def __init__(self, device):
+    def __init__(self, device, device_shots: bool = False):
         self.device = device
+        self.device_shots = device_shots
+        """Whether the device's own shots (analytic or sampled) override the tapes': a gradient device beside the
+        forward device keeps its mode; the forward device follows each tape's shots, as PennyLane's do."""
         self.calls = 0  # device calls made, for tests and benchmarks
 
     def run(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
@@ -41,7 +44,8 @@ class Launcher:
         if not variants:
             return []
         self.calls += 1
-        variants = _at_device_shots(variants, self.device)
+        if self.device_shots:
+            variants = _at_device_shots(variants, self.device)
         if hasattr(self.device, "simulate_variants"):
             if not isinstance(self.device, MultiDeviceLauncher):  # its own launchers record
                 track_run(self.device, variants)
@@ -97,7 +101,7 @@ class MultiDeviceLauncher:
         self.device = devices[0]  # for code that asks a launcher for its (first) device
         self.weights = weights
         self.max_workers = max_workers or len(devices)
-        self.launchers = [Launcher(d) for d in devices]
+        self.launchers = [Launcher(d, device_shots=True) for d in devices]  # (it runs gradients)
         self.calls = 0
 
     def run(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:

@@ -135,7 +135,7 @@ class ParameterShift(JacobianProductCalculator):
 
     @classmethod
     def for_device(cls, device, gradient_device=None) -> "ParameterShift":
-        return cls(Launcher(device), Launcher(gradient_device or device))
+        return cls(Launcher(device), None if gradient_device is None else Launcher(gradient_device, device_shots=True))
 
     def forward(self, variants: Sequence[Variant], trainable) -> tuple[Results, Any]:
         with torch.no_grad():

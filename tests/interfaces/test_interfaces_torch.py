@@ -204,6 +204,26 @@ def test_device_shots_reach_qhybrid_qnodes_with_statistical_accuracy():
 
 
 @pytest.mark.parametrize("name", ["tensornet", "aer"])
+def test_a_tapes_own_shots_are_sampled_on_an_analytic_device(name):
+    """``qhybrid.execute`` of tapes that set shots on a device without shots samples them, as PennyLane's devices
+    do (the launcher ran them at the device's analytic mode: an expectation at shots=100 came back exact, 0.6967
+    for a sampled 0.6, and ``qml.sample`` was refused as needing shots); parameter-shift samples its shifted runs."""
+    n = 20000
+    dev = qhybrid.device(name, wires=1, seed=3)
+    x = torch.tensor(0.8, dtype=torch.float64, requires_grad=True)
+    tape = qml.tape.QuantumScript([qml.RX(x, 0)], [qml.expval(qml.Z(0))], shots=n)
+    values = torch.stack([qhybrid.execute([tape], dev, diff_method="parameter-shift")[0] for _ in range(3)])
+    assert values.unique().numel() > 1  # sampled, not exact
+    exact = torch.cos(x.detach())
+    assert (values - exact).abs().max() < 5 * torch.sqrt((1 - exact**2) / n)
+    (value,) = qhybrid.execute([tape], dev, diff_method="parameter-shift")
+    value.backward()
+    assert x.grad != -torch.sin(x.detach()) and abs(x.grad + torch.sin(x.detach())) < 5 * (2 / (4 * n)) ** 0.5
+    (samples,) = qhybrid.execute([qml.tape.QuantumScript([qml.RX(x, 0)], [qml.sample(wires=[0])], shots=5)], dev)
+    assert samples.shape == (5, 1)
+
+
+@pytest.mark.parametrize("name", ["tensornet", "aer"])
 def test_shot_vectors_give_a_result_per_setting_and_parameter_shift_gradients(name):
     """A shot vector runs one tape per setting; results come as a tuple over settings (as PennyLane's), each
     within its own statistical error, and parameter-shift differentiates their sum."""
