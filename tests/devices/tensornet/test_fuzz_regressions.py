@@ -202,3 +202,55 @@ def test_a_users_operator_with_a_setting_of_its_own(diff_method):
         got.backward()
         want.backward()
         assert torch.allclose(x.grad, y.grad, atol=1e-10, rtol=0)
+
+
+CONSTANT_OBSERVABLES = {
+    "identity": (lambda: qml.expval(qml.Identity(0)), 1.0),
+    "a word times itself": (lambda: qml.expval(qml.prod(qml.Z(0), qml.Z(0))), 1.0),
+    "scaled identity": (lambda: qml.expval(2.5 * qml.Identity(3)), 2.5),
+    "sum of identities": (lambda: qml.expval(qml.Identity(0) + 0.5 * qml.Identity(7)), 1.5),
+    "variance of the identity": (lambda: qml.var(qml.Identity(2)), 0.0),
+}
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "parameter-shift", "backprop"])
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("name", sorted(CONSTANT_OBSERVABLES))
+def test_a_constant_observable_on_a_wide_circuit(name, batched, diff_method):
+    """A measurement whose observable is a constant, alone, on 30 wires (light cones): no word reaches a cone,
+    and the sentences' sum indexed an empty list (IndexError). Its value is the constant, its gradient zero."""
+    measure, want = CONSTANT_OBSERVABLES[name]
+    n = 30
+
+    def circuit(x):
+        for i in range(n):
+            qml.RY(x[..., i], wires=i)
+        for i in range(n - 1):
+            qml.CNOT([i, i + 1])
+        return measure()
+
+    x = torch.linspace(0.1, 1.0, n, dtype=torch.float64)
+    x = (x.expand(3, n) if batched else x).clone().requires_grad_()
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=n), diff_method=diff_method)(circuit)(x)
+    assert got.shape == ((3,) if batched else ())
+    torch.testing.assert_close(got, torch.full_like(got, want), atol=TOL, rtol=0)
+    (g,) = torch.autograd.grad(got.sum(), x, allow_unused=True)
+    assert g is None or g.abs().max() == 0
+
+
+def test_the_variance_of_a_word_by_light_cones_under_parameter_shift(monkeypatch):
+    """The variance's shifted runs measure the word's square (an identity) by light cones: the same empty sum."""
+    monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 0)  # light cones even on two wires
+
+    def circuit(x):
+        qml.RY(x[0], 0)
+        qml.RY(x[1], 1)
+        qml.CNOT([0, 1])
+        return qml.var(qml.Z(0) @ qml.X(1))
+
+    x, y = (torch.tensor([0.3, 0.7], dtype=torch.float64, requires_grad=True) for _ in range(2))
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method="parameter-shift")(circuit)(x)
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch")(y)
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    (g,), (h,) = torch.autograd.grad(got, x), torch.autograd.grad(want, y)
+    torch.testing.assert_close(g, h, atol=TOL, rtol=0)

@@ -315,7 +315,9 @@ class ConeProgram:
             measured = sorted(self.closed.only)
             closed = dict(zip(measured, self.closed.run(values, variant, structure, lead_shape)))
         coefficients = self._coefficients(variant, values)
-        sentence_values = self._sentence_values(terms, coefficients, values, lead_shape) if terms is not None else []
+        if terms is None:  # no word on any cone (expval(I), Z0 @ Z0): the sentences are their constants
+            terms = torch.zeros(self.rows, 0, structure.batch_size or 1, dtype=values.real_dtype, device=values.device)
+        sentence_values = self._sentence_values(terms, coefficients, values, lead_shape)
         out, k = [], 0
         for m, per in enumerate(coefficients):
             if m in closed:
