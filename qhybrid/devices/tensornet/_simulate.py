@@ -92,7 +92,7 @@ def measure_state(psi: torch.Tensor, lead_shape, structure: TapeStructure, measu
     the measurements whose coefficients are read from ``variant``'s parameters)."""
     n = len(structure.sim_wires)
     flat = psi.reshape(psi.shape[0], -1).transpose(0, 1)
-    reader = StateReader(flat.reshape(*lead_shape, *(2,) * n), len(lead_shape), structure.sim_wires)
+    reader = StateReader(flat.reshape((*lead_shape, *(2,) * n)), len(lead_shape), structure.sim_wires)
     out = []
     for m, mp in enumerate(measurements):
         found = sentences.get(m) if sentences else None

@@ -254,3 +254,21 @@ def test_the_variance_of_a_word_by_light_cones_under_parameter_shift(monkeypatch
     torch.testing.assert_close(got, want, atol=TOL, rtol=0)
     (g,), (h,) = torch.autograd.grad(got, x), torch.autograd.grad(want, y)
     torch.testing.assert_close(g, h, atol=TOL, rtol=0)
+
+
+@pytest.mark.parametrize("wires", [0, [], None])
+@pytest.mark.parametrize("measure", ["state", "probs", "phase"])
+def test_a_device_without_wires(wires, measure):
+    """A circuit on no wire (``wires=0``, ``[]``, or none and an empty circuit): the state's reshape and the
+    probabilities' permutation were called with no dimension (a TypeError); default.qubit's ``[1]``."""
+
+    def circuit(x):
+        if measure == "phase":
+            qml.GlobalPhase(x)
+            return qml.state()
+        return qml.state() if measure == "state" else qml.probs()
+
+    x, y = (torch.tensor(0.3, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=wires))(circuit)(x)
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=wires), interface="torch")(y)
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)

@@ -64,7 +64,7 @@ class StateReader:
         drop = [a for a in range(self.n_lead, self.n_lead + self.n) if a not in keep]
         p = probs.sum(dim=drop) if drop else probs
         kept_sorted = sorted(keep)
-        p = p.permute(*range(self.n_lead), *(self.n_lead + kept_sorted.index(a) for a in keep))
+        p = p.permute((*range(self.n_lead), *(self.n_lead + kept_sorted.index(a) for a in keep)))  # (none: 0 wires)
         return p.reshape(*self.lead_shape, 2 ** len(wires))
 
     # --- applying observables --------------------------------------------------------------
@@ -173,7 +173,7 @@ class StateReader:
         wires = list(wires) if wires else list(self.wires)
         keep = [self.axis(w) for w in wires]
         rest = [a for a in range(self.n_lead, self.n_lead + self.n) if a not in keep]
-        psi = self.psi.permute(*range(self.n_lead), *keep, *rest)
+        psi = self.psi.permute((*range(self.n_lead), *keep, *rest))
         psi = psi.reshape(*self.lead_shape, 2 ** len(keep), 2 ** len(rest))
         return torch.einsum("...ir,...jr->...ij", psi, psi.conj())
 
