@@ -118,3 +118,31 @@ def test_a_small_circuit_under_a_small_max_memory_is_not_refused_for_states_it_c
         qml.QNode(circuit, qml.device("default.qubit", wires=4), interface="torch", diff_method="backprop"), x
     )
     torch.testing.assert_close(ours, ref, atol=1e-10, rtol=0)
+
+
+def test_probabilities_of_every_wire_of_a_wide_circuit_are_refused_without_a_path_search():
+    """``qml.probs()`` of 40 wires: its output alone (2^40 elements) exceeds any memory, so no path can fit; the
+    path search and its rescue ran first (55 s at 40 wires, more than 10 minutes at 1000) before the refusal."""
+    import pennylane as qml
+    import pytest
+    import torch
+
+    import qhybrid
+    from qhybrid.devices.tensornet.engines.network import pathfind
+    from qhybrid.errors import ContractionTooLargeError
+
+    n = 40
+
+    def circuit(x):
+        for layer in range(2):
+            for i in range(n):
+                qml.RY(x[layer, i], wires=i)
+            for i in range(n - 1):
+                qml.CNOT([i, i + 1])
+        return qml.probs()
+
+    pathfind.reset_stats()
+    dev = qhybrid.device("tensornet", wires=n, path_cache=False, plan_time=5.0)
+    with pytest.raises(ContractionTooLargeError, match="probs"):
+        qhybrid.qnode(dev)(circuit)(torch.rand(2, n))
+    assert (pathfind.STATS.searches, pathfind.STATS.rescues, pathfind.STATS.hyper) == (0, 0, 0)

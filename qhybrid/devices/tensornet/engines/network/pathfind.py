@@ -370,13 +370,21 @@ def _find(problems: Sequence[Problem], keys: Sequence[str], settings: PathSettin
     start = time.perf_counter()
     stored = _from_store(problems, keys, settings.store)
     found = [s if s is not None else _quick(p, method, key) for p, s, key in zip(problems, stored, keys)]
-    if settings.searches and plan_time > 0:
+    # a network whose output alone exceeds the memory is refused whatever its path: no search for it (probs() of
+    # 100 wires searched for minutes before its refusal)
+    hopeless = {k for k, p in enumerate(problems) if _numel(p.output, p.sizes) > limit}
+    if settings.searches and plan_time > 0 and len(hopeless) < len(problems):
+        hopeful = [k for k in range(len(problems)) if k not in hopeless]
+        some = [problems[k] for k in hopeful]
+        picked = [found[k] for k in hopeful]
         if settings.hyper:
-            _hyper_tier(problems, found, plan_time, settings)
-        _budgeted_search(problems, found, method, plan_time, start, limit)
-        for k, p in enumerate(problems):
-            if settings.rescue and not found[k].fits(limit) and p.n > OPTIMAL_MAX_TENSORS:
-                found[k] = _rescue(p, found[k], method, limit)
+            _hyper_tier(some, picked, plan_time, settings)
+        _budgeted_search(some, picked, method, plan_time, start, limit)
+        for j, p in enumerate(some):
+            if settings.rescue and not picked[j].fits(limit) and p.n > OPTIMAL_MAX_TENSORS:
+                picked[j] = _rescue(p, picked[j], method, limit)
+        for k, f in zip(hopeful, picked):
+            found[k] = f
         # each structure gets its planning budget once, across batch sizes and processes: what it found is
         # final (remembered for other batch sizes; kept on disk)
         found = [_settled(f) for f in found]
