@@ -128,7 +128,7 @@ class AerDevice(Device):
         self._noise_basis = frozenset(self.simulator.configuration().basis_gates)
         self._rng = np.random.default_rng(seed)
         self._lock = threading.Lock()
-        self._cache = PlanCache(cache_size)
+        self._cache = PlanCache(cache_size, option="cache_size")
         self.job_count = 0
         """Aer jobs run so far (one per circuit structure and shot count in each batch)."""
 

@@ -3,6 +3,7 @@ the plan cache that holds one compiled program per circuit structure."""
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -45,10 +46,13 @@ class CacheInfo:
 
 
 class PlanCache:
-    """Compiled programs keyed by circuit structure (never values), least recently used evicted."""
+    """Compiled programs keyed by circuit structure (never values), least recently used evicted; ``option``: the
+    device option that sets ``maxsize``, named where its value is refused."""
 
-    def __init__(self, maxsize: int = 1024):
-        self.maxsize = maxsize
+    def __init__(self, maxsize: int = 1024, option: str = "plan_cache_size"):
+        if isinstance(maxsize, bool) or not isinstance(maxsize, numbers.Integral) or maxsize < 0:
+            raise ValueError(f"{option}={maxsize!r}: give how many circuit structures to keep, an integer >= 0.")
+        self.maxsize = int(maxsize)
         self._programs: OrderedDict = OrderedDict()
         self.hits = 0
         self.misses = 0
@@ -89,6 +93,8 @@ def checked_torch_device(torch_device) -> torch.device | None:
     except (RuntimeError, TypeError) as e:
         raise ValueError(f"torch_device={torch_device!r} is not a torch device ({e}); use 'cpu', 'cuda', "
                          "'cuda:1', ... or None (tensors follow the circuit's parameters).") from None
+    if device.type == "meta":  # (no values: every result would be a meta tensor, or a copy would fail)
+        raise ValueError(f"torch_device={torch_device!r} holds no values; use 'cpu', 'cuda', ... or None.")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"torch_device={torch_device!r}, but this torch sees no CUDA GPU "
                          "(torch.cuda.is_available() is False); use None or 'cpu'.")
@@ -108,10 +114,31 @@ def checked_max_memory(max_memory) -> float | None:
         ok = float(max_memory) > 0  # (False for NaN)
     except (TypeError, ValueError):
         ok = False
-    if not ok or isinstance(max_memory, bool):
-        raise ValueError(f"max_memory={max_memory!r}: give a positive number of bytes (or None for a share of the "
-                         "memory the process can take).")
+    if not ok or isinstance(max_memory, (bool, str)) or max_memory == float("inf"):
+        raise ValueError(f"max_memory={max_memory!r}: give a finite positive number of bytes (or None for a share of "
+                         "the memory the process can take).")
     return max_memory
+
+
+OPTIMIZERS = ("auto", "greedy", "optimal", "cotengra")
+
+
+def checked_plan_options(optimizer, plan_time) -> float:
+    """The device options ``optimizer`` (one of ``OPTIMIZERS``, or ``PathSettings``) and ``plan_time`` (seconds
+    >= 0, returned as a float), refused by name where they are neither.
+
+    >>> checked_plan_options("auto", 2)
+    2.0
+    """
+    if not isinstance(optimizer, PathSettings) and optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer={optimizer!r} is not known; choose one of {OPTIMIZERS}.")
+    try:
+        ok = not isinstance(plan_time, (bool, str)) and float(plan_time) >= 0  # (False for NaN)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"plan_time must be a number of seconds >= 0, got {plan_time!r}.")
+    return float(plan_time)
 
 
 def path_store(path_cache: bool | str | os.PathLike) -> PathStore | None:

@@ -32,7 +32,9 @@ from .engines.lightcone.spread import check_spread_options
 from .readout.readout import ReadoutPlan, plan_readout
 from .engines.mps.settings import mps_settings
 from ._mps_method import MPSMethod
-from ._options import CacheInfo, PlanCache, SimOptions, checked_max_memory, checked_torch_device, path_store
+from ._options import (
+    CacheInfo, PlanCache, SimOptions, checked_max_memory, checked_plan_options, checked_torch_device, path_store,
+)
 from ._bound import run_bound
 from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
@@ -154,9 +156,7 @@ class TensorNetworkDevice(MPSMethod, Device):
                 f"backend {backend!r} is not known; choose one of {BACKEND_NAMES} (cutensornet comes with the "
                 "GPU extra: pip install 'qhybrid[gpu]')."
             )
-        if not plan_time >= 0:  # also refuses NaN
-            raise ValueError(f"plan_time must be a number of seconds >= 0, got {plan_time!r}.")
-        self.plan_time = float(plan_time)
+        self.plan_time = checked_plan_options(optimizer, plan_time)
         self.path_cache, self.progress = path_store(path_cache), check_progress(progress)
         self.dtype = dtype
         self.torch_device = checked_torch_device(torch_device)

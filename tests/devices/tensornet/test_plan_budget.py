@@ -111,6 +111,51 @@ def test_find_paths_shares_the_budget_across_networks(searches_pay, optimisers):
     assert 0 < sum(s for s, _ in optimisers) <= 0.2
 
 
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"plan_time": -1}, "plan_time must be a number of seconds >= 0"),
+        ({"plan_time": "1"}, "plan_time must be a number of seconds >= 0"),  # (a TypeError from a comparison)
+        ({"optimizer": "bogus"}, "optimizer='bogus' is not known"),  # (accepted, never read)
+        ({"plan_cache_size": -1}, "plan_cache_size=-1: give how many"),  # (accepted silently)
+        ({"plan_cache_size": 1.5}, "plan_cache_size=1.5: give how many"),
+        ({"max_memory": "1000"}, "max_memory='1000': give a finite positive number"),
+        ({"max_memory": float("inf")}, "max_memory=inf: give a finite positive number"),
+        ({"torch_device": "meta"}, "torch_device='meta' holds no values"),  # (failed at the first run)
+    ],
+)
+def test_device_options_are_checked_by_name(options, message):
+    with pytest.raises(ValueError, match=message):
+        qhybrid.device("tensornet", wires=2, **options)
+
+
+def test_aer_cache_size_is_checked_by_name():
+    pytest.importorskip("qiskit_aer")
+    with pytest.raises(ValueError, match="cache_size=-1: give how many"):
+        qhybrid.device("aer", wires=2, cache_size=-1)
+
+
+def test_an_exhaustive_search_of_a_large_network_is_refused_by_name():
+    """``optimizer="optimal"`` ran opt_einsum's exhaustive search whatever the network's size (a 30-wire circuit's
+    <X...X> network still planning after 10 minutes); networks above ``EXHAUSTIVE_MAX_TENSORS`` are refused."""
+    n = 30
+
+    def circuit(x):
+        for i in range(n):
+            qml.RY(x[i], wires=i)
+        for i in range(n - 1):
+            qml.CNOT([i, i + 1])
+        for i in range(n):
+            qml.RX(x[i], wires=i)
+        return qml.expval(qml.prod(*[qml.X(i) for i in range(0, n, 3)]))
+
+    dev = qhybrid.device("tensornet", wires=n, optimizer="optimal", path_cache=False)
+    with pytest.raises(ValueError, match="optimizer='optimal' tries every contraction order"):
+        qhybrid.qnode(dev)(circuit)(torch.linspace(0.1, 1.0, n))
+    small = _pathfind.Problem.of([(0, 1), (1, 2), (2, 3)], (), {i: 2 for i in range(4)})
+    assert len(_pathfind._quick(small, "optimal").path) == 2  # (small networks still planned exhaustively)
+
+
 def test_plan_time_is_checked():
     with pytest.raises(ValueError, match="plan_time must be a number of seconds >= 0"):
         qhybrid.device("tensornet", wires=2, plan_time=-1)

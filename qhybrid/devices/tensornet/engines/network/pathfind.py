@@ -46,6 +46,10 @@ DEFAULT_PLAN_TIME = 1.0
 OPTIMAL_MAX_TENSORS = 6
 """Networks this small are planned exhaustively."""
 
+EXHAUSTIVE_MAX_TENSORS = 10
+"""The most tensors ``optimizer="optimal"`` plans exhaustively (opt_einsum's search: 0.1 s at 8 tensors, 5 s at
+10, a minute at 11); larger networks are refused by name rather than planned for hours."""
+
 SWEEP_MIN_TENSORS = 12
 """Networks at least this large also try a sweep along the wires (the better path is kept)."""
 
@@ -182,6 +186,12 @@ def _quick(problem: Problem, optimizer: str, key: str | None = None, counted: bo
     stats.quick += 1
     if problem.n == 1:
         return Found(((0,),), 0, 0)
+    if optimizer == "optimal" and problem.n > EXHAUSTIVE_MAX_TENSORS:
+        raise ValueError(
+            f"optimizer='optimal' tries every contraction order, which takes minutes and more beyond "
+            f"{EXHAUSTIVE_MAX_TENSORS} tensors; this circuit's network has {problem.n}. Use optimizer='auto' (greedy "
+            "paths, searched within plan_time where they pay)."
+        )
     if optimizer == "optimal" or (optimizer == "auto" and problem.n <= OPTIMAL_MAX_TENSORS):
         return _evaluate(problem, oe.paths.optimal(*problem.sets(), problem.sizes))
     known = _QUICK.get(key) if key is not None else None
