@@ -38,7 +38,8 @@ from ._measure import (
 def _basis_tokens(mp: MeasurementProcess, wires: Wires) -> dict | None:
     """The basis each wire is read in for ``mp``: 'X', 'Y', 'Z' or a matrix observable's token.
 
-    None when the observable's own terms cannot be read from one set of samples (e.g. X(0) + Z(0)).
+    None when an expectation's terms cannot be read from one set of samples (e.g. X(0) + Z(0): split term by
+    term); a variance, samples or counts of such a sum are read in its own eigenbasis.
     """
     obs = mp.obs
     if obs is None:
@@ -49,8 +50,15 @@ def _basis_tokens(mp: MeasurementProcess, wires: Wires) -> dict | None:
         for word in ps:
             for w, letter in word.items():
                 if tokens.setdefault(w, letter) != letter:
-                    return None
+                    if isinstance(mp, ExpectationMP):  # split term by term (split_non_commuting)
+                        return None
+                    # a variance, samples or counts of the sum cannot be split: read in its own eigenbasis
+                    return _matrix_tokens(obs)
         return tokens
+    return _matrix_tokens(obs)
+
+
+def _matrix_tokens(obs) -> dict:
     # keyed on the basis change, not the matrix: equal matrices can come with different diagonalizing
     # gates (BasisStateProjector vs StateVectorProjector), and the eigenvalues are read in that basis
     token = ("M", tuple(obs.wires), np.round(_diag_unitary(obs), 14).tobytes())
@@ -169,7 +177,8 @@ class SamplePlan:
         if isinstance(mp, (ExpectationMP, VarianceMP)):
             obs = mp.obs
             square = isinstance(mp, VarianceMP)
-            if obs.pauli_rep is not None:
+            in_eigenbasis = any(isinstance(t, tuple) for t in _basis_tokens(mp, self.wires).values())
+            if obs.pauli_rep is not None and not in_eigenbasis:  # (a sum read in its eigenbasis: its eigenvalues)
                 words = list(obs.pauli_rep)
                 masks = [[self._pos[w] for w in word] for word in words]
 

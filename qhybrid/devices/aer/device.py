@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Any, Sequence
 
 import numpy as np
@@ -12,7 +13,7 @@ from pennylane.devices import Device, ExecutionConfig
 from pennylane.devices.modifiers import simulator_tracking
 from pennylane.devices.preprocess import decompose, validate_device_wires
 from pennylane.exceptions import DeviceError
-from pennylane.measurements import MeasurementProcess, Shots
+from pennylane.measurements import ExpectationMP, MeasurementProcess, Shots
 from pennylane.tape import QuantumScript
 from pennylane.transforms.core import CompilePipeline
 
@@ -335,9 +336,24 @@ def validate_aer_measurements(tape: QuantumScript, default_shots: Shots = Shots(
 def split_for_sampling(tape: QuantumScript, default_shots: Shots = Shots(None), wires=None):
     """With shots, split measurements that cannot be read from one set of samples (qubit-wise groups)."""
     shots = tape.shots if tape.shots else default_shots
-    if not shots or not sampling_groups_conflict(tape, wires if wires is not None else standard_wires(tape)):
+    wires = wires if wires is not None else standard_wires(tape)
+    if not shots or not sampling_groups_conflict(tape, wires):
         return (tape,), _first
-    return qml.transforms.split_non_commuting(tape, grouping_strategy="qwc")
+    if all(isinstance(mp, ExpectationMP) or mp.obs is None or len(mp.obs.pauli_rep or ()) <= 1 for mp in tape.measurements):
+        return qml.transforms.split_non_commuting(tape, grouping_strategy="qwc")
+    # samples, counts or a variance of a sum, which PennyLane's split refuses: each measurement on its own shots
+    parts = [split_for_sampling(tape.copy(measurements=[mp]), default_shots, wires) for mp in tape.measurements]
+    return [t for tapes, _ in parts for t in tapes], partial(_joined, parts=parts, copies=tape.shots.num_copies)
+
+
+def _joined(results, parts, copies: int):
+    out, k = [], 0
+    for tapes, fn in parts:
+        out.append(fn(results[k : k + len(tapes)]))
+        k += len(tapes)
+    if copies > 1:  # a shot vector: per setting, every measurement's result
+        return tuple(tuple(r[c] for r in out) for c in range(copies))
+    return tuple(out)
 
 
 def _first(results):
