@@ -272,3 +272,20 @@ def test_a_device_without_wires(wires, measure):
     got = qhybrid.qnode(qhybrid.device("tensornet", wires=wires))(circuit)(x)
     want = qml.QNode(circuit, qml.device("default.qubit", wires=wires), interface="torch")(y)
     torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+
+
+def test_shots_on_a_circuit_whose_state_does_not_fit_name_the_shots():
+    """Finite shots are drawn from the whole state: on 40 wires the refusal spoke of a ``qml.state()`` nobody
+    asked for and suggested sampling with shots, which was what was done; it names the shots and what to do."""
+    from qhybrid.errors import ContractionTooLargeError
+
+    n = 40
+
+    def circuit(x):
+        for i in range(0, n, 2):
+            qml.RY(x, i)
+            qml.CNOT([i, i + 1])
+        return qml.expval(qml.Z(0))
+
+    with pytest.raises(ContractionTooLargeError, match=r"Finite shots are drawn from the circuit's whole state, here 2\*\*40"):
+        qhybrid.qnode(qhybrid.device("tensornet", wires=n, shots=100, seed=1))(circuit)(torch.tensor(1.3))

@@ -21,6 +21,7 @@ from pennylane.measurements import ExpectationMP, StateMP, VarianceMP
 from pennylane.tape import QuantumScript
 from pennylane.wires import Wires
 
+from ....errors import ContractionTooLargeError
 from ..engines.mixed.channels import is_channel
 from .readout import state_wires
 
@@ -43,7 +44,16 @@ def sample_tapes(
 ) -> list:
     """PennyLane-shaped results of shot tapes; ``run_states`` maps state tapes to their state tensors."""
     prepared = [state_tape(t, device_wires) for t in tapes]
-    states = run_states([s for s, _ in prepared])
+    try:
+        states = run_states([s for s, _ in prepared])
+    except ContractionTooLargeError:
+        n = max(len(w) for _, w in prepared)
+        raise ContractionTooLargeError(
+            f"Finite shots are drawn from the circuit's whole state, here 2**{n} amplitudes ({n} wires), which does "
+            "not fit in max_memory. Drop the shots (expectation values and probabilities of few wires are exact by "
+            "light cones), or sample the circuit as a matrix product state: qhybrid.device('tensornet', ..., "
+            "method='mps')."
+        ) from None
     return [
         measure_tape(tape, np.asarray(psi, dtype=PROBABILITY_NORM_DTYPE), wires, rng)
         for tape, psi, (_, wires) in zip(tapes, states, prepared)
