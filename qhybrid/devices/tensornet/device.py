@@ -43,6 +43,7 @@ from .readout import refuse_non_hermitian, renormalise_postselection
 from ._empty_batch import with_empty_batches
 from .engines.mixed import NoiseDraws, check_noise_options, trajectory_fields
 from .plugin.conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor
+from .plugin.deferred_wires import spare_wires_for_deferral
 from .plugin.config import refuse_second_derivative_of_numpy_tapes, refuse_second_derivative_of_vjp, resolve_config
 from .plugin.derivatives import _core_params, device_vjps, jacobian
 from .plugin.preprocess import UnsupportedOnDeviceError, _analytic_measurement, _decompose_for_tensornet
@@ -280,6 +281,7 @@ class TensorNetworkDevice(MPSMethod, Device):
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> CompilePipeline:
         config = execution_config or ExecutionConfig()
         program = CompilePipeline()
+        program.add_transform(spare_wires_for_deferral, device_wires=self.wires)
         program.add_transform(defer_measurements, allow_postselect=True)
         program.add_transform(measurement_values_as_observables)
         program.add_transform(entropies_from_density_matrices)

@@ -289,3 +289,27 @@ def test_shots_on_a_circuit_whose_state_does_not_fit_name_the_shots():
 
     with pytest.raises(ContractionTooLargeError, match=r"Finite shots are drawn from the circuit's whole state, here 2\*\*40"):
         qhybrid.qnode(qhybrid.device("tensornet", wires=n, shots=100, seed=1))(circuit)(torch.tensor(1.3))
+
+
+@pytest.mark.parametrize("plugin", [False, True])
+def test_a_deferred_measurement_without_a_spare_wire_says_so(plugin):
+    """A measured wire used again takes a spare wire once deferred; on a device of exactly the circuit's wires
+    PennyLane's refusal named a wire nobody wrote (``{2}``): the refusal says what is missing and what to do."""
+
+    def circuit(x):
+        qml.RX(x, 0)
+        m = qml.measure(0)
+        qml.cond(m, qml.PauliX)(1)
+        qml.RY(0.4, 0)
+        return qml.expval(qml.Z(1))
+
+    if plugin:
+        node = qml.QNode(circuit, qml.device("qhybrid.tensornet", wires=2), interface="torch")
+    else:
+        node = qhybrid.qnode(qhybrid.device("tensornet", wires=2))(circuit)
+    with pytest.raises(qml.wires.WireError, match="Create the device with 3 wires, or with wires=None"):
+        node(torch.tensor(0.9, dtype=torch.float64))
+    x, y = (torch.tensor(0.9, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=3))(circuit)(x)
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=3), interface="torch")(y)
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
