@@ -257,9 +257,10 @@ def _tangent(t, like: torch.Tensor) -> torch.Tensor:
 
 def _refuse_third_order() -> GradientError:
     return GradientError(
-        "Third and higher derivatives through torch.func, and forward mode over forward mode (jacfwd of jacfwd), "
-        "are not supported for qhybrid qnodes; first and second derivatives are (grad, jacrev, jacfwd, hessian, "
-        "jacrev of jacrev). Use torch.autograd.grad with create_graph=True for every order."
+        "Third and higher derivatives through torch.func, reverse mode over forward mode (jacrev or grad of jacfwd "
+        "or jvp) and forward mode over forward mode (jacfwd of jacfwd) are not supported for qhybrid qnodes; first "
+        "and second derivatives are (grad, jacrev, jacfwd, hessian, which is jacfwd of jacrev, and jacrev of "
+        "jacrev). Use torch.autograd.grad with create_graph=True for every order."
     )
 
 

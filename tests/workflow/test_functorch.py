@@ -189,6 +189,9 @@ def test_third_order_and_forward_over_forward_refused_by_name(data):
     for transform in (third, jacfwd(jacfwd(f))):
         with pytest.raises(GradientError, match="Third and higher derivatives .* create_graph=True"):
             transform(w)
+    # reverse over forward: refused by its own name (the message spoke of third order and jacfwd of jacfwd only)
+    with pytest.raises(GradientError, match=r"reverse mode over forward mode \(jacrev or grad of jacfwd"):
+        jacrev(jacfwd(f))(w)
 
 
 def test_plain_qnode_on_a_qhybrid_device_names_qhybrid_qnode(data):
