@@ -185,3 +185,18 @@ def test_sliced_indices_are_stored_in_canonical_labels(tmp_path):
     store.save(inputs, output, sizes, ((0, 1), (0, 1)), searched=True, sliced=(2,))
     renamed = [(10, 11), (11, 12), (12, 13)], (10, 13), {10: 2, 11: 8, 12: 8, 13: 2}
     assert store.load(*renamed).sliced == (12,)  # the same index, in the reader's numbering
+
+
+@pytest.mark.parametrize("damage", ["an index named twice", "an output index"])
+def test_a_damaged_sliced_entry_is_ignored(tmp_path, damage):
+    """The sliced indices of a stored path: a name twice (one flipped bit of ``[5, 7]``) counted every slice
+    twice, silently (a value and gradient twice default.qubit's); an output index broke the contraction."""
+    inputs, output, sizes = [(0, 1), (1, 2), (2, 3)], (0, 3), {0: 2, 1: 8, 2: 8, 3: 2}
+    store = PathStore(tmp_path)
+    store.save(inputs, output, sizes, ((0, 1), (0, 1)), searched=True, sliced=(2,))
+    assert store.load(inputs, output, sizes).sliced == (2,)
+    (path,) = [p for p in tmp_path.rglob("*.json")]
+    entry = json.loads(path.read_text())
+    entry["sliced"] = entry["sliced"] * 2 if damage == "an index named twice" else [entry["canonical"]["output"][0]]
+    path.write_text(json.dumps(entry))
+    assert store.load(inputs, output, sizes) is None

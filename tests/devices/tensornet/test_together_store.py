@@ -170,11 +170,23 @@ def _forge(path: Path, how: str) -> None:
         entry["description"]["classes"] = entry["description"]["classes"][::-1]
     elif how == "need beyond memory":
         entry["trees"]["need"] = 10**30
+    elif how == "a damaged constant":  # one flipped digit, the entry's CRC left as it was: the CRC tells
+        entry["constants"][0] = entry["constants"][0] * 0.9 + 0.1
+        path.write_text(json.dumps(entry))
+        return
+    elif how == "a wave's span cut short":  # likewise (it crashed the run: a tensor of 1022 elements, not 1024)
+        wave = max(entry["trees"]["waves"], key=lambda w: w[4][1] - w[4][0])  # (its first operand's span)
+        wave[4][1] -= 1
+        path.write_text(json.dumps(entry))
+        return
+    entry.pop("digest", None)  # a forger makes the entry's CRC match: the other checks tell
+    entry["digest"] = together_store._digest(entry)
     path.write_text(json.dumps(entry))
 
 
 FORGERIES = ["garbage", "truncated positions", "damaged positions", "position outside the buffer",
-             "a step reading a later result", "group shape", "another description", "need beyond memory"]  # fmt: skip
+             "a step reading a later result", "group shape", "another description", "need beyond memory",
+             "a damaged constant", "a wave's span cut short"]  # fmt: skip
 
 
 @pytest.mark.parametrize("how", FORGERIES + ["another entry under this name"])

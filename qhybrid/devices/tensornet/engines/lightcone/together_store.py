@@ -15,7 +15,8 @@ parameter rows they run over, the dtype, device, memory target, path settings an
 digest of the source of every module whose code decides the tables (``SOURCES``): a changed circuit,
 graph, depth, observable, dtype, option or code never reads another's entry. The entry holds its
 description, compared on reading, so a colliding or forged name lends nothing either; the positions'
-CRC-32 and size must match (a truncated or damaged file is ignored), and ``many_store.from_plain`` checks
+CRC-32 and size must match, and so must the entry's own text's (a truncated or damaged file is ignored:
+one flipped digit of a constant gave another value), and ``many_store.from_plain`` checks
 every table's bounds and shapes before anything runs, so a damaged entry cannot read or write outside
 its buffers. What the checks cannot tell is a well-formed entry written to give other values: the
 store trusts its directory as far as that (the path store's paths, by contrast, are checked as paths).
@@ -39,8 +40,8 @@ from ..network.path_cache import json_digest, write_atomically
 from ..network.pathfind import PathSettings
 from .stored import StoreStats
 
-FORMAT = 1
-"""Entry format; entries of another format are ignored."""
+FORMAT = 2
+"""Entry format; entries of another format are ignored (2: the entry's own text checked by a CRC-32)."""
 
 FOLDER = "together"
 """Where entries live: this folder of the path store's directory."""
@@ -132,6 +133,8 @@ class TogetherStore:
         key = json_digest(description)
         try:
             entry = json.loads((self.directory / f"{key}.json").read_text())
+            if entry.pop("digest", None) != _digest(entry):  # (a flipped digit of a constant or a table position)
+                return None
             if entry.get("key") != key or entry.get("description") != description:
                 return None
             # (a plain array over the mapping: slicing a ``memmap`` costs its ``__array_finalize__`` each time)
@@ -166,6 +169,7 @@ class TogetherStore:
             "constants": _plain_complex(together.constants), "flops": float(together.plan_flops),
             "fast": [[name, dims[name], list(map(list, rows))] for name, rows in together._fast.items()],
         }  # fmt: skip
+        entry["digest"] = _digest(entry)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             write_atomically(self.directory / f"{key}.bin", flat.tobytes())
@@ -173,6 +177,12 @@ class TogetherStore:
             STATS.writes += 1
         except OSError:
             pass
+
+
+def _digest(entry: dict) -> int:
+    """CRC-32 of the entry's text: a damaged entry that still parses (a constant 0.7071 read as 0.6071, a gate
+    reading its neighbour's parameter, a wave's span cut short) is ignored, as a damaged ``.bin`` is."""
+    return zlib.crc32(json.dumps(entry, separators=(",", ":")).encode())
 
 
 def _constants() -> list:

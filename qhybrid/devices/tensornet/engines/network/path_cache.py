@@ -135,6 +135,11 @@ class PathStore:
                 return None
             index = {c: i for i, c in label.items()}
             sliced = tuple(sorted(index[c] for c in entry.get("sliced", ())))
+            summed = {i for ix in inputs for i in ix} - set(output)
+            if len(set(sliced)) != len(sliced) or not summed.issuperset(sliced):
+                # each slice is summed once, over an index the network sums: a name twice (one flipped bit of
+                # [5, 7]) counted every slice twice, an output index broke the contraction
+                return None
             return StoredPath(tuple(tuple(step) for step in path), bool(entry.get("searched", False)), sliced)
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             return None
