@@ -157,3 +157,16 @@ def path_store(path_cache: bool | str | os.PathLike) -> PathStore | None:
         f"path_cache must be True (keep contraction paths in $QHYBRID_CACHE_DIR/paths or ~/.cache/qhybrid/paths), "
         f"False (keep none) or a directory, got {path_cache!r}."
     )
+
+
+def tensor_device(params) -> torch.device:
+    """Where a run's tensors live: an accelerator before the CPU (a CPU tensor beside CUDA parameters is a
+    constant such as a ``QubitUnitary`` matrix built with ``torch.tensor``), the CPU when none is a tensor.
+
+    >>> tensor_device([0.5, torch.zeros(1)])
+    device(type='cpu')
+    """
+    for p in params:
+        if isinstance(p, torch.Tensor) and p.device.type != "cpu":
+            return p.device
+    return torch.device("cpu")

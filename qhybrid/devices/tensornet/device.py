@@ -32,9 +32,8 @@ from .engines.lightcone.spread import check_spread_options
 from .readout.readout import ReadoutPlan, plan_readout
 from .engines.mps.settings import mps_settings
 from ._mps_method import MPSMethod
-from ._options import (
-    CacheInfo, PlanCache, SimOptions, checked_max_memory, checked_plan_options, checked_torch_device, path_store,
-)
+from ._options import CacheInfo, PlanCache, SimOptions, checked_max_memory, checked_plan_options, checked_torch_device
+from ._options import path_store, tensor_device
 from ._bound import run_bound
 from ._simulate import simulate
 from .backends import BACKEND_NAMES, get_backend
@@ -44,6 +43,7 @@ from ._empty_batch import with_empty_batches
 from .engines.mixed import NoiseDraws, check_noise_options, trajectory_fields
 from .plugin.conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor
 from .plugin.deferred_wires import spare_wires_for_deferral
+from .plugin.singleton_batches import broadcast_singletons
 from .plugin.config import refuse_second_derivative_of_numpy_tapes, refuse_second_derivative_of_vjp, resolve_config
 from .plugin.derivatives import _core_params, device_vjps, jacobian
 from .plugin.preprocess import UnsupportedOnDeviceError, _analytic_measurement, _decompose_for_tensornet
@@ -190,7 +190,7 @@ class TensorNetworkDevice(MPSMethod, Device):
     def _options(self, params: Sequence) -> SimOptions:
         device = self.torch_device
         if device is None:
-            device = _tensor_device(params)
+            device = tensor_device(params)
         max_memory, itemsize = self.max_memory, self.dtype.itemsize
         if max_memory is None:
             room = recent_available_memory()
@@ -281,6 +281,7 @@ class TensorNetworkDevice(MPSMethod, Device):
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> CompilePipeline:
         config = execution_config or ExecutionConfig()
         program = CompilePipeline()
+        program.add_transform(broadcast_singletons)
         program.add_transform(spare_wires_for_deferral, device_wires=self.wires)
         program.add_transform(defer_measurements, allow_postselect=True)
         program.add_transform(measurement_values_as_observables)
@@ -387,16 +388,4 @@ class TensorNetworkDevice(MPSMethod, Device):
         return self.execute(circuits, execution_config), self.compute_derivatives(circuits, execution_config)
 
 
-# --- helpers ------------------------------------------------------------------------------------
-
-
 __all__ = ["TensorNetworkDevice", "UnsupportedOnDeviceError", "GradientError"]
-
-
-def _tensor_device(params: Sequence) -> torch.device:
-    """Where a run's tensors live: an accelerator before the CPU (a CPU tensor beside CUDA parameters is a
-    constant such as a ``QubitUnitary`` matrix built with ``torch.tensor``), the CPU when none is a tensor."""
-    for p in params:
-        if isinstance(p, torch.Tensor) and p.device.type != "cpu":
-            return p.device
-    return torch.device("cpu")

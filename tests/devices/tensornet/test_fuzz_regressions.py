@@ -313,3 +313,38 @@ def test_a_deferred_measurement_without_a_spare_wire_says_so(plugin):
     got = qhybrid.qnode(qhybrid.device("tensornet", wires=3))(circuit)(x)
     want = qml.QNode(circuit, qml.device("default.qubit", wires=3), interface="torch")(y)
     torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+
+
+@pytest.mark.parametrize("static", [False, True])
+@pytest.mark.parametrize("diff_method", ["adjoint", "backprop", "parameter-shift"])
+def test_a_batch_of_one_beside_a_batch_of_three_broadcasts(diff_method, static):
+    """``x`` of shape (3, 2) beside ``w`` of (1, 2): default.qubit broadcasts the batch of one as numpy does, and
+    PennyLane's ``tape.batch_size`` refused the circuit here ("they include 3 and 1"). Values and gradients of both
+    against default.qubit with ``w`` expanded; batches of 3 and 2 stay refused."""
+
+    def circuit(x, w):
+        qml.RY(x[..., 0], 0)
+        qml.RX(w[..., 0], 1)
+        qml.CNOT([0, 1])
+        qml.RZ(x[..., 1] * w[..., 1], 1)
+        qml.RY(w[..., 1], 1)
+        return qml.expval(qml.Z(1) + qml.X(0) @ qml.Y(1))
+
+    gen = torch.Generator().manual_seed(4)
+    x0, w0 = torch.rand(3, 2, generator=gen, dtype=torch.float64), torch.rand(1, 2, generator=gen, dtype=torch.float64)
+    x, w, rx, rw = (t.clone().requires_grad_() for t in (x0, w0, x0, w0))
+    node = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=diff_method, static_structure=static)(circuit)
+    got = node(x, w)
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch")(rx, rw.expand(3, 2))
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    for g, h in zip(torch.autograd.grad(got.sum(), (x, w)), torch.autograd.grad(want.sum(), (rx, rw))):
+        torch.testing.assert_close(g, h, atol=TOL, rtol=0)
+
+    def apart(x, w):  # (no product of the two: torch itself refuses 3 against 2 there)
+        qml.RY(x[..., 0], 0)
+        qml.RX(w[..., 0], 1)
+        return qml.expval(qml.Z(1))
+
+    other = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=diff_method, static_structure=static)(apart)
+    with pytest.raises(ValueError, match="do not match"):
+        other(x0, torch.rand(2, 2, dtype=torch.float64))

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import opt_einsum as oe
@@ -38,6 +38,7 @@ from .eliminate import eliminate
 from .hyper_tier import hyper_tier
 from .path_cache import PathStore, structure_key
 from .problem import FLOP_RATE, MAX_STEP_INDICES, Found, Problem, _evaluate, _numel
+from .search_stats import STATS, SearchStats, reset_stats
 from .slicing import _with_slices, sliced_path
 
 DEFAULT_PLAN_TIME = 1.0
@@ -105,34 +106,9 @@ class PathSettings:
         return self.method in ("auto", "cotengra")
 
 
-@dataclass
-class SearchStats:
-    """What the planner did since the last :func:`reset_stats` (for tests and diagnostics)."""
-
-    quick: int = 0  # networks given a greedy/sweep/optimal path
-    quick_hits: int = 0  # of those, networks whose greedy/sweep path this process had found before
-    searches: int = 0  # randomised searches run
-    trials: int = 0  # trials those searches reported
-    memo_hits: int = 0  # networks that took a remembered searched path
-    disk_hits: int = 0  # networks whose path came from the disk store
-    disk_writes: int = 0  # paths written to the disk store
-    shared: int = 0  # networks that took the path of an isomorphic one planned in the same call
-    rescues: int = 0  # further searches of networks whose best path would not fit in memory
-    hyper: int = 0  # networks given the hyper tier (hyper.improve)
-    hyper_seconds: float = 0.0  # time those took
-    time_limits: list[float] = field(default_factory=list)  # max_time each search optimiser was built with
-
-
-STATS = SearchStats()
 _MEMO: OrderedDict = OrderedDict()
 _QUICK: OrderedDict = OrderedDict()  # structure key -> its greedy (or sweep) path's Found, this process
 _READ: OrderedDict = OrderedDict()  # (store directory, structure key) -> (file mtime, its Found), this process
-
-
-def reset_stats() -> SearchStats:
-    """Zero :data:`STATS` (in place) and return it."""
-    STATS.__init__()
-    return STATS
 
 
 def clear_memo() -> None:

@@ -1,0 +1,52 @@
+"""A batch of one beside a batch of N broadcast as numpy broadcasts it (``x`` of shape ``(3, 2)`` beside ``w`` of
+``(1, 2)``): default.qubit runs such circuits, where PennyLane's ``tape.batch_size`` refused them ("The batch sizes
+of the quantum script operations do not match, they include 3 and 1").
+
+>>> import torch
+>>> tape = qml.tape.QuantumScript([qml.RY(torch.rand(3), 0), qml.RX(torch.rand(1), 1)], [qml.expval(qml.Z(1))])
+>>> (new,), _ = broadcast_singletons(tape)
+>>> new.batch_size
+3
+"""
+
+from __future__ import annotations
+
+import pennylane as qml
+from pennylane.tape import QuantumScript
+
+from .._rebound import rebound
+
+
+@qml.transform
+def broadcast_singletons(tape: QuantumScript):
+    """``tape`` with its operators' batches of one expanded to the tape's other batch size (the same tape where
+    there is nothing to do, or where two sizes above one disagree: PennyLane's refusal stands)."""
+    sizes = {op.batch_size for op in tape.operations if _batch_size(op) is not None}
+    if 1 not in sizes or len(sizes) != 2:
+        return (tape,), _first
+    n = max(sizes)
+    with qml.QueuingManager.stop_recording():
+        ops = [_expanded(op, n) if _batch_size(op) == 1 else op for op in tape.operations]
+    return (tape.copy(operations=ops),), _first
+
+
+def _batch_size(op):
+    try:
+        return op.batch_size
+    except (ValueError, IndexError, TypeError):  # (an operator whose own parameters disagree: left to PennyLane)
+        return None
+
+
+def _expanded(op, n: int):
+    ndims = op.ndim_params
+    data = [
+        qml.math.concatenate([p] * n, axis=0) if qml.math.ndim(p) > nd else p for p, nd in zip(op.data, ndims)
+    ]  # fmt: skip
+    return rebound(op, data)
+
+
+def _first(results):
+    return results[0]
+
+
+__all__ = ["broadcast_singletons"]
