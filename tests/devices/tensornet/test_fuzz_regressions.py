@@ -348,3 +348,38 @@ def test_a_batch_of_one_beside_a_batch_of_three_broadcasts(diff_method, static):
     other = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=diff_method, static_structure=static)(apart)
     with pytest.raises(ValueError, match="do not match"):
         other(x0, torch.rand(2, 2, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("networks", [False, True])
+@pytest.mark.parametrize("diff_method", ["adjoint", "parameter-shift"])
+def test_a_cone_class_without_parameters_beside_shared_ones(diff_method, networks, monkeypatch):
+    """``X`` on a wire whose gates are a Hadamard and RXs (which commute with it: its cone keeps the Hadamard
+    alone, a class of no parameter) beside ZZ words whose gates share ``gamma[l]``: grouping that class's empty
+    parameter rows called ``torch.unique`` on a ``[1, 0]`` table, and its stacked state had no gate (crashes).
+    30 wires; the reference is default.qubit on 8 (the same cones)."""
+    from qhybrid.devices.tensornet.engines.lightcone import program as cone_program
+
+    if networks:  # the classes as closed networks
+        monkeypatch.setattr(cone_program, "CONE_STATE_MAX_WIRES", 0)
+
+    def make(n):
+        edges = [(i, i + 1) for i in range(n - 2)]  # (the last wire has no edge)
+
+        def circuit(gamma, beta):
+            for w in range(n):
+                qml.Hadamard(w)
+            for layer in range(2):
+                for u, v in edges:
+                    qml.IsingZZ(gamma[layer], wires=[u, v])
+                for w in range(n):
+                    qml.RX(beta[layer], wires=w)
+            return qml.expval(qml.Z(0) @ qml.Z(1) + 0.5 * qml.X(n - 1) + qml.Y(n - 1))
+
+        return circuit
+
+    args, ref_args = ([torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in ([0.4, 0.3], [0.7, 0.2])] for _ in range(2))
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=30), diff_method=diff_method)(make(30))(*args)
+    want = qml.QNode(make(8), qml.device("default.qubit"), interface="torch")(*ref_args)
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    for g, h in zip(torch.autograd.grad(got, args), torch.autograd.grad(want, ref_args)):
+        torch.testing.assert_close(g, h, atol=TOL, rtol=0)

@@ -46,7 +46,10 @@ def member_groups(sources: torch.Tensor, table: torch.Tensor, device) -> tuple[t
         per = _GROUPS[sources] = WeakIdKeyDictionary()
     hit = per.get(table, False)
     if hit is False:
-        _, inverse = torch.unique(sources[table.cpu()], dim=0, return_inverse=True)
+        if table.shape[1]:
+            _, inverse = torch.unique(sources[table.cpu()], dim=0, return_inverse=True)
+        else:  # a class of no parameter (an X past commuting RXs: its cone keeps a Hadamard): one row, empty
+            inverse = torch.zeros(table.shape[0], dtype=torch.long)
         first = _first_of(inverse, int(inverse.max()) + 1 if inverse.numel() else 0)
         order = torch.argsort(first)  # groups in the order of their first member
         rank = torch.empty_like(order)

@@ -57,8 +57,8 @@ def _plans(cp, params, dtype, device, sources, done) -> list:
         by_kinds: dict = {}
         order = {id(c): i for i, c in enumerate(cp.classes)}
         for c in cp.classes:
-            if id(c) in done or cp._closed_class[id(c)] or c.structure.batch_size is not None:
-                continue
+            if id(c) in done or cp._closed_class[id(c)] or c.structure.batch_size is not None or not c.table.shape[1]:
+                continue  # (a class of no parameter, an X past commuting RXs, runs as it is: nothing to stack)
             program = cp._program(c, 1, closed=False)
             memo_key = (id(program), dtype, str(device))
             bp = cp._bound.get(memo_key)
