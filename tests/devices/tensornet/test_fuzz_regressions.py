@@ -383,3 +383,31 @@ def test_a_cone_class_without_parameters_beside_shared_ones(diff_method, network
     torch.testing.assert_close(got, want, atol=TOL, rtol=0)
     for g, h in zip(torch.autograd.grad(got, args), torch.autograd.grad(want, ref_args)):
         torch.testing.assert_close(g, h, atol=TOL, rtol=0)
+
+
+def test_a_closed_cone_class_whose_value_needs_no_parameter_differentiates(monkeypatch):
+    """``<X>`` on wires whose gates all commute with X (IsingXX and RX after H): one closed class of two members
+    sharing a row, whose value depends on none; its backward asked autograd for the gradient of a value that has
+    none (a crash). default.qubit: 2 and zero gradients."""
+    from qhybrid.devices.tensornet.engines.lightcone import whole
+
+    monkeypatch.setattr(_simulate, "STATE_MODE_MAX_WIRES", 0)  # light cones on 4 wires
+    monkeypatch.setattr(whole, "WHOLE_NETWORK_MAX_ELEMENTS", 0)
+
+    def circuit(gamma, beta):
+        for w in range(4):
+            qml.Hadamard(w)
+        for u, v in [(0, 1), (2, 3)]:
+            qml.IsingXX(gamma[0], wires=[u, v])
+        for w in range(4):
+            qml.RX(beta[0], wires=w)
+        return qml.expval(qml.X(0) + qml.X(2))
+
+    dev = qhybrid.device("tensornet", wires=4, path_cache=False)
+    args = [torch.tensor([v], dtype=torch.float64, requires_grad=True) for v in (0.4, 0.7)]
+    got = qhybrid.qnode(dev, diff_method="adjoint")(circuit)(*args)
+    assert any(c.engine == "closed network" for c in dev.plan_cache_info().engines)
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=4), interface="torch")(*args)
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    for g in torch.autograd.grad(got, args):
+        assert g.abs().max() < TOL

@@ -116,8 +116,9 @@ class _Shared(torch.autograd.Function):
                 out = ctx.run(leaf)
         with torch.enable_grad():  # a cotangent of ones as a sum: a tensor cotangent makes torch import sympy
             total = out.real.sum()
-        # (a class whose value does not depend on its rows, a CRX controlled by |0>, gives them no gradient)
-        (g_unique,) = torch.autograd.grad(total, leaf, allow_unused=True)
+        # (a class whose value does not depend on its rows, a CRX controlled by |0>, or that has none, gives them
+        # no gradient)
+        (g_unique,) = torch.autograd.grad(total, leaf, allow_unused=True) if total.requires_grad else (None,)
         if g_unique is None:
             return None, torch.zeros_like(rows), None, None
         return None, dy.unsqueeze(-1) * g_unique[inverse], None, None
