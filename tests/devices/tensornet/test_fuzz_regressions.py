@@ -363,16 +363,14 @@ def test_a_cone_class_without_parameters_beside_shared_ones(diff_method, network
         monkeypatch.setattr(cone_program, "CONE_STATE_MAX_WIRES", 0)
 
     def make(n):
-        edges = [(i, i + 1) for i in range(n - 2)]  # (the last wire has no edge)
-
-        def circuit(gamma, beta):
+        def circuit(gamma, beta):  # a chain's QAOA whose last wire has no edge
             for w in range(n):
                 qml.Hadamard(w)
-            for layer in range(2):
-                for u, v in edges:
-                    qml.IsingZZ(gamma[layer], wires=[u, v])
+            for g, b in zip(gamma, beta):
+                for w in range(n - 2):
+                    qml.IsingZZ(g, wires=[w, w + 1])
                 for w in range(n):
-                    qml.RX(beta[layer], wires=w)
+                    qml.RX(b, wires=w)
             return qml.expval(qml.Z(0) @ qml.Z(1) + 0.5 * qml.X(n - 1) + qml.Y(n - 1))
 
         return circuit
