@@ -26,9 +26,9 @@ from collections import OrderedDict
 import numpy as np
 import pennylane as qml
 import torch
-from pennylane.ops.op_math import Evolution
 
 from .._variant import mark_rows
+from ..devices.tensornet._rebound import rebound
 from ..devices._observable_key import observable_data  # read once per object: Sum.data walks every term
 from ._lazy import LazyParam, Unrecordable
 
@@ -174,10 +174,6 @@ def _bound(op, new):
     """``op`` with data ``new``, or ``Unrecordable`` where PennyLane's binding cannot make it from lazy parameters: a
     kind without its own binding whose parts are operators (PrepSelPrep: the copy of its parts fails on the tensors
     made from the proxies), or a binding that fails (an ``Evolution`` of a ``Sum``)."""
-    if isinstance(op, Evolution) and len(new) == len(op.data) == 1:
-        # PennyLane's binding rebinds the generator from what follows the parameter in the same list: a
-        # ``Hermitian`` generator lost its matrix (``evolve(Hermitian(M), t)`` crashed)
-        return Evolution(op.base, new[0])
     binding = qml.ops.functions.bind_new_parameters.dispatch(type(op))
     if binding is _GENERIC_BIND and op.hyperparameters and _holds_proxies(op.hyperparameters.values()):
         # its data are those of the operators it keeps (``Select``'s): they take their values in place
@@ -186,7 +182,9 @@ def _bound(op, new):
             raise Unrecordable(f"qhybrid: {op.name} holds an operator made from a lazy gate parameter.")
         return op
     try:
-        return binding(op, new)
+        # the device's own binding, where PennyLane's loses something (an evolution rebinds its generator from what
+        # follows its parameter: a ``Hermitian`` generator lost its matrix, ``evolve(Hermitian(M), t)`` crashed)
+        return rebound(op, new)
     except Exception as exc:  # noqa: BLE001 - any failure: the caller records from the real tensors instead
         raise Unrecordable(f"qhybrid: PennyLane could not bind new data to {op.name} ({exc}).") from exc
 

@@ -37,6 +37,15 @@ class RecordingQueue(AnnotatedQueue):
         super().__init__()
         self._entries: dict = {}
 
+    def __exit__(self, exception_type, exception_value, traceback):
+        # PennyLane's ``stop_recording`` in another thread swaps its global list of active queues outside this
+        # lock, so the pop may find the list empty: the lock is released whatever happens, else this thread ends
+        # holding it and every later recording waits forever (threads sharing a qnode hung in a test run)
+        try:
+            qml.QueuingManager.remove_active_queue()
+        finally:
+            AnnotatedQueue._lock.release()
+
     def append(self, obj, **kwargs):
         obj = _unwrapped(obj)
         self._entries[id(obj)] = (obj, kwargs)  # a queued object keeps its place, as in an OrderedDict

@@ -108,6 +108,7 @@ class SamplePlan:
                 "through the device's preprocessing (qhybrid.execute or a QNode), which splits them."
             )
         tokens, owners = bases
+        self._tokens = tokens
         self.wires = wires
         self.measured = Wires([w for w in wires if w in tokens])
         self.rotations: list = []
@@ -177,8 +178,8 @@ class SamplePlan:
         if isinstance(mp, (ExpectationMP, VarianceMP)):
             obs = mp.obs
             square = isinstance(mp, VarianceMP)
-            in_eigenbasis = any(isinstance(t, tuple) for t in _basis_tokens(mp, self.wires).values())
-            if obs.pauli_rep is not None and not in_eigenbasis:  # (a sum read in its eigenbasis: its eigenvalues)
+            in_eigenbasis = any(isinstance(self._tokens.get(w), tuple) for w in obs.wires)  # (a sum's own basis)
+            if obs.pauli_rep is not None and not in_eigenbasis:  # (else its eigenvalues)
                 words = list(obs.pauli_rep)
                 masks = [[self._pos[w] for w in word] for word in words]
 

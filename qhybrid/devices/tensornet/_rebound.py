@@ -19,13 +19,8 @@ def rebound(op: qml.operation.Operator, params: list) -> qml.operation.Operator:
     the generator has coefficients): it keeps its generator."""
     if isinstance(op, Evolution) and len(params) == len(op.data) == 1:
         return Evolution(op.base, params[0])
-    if isinstance(op, (qml.ops.op_math.Adjoint, qml.ops.op_math.Pow)) and _controlled_on_zero(op.base):
-        with qml.QueuingManager.stop_recording():  # (PennyLane's binding rebinds the base its own way: below)
-            base = rebound(op.base, params)
-            return qml.adjoint(base) if isinstance(op, qml.ops.op_math.Adjoint) else qml.pow(base, op.z)
-    if isinstance(op, qml.ops.op_math.Controlled) and (isinstance(op.base, Evolution) or not all(op.control_values)):
-        # PennyLane's binding copies the base deeply, which a tensor inside it refuses (not a graph leaf), and
-        # makes a ControlledQubitUnitary anew with every control value 1 (a control on |0> ran on |1>, silently)
+    if isinstance(op, qml.ops.op_math.Controlled) and isinstance(op.base, Evolution):
+        # PennyLane's binding copies the base deeply, which a tensor inside it refuses (not a graph leaf)
         return _controlled_again(op, params)
     if _keeps_own_settings(op):
         # PennyLane's binding makes a new instance from the data and hyperparameters alone: a user's class that keeps
@@ -58,13 +53,6 @@ def _controlled_again(op, params: list):
             rebound(op.base, params), op.control_wires, control_values=op.control_values,
             work_wires=op.work_wires, work_wire_type=op.work_wire_type,
         )  # fmt: skip
-
-
-def _controlled_on_zero(op) -> bool:
-    """Whether ``op`` is, or wraps, a control with a control value 0 (which PennyLane's binding may lose)."""
-    while isinstance(op, (qml.ops.op_math.Adjoint, qml.ops.op_math.Pow)):
-        op = op.base
-    return isinstance(op, qml.ops.op_math.Controlled) and not all(op.control_values)
 
 
 def _keeps_own_settings(op) -> bool:

@@ -189,9 +189,12 @@ def _complex_allowed(op: Operator) -> list[bool]:
 def _check_real(op: Operator) -> None:
     if op.name in COMPLEX_DATA_OPS:
         return
-    allowed = _complex_allowed(op)
+    allowed = None
     for k, p in enumerate(op.data):
-        if allowed[k] or not _is_complex(p):
+        if not _is_complex(p):
+            continue
+        allowed = _complex_allowed(op) if allowed is None else allowed  # (only where some datum is complex)
+        if allowed[k]:
             continue
         if op.name == "Exp":  # its real part would make it non-unitary: not a rotation's angle
             raise UnsupportedOperationError(

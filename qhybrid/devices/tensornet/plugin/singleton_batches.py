@@ -21,12 +21,13 @@ from .._rebound import rebound
 def broadcast_singletons(tape: QuantumScript):
     """``tape`` with its operators' batches of one expanded to the tape's other batch size (the same tape where
     there is nothing to do, or where two sizes above one disagree: PennyLane's refusal stands)."""
-    sizes = {op.batch_size for op in tape.operations if _batch_size(op) is not None}
+    per_op = [_batch_size(op) for op in tape.operations]
+    sizes = set(per_op) - {None}
     if 1 not in sizes or len(sizes) != 2:
         return (tape,), _first
     n = max(sizes)
     with qml.QueuingManager.stop_recording():
-        ops = [_expanded(op, n) if _batch_size(op) == 1 else op for op in tape.operations]
+        ops = [_expanded(op, n) if size == 1 else op for op, size in zip(tape.operations, per_op)]
     return (tape.copy(operations=ops),), _first
 
 
