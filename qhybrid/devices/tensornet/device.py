@@ -43,6 +43,7 @@ from ._empty_batch import with_empty_batches
 from .engines.mixed import NoiseDraws, check_noise_options, trajectory_fields
 from .plugin.conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor
 from .plugin.deferred_wires import spare_wires_for_deferral
+from .plugin.measured_cone import measured_cone
 from .plugin.singleton_batches import broadcast_singletons
 from .plugin.config import refuse_second_derivative_of_numpy_tapes, refuse_second_derivative_of_vjp, resolve_config
 from .plugin.derivatives import _core_params, device_vjps, jacobian
@@ -187,16 +188,19 @@ class TensorNetworkDevice(MPSMethod, Device):
     def clear_plan_cache(self) -> None:
         self._cache.clear()
 
+    def _memory_budget(self) -> tuple[float, float]:
+        """(bytes a contraction may take, elements one intermediate may hold): ``max_memory``, or fractions of
+        what the process can still take."""
+        if self.max_memory is None:
+            room = recent_available_memory()
+            return DEFAULT_MEMORY_FRACTION * room, DEFAULT_INTERMEDIATE_FRACTION * room / self.dtype.itemsize
+        return float(self.max_memory), float(self.max_memory) / self.dtype.itemsize
+
     def _options(self, params: Sequence) -> SimOptions:
         device = self.torch_device
         if device is None:
             device = tensor_device(params)
-        max_memory, itemsize = self.max_memory, self.dtype.itemsize
-        if max_memory is None:
-            room = recent_available_memory()
-            max_memory, elements = DEFAULT_MEMORY_FRACTION * room, DEFAULT_INTERMEDIATE_FRACTION * room / itemsize
-        else:
-            elements = float(max_memory) / itemsize
+        max_memory, elements = self._memory_budget()
         paths = PathSettings(self.optimizer, elements, self.path_cache, progress=self.progress)
         return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time,
                           self.spread_classes, self._mps, **trajectory_fields(self), spread_slices=self.spread_slices)
@@ -306,6 +310,9 @@ class TensorNetworkDevice(MPSMethod, Device):
             stopping_condition_shots=_observable_sampled,
             name=self.name,
         )
+        if self._mps is None:  # (an MPS holds wide states itself, truncated as the user chose)
+            program.add_transform(measured_cone, device_wires=self.wires, max_memory=lambda: self._memory_budget()[0],
+                                  itemsize=self.dtype.itemsize)
         program.add_transform(_expand_broadcast_shadows)
         if config.gradient_method in ("adjoint", "backprop"):
             program.add_transform(no_sampling, name=f"{config.gradient_method} + {self.name}")

@@ -275,8 +275,9 @@ def test_a_device_without_wires(wires, measure):
 
 
 def test_shots_on_a_circuit_whose_state_does_not_fit_name_the_shots():
-    """Finite shots are drawn from the whole state: on 40 wires the refusal spoke of a ``qml.state()`` nobody
-    asked for and suggested sampling with shots, which was what was done; it names the shots and what to do."""
+    """Finite shots of every wire are drawn from the whole state: on 40 wires the refusal spoke of a ``qml.state()``
+    nobody asked for and suggested sampling with shots, which was what was done; it names the shots and what to do.
+    (Shots of named wires are drawn from their light cone: ``tests/devices/tensornet/test_measured_cone.py``.)"""
     from qhybrid.errors import ContractionTooLargeError
 
     n = 40
@@ -285,9 +286,9 @@ def test_shots_on_a_circuit_whose_state_does_not_fit_name_the_shots():
         for i in range(0, n, 2):
             qml.RY(x, i)
             qml.CNOT([i, i + 1])
-        return qml.expval(qml.Z(0))
+        return qml.counts()
 
-    with pytest.raises(ContractionTooLargeError, match=r"Finite shots are drawn from the circuit's whole state, here 2\*\*40"):
+    with pytest.raises(ContractionTooLargeError, match=r"Finite shots are drawn from a state vector, here of 2\*\*40"):
         qhybrid.qnode(qhybrid.device("tensornet", wires=n, shots=100, seed=1))(circuit)(torch.tensor(1.3))
 
 
@@ -409,3 +410,80 @@ def test_a_closed_cone_class_whose_value_needs_no_parameter_differentiates(monke
     torch.testing.assert_close(got, want, atol=TOL, rtol=0)
     for g in torch.autograd.grad(got, args):
         assert g.abs().max() < TOL
+
+
+@pytest.mark.parametrize("shape", [(2, 1), (1, 2)])
+@pytest.mark.parametrize("beside_a_batch", [True, False])
+def test_an_angle_with_a_dimension_too_many_is_refused(shape, beside_a_batch):
+    """``RX(x)`` with ``x`` of shape ``(2, 1)`` (what ``nn.Linear(n, 1)`` gives) beside a gate broadcast over 2 ran as
+    a wrong matrix: <Z> came back [0.0389, -0.0389] for cos x = [0.955, 0.878], and 1.907 for ``(1, 2)``.
+    PennyLane's dimension check raises once and leaves the operator's batch size None, so a second read (after a
+    ``try``) took the angle as unbatched. default.qubit refuses it; so does qhybrid, naming the gate."""
+    from qhybrid.errors import BroadcastError
+
+    x = torch.tensor([[0.3, 0.5]], dtype=torch.float64).reshape(shape)
+
+    def circuit(x):
+        qml.RX(x, 0)
+        if beside_a_batch:
+            qml.RY(torch.tensor([0.1, 0.2], dtype=torch.float64), 1)
+        return qml.expval(qml.Z(0))
+
+    for method in ("adjoint", "parameter-shift", "backprop"):
+        with pytest.raises(BroadcastError, match=r"RX on wires \[0\].*dimensions"):
+            qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=method)(circuit)(x)
+    tape = qml.tape.QuantumScript([qml.RX(x, 0)], [qml.expval(qml.Z(0))])
+    with pytest.raises(BroadcastError, match="dimensions"):
+        qhybrid.execute([tape], qhybrid.device("tensornet", wires=1))
+
+
+def _diagonal_before_z(n, w):
+    for i in range(n):
+        qml.RZ(w[0], wires=i)
+    for i in range(0, n - 1, 2):
+        qml.CRZ(w[1], wires=[i, i + 1])
+    for i in range(1, n - 1, 2):
+        qml.SingleExcitation(w[2], wires=[i, i + 1])
+
+
+def test_closed_cone_classes_beside_a_cone_without_gates():
+    """Cone classes run as closed networks beside cones with no gate left (diagonal gates before Z words) crashed
+    under a tight max_memory: a 0-d operand's positions were a numpy scalar ("Cannot set flags on array scalars");
+    found by a fuzzing helper."""
+    n = 14
+
+    def circuit(w):
+        _diagonal_before_z(n, w)
+        h = qml.dot([0.7] * (n - 1) + [0.3] * n, [qml.Z(i) @ qml.Z(i + 1) for i in range(n - 1)] + [qml.Z(i) for i in range(n)])
+        return [qml.expval(h)] + [qml.expval(qml.Z(i)) for i in range(n)]
+
+    w = torch.tensor([0.3, 0.2, 0.5], dtype=torch.float64, requires_grad=True)
+    dev = qhybrid.device("tensornet", wires=n, max_memory=1e4)
+    got = torch.stack(qhybrid.qnode(dev, diff_method="adjoint")(circuit)(w))
+    want = torch.stack(qml.QNode(circuit, qml.device("default.qubit", wires=n), interface="torch")(w))
+    assert "closed network" in [e.engine for e in dev.plan_cache_info().engines]
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    weights = torch.linspace(0.5, 1.5, n + 1, dtype=torch.float64)
+    (g,), (h,) = torch.autograd.grad(got @ weights, w), torch.autograd.grad(want @ weights, w)
+    torch.testing.assert_close(g, h, atol=TOL, rtol=0)
+
+
+def test_second_derivatives_through_a_cone_class_without_gates():
+    """Two ZZ words only diagonal gates reach form a cone class with no gate; its second derivative asked autograd for
+    the gradient of a value that has none (a crash under ``hessian``); found by a fuzzing helper."""
+    n = 12
+
+    def circuit(w):
+        for i in range(n):
+            qml.RZ(w[0], wires=i)
+        qml.RY(w[1], wires=0)
+        qml.CNOT([0, 1])
+        qml.RY(w[1], wires=10)
+        qml.CNOT([10, 11])
+        words = [qml.Z(3) @ qml.Z(4), qml.Z(7) @ qml.Z(8), qml.Z(1) @ qml.X(0), qml.X(10) @ qml.Z(11)]
+        return qml.expval(qml.dot([0.5, 0.5, 0.2, 0.3], words))
+
+    w = torch.tensor([0.3, 0.2], dtype=torch.float64)
+    mine = qhybrid.qnode(qhybrid.device("tensornet", wires=n, max_memory=1e4), diff_method="adjoint")(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=n), interface="torch")
+    torch.testing.assert_close(torch.autograd.functional.hessian(mine, w), torch.autograd.functional.hessian(ref, w), atol=TOL, rtol=0)

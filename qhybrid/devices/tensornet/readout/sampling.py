@@ -49,10 +49,11 @@ def sample_tapes(
     except ContractionTooLargeError:
         n = max(len(w) for _, w in prepared)
         raise ContractionTooLargeError(
-            f"Finite shots are drawn from the circuit's whole state, here 2**{n} amplitudes ({n} wires), which does "
-            "not fit in max_memory. Drop the shots (expectation values and probabilities of few wires are exact by "
-            "light cones), or sample the circuit as a matrix product state: qhybrid.device('tensornet', ..., "
-            "method='mps')."
+            f"Finite shots are drawn from a state vector, here of 2**{n} amplitudes ({n} wires), which does not fit "
+            "in max_memory: the light cone of the measured wires spans them, or a measurement reads every wire "
+            "(qml.sample(), qml.counts()). Measure named wires whose light cone is narrower, drop the shots "
+            "(expectation values and probabilities of few wires are exact by light cones), or sample the circuit as "
+            "a matrix product state: qhybrid.device('tensornet', ..., method='mps')."
         ) from None
     return [
         measure_tape(tape, np.asarray(psi, dtype=PROBABILITY_NORM_DTYPE), wires, rng)

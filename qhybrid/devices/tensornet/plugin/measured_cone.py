@@ -1,0 +1,106 @@
+"""Density matrices, entropies and shots of a few wires: the circuit cut to the light cone of the measured wires.
+
+Everything measured on wires ``S`` is a function of their reduced state, and that depends on the gates in the
+reverse light cone of ``S`` alone: every other gate commutes past those to the end of the circuit, where it acts
+on other wires only and the partial trace over them removes it. So where the whole state does not fit
+``max_memory`` and a measurement needs a state (a density matrix, an entropy, or any measurement with shots), the
+tape keeps that cone's gates alone and its state lies on the cone's wires: the same reduced density matrices, and
+samples of the same distribution (drawn over fewer wires). Expectation values and probabilities without shots are
+left to the engines, whose light cones and closed networks need no state.
+
+Only where the whole state does not fit: a cut tape no longer holds the parameters of the gates it dropped, so
+their gradients are None rather than zero (and a result that depends on no parameter left has no ``grad_fn``), and
+a seed draws other samples than from the whole state. A cut that drops every batched gate repeats its exact results
+along the batch; with shots, it is not made (a batch's samples are independent draws).
+
+Kept as it is: a measurement of every wire (``qml.sample()``, ``qml.counts()``, ``qml.state()``), noise channels,
+state preparations, and a matrix that is not unitary (a postselection's projector): the cone argument holds for
+unitary gates.
+
+>>> tape = qml.tape.QuantumScript(
+...     [qml.RY(0.3, 0), qml.CNOT([0, 1]), qml.RY(0.2, 40), qml.CNOT([40, 41])], [qml.density_matrix([0])]
+... )
+>>> (cut,), _ = measured_cone(tape, device_wires=None, max_memory=lambda: 100.0, itemsize=16)
+>>> [op.name for op in cut.operations]  # (the CNOT on wires 40, 41 and its RY are outside the cone)
+['RY', 'CNOT']
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pennylane as qml
+from pennylane.measurements import ExpectationMP, ProbabilityMP, StateMP, VarianceMP
+from pennylane.tape import QuantumScript
+
+from .._structure import tape_structure
+from ..engines.lightcone.cones import GENERAL, cone_slots
+from ..engines.lightcone.unitary_guard import non_unitary_matrix
+from ..engines.statevector.cost import state_memory
+
+CUT_SLOT_KINDS = frozenset({"fast", "const", "matrix", "phase"})
+"""Slots a cut tape may hold: unitary gates (matrices checked on their values) and global phases."""
+
+
+def _first(results):
+    return results[0]
+
+
+def _needs_state(tape: QuantumScript) -> bool:
+    """Whether some measurement of ``tape`` is read from a state: any with shots, else one that is not an
+    expectation, a variance or the probabilities of wires (those the engines measure without a state)."""
+    if tape.shots:
+        return True
+    return not all(
+        isinstance(mp, (ExpectationMP, VarianceMP)) or (isinstance(mp, ProbabilityMP) and mp.obs is None)
+        for mp in tape.measurements
+    )
+
+
+def _local(mp) -> bool:
+    """Whether ``mp`` reads named wires (not every wire of the device, not a mid-circuit measurement's value)."""
+    return len(mp.wires) > 0 and type(mp) is not StateMP and getattr(mp, "mv", None) is None
+
+
+@qml.transform
+def measured_cone(tape: QuantumScript, *, device_wires, max_memory: Callable[[], float], itemsize: int):
+    """``tape`` cut to the reverse light cone of its measured wires where its whole state does not fit ``max_memory()``
+    bytes and a measurement needs a state (see the module); else ``tape`` itself."""
+    if not _needs_state(tape) or not tape.measurements or not all(map(_local, tape.measurements)):
+        return (tape,), _first
+    structure = tape_structure(tape, device_wires)
+    lead = tape.batch_size or 1
+    # the least the whole state needs: no state kept for the adjoint walk beyond its own (exact), or none (shots)
+    need = state_memory(len(structure.sim_wires), lead, itemsize, gradient=not tape.shots, actions=0).peak
+    if need <= max_memory():
+        return (tape,), _first
+    if any(slot.kind not in CUT_SLOT_KINDS for slot in structure.slots) or non_unitary_matrix(tape) is not None:
+        return (tape,), _first
+    position = {w: i for i, w in enumerate(structure.sim_wires)}
+    measured = {position[w] for mp in tape.measurements for w in mp.wires}
+    kept = {structure.slots[i].op_index for i in cone_slots(structure.slots, dict.fromkeys(measured, GENERAL))}
+    if len(kept) == len(tape.operations):
+        return (tape,), _first
+    cut = tape.copy(operations=[op for i, op in enumerate(tape.operations) if i in kept])
+    if cut.batch_size == tape.batch_size:
+        return (cut,), _first
+    if tape.shots:  # (a batch's samples are drawn apart: one draw repeated would not be)
+        return (tape,), _first
+    return (cut,), _Repeated(tape.batch_size, len(tape.measurements) == 1)
+
+
+class _Repeated:
+    """The postprocessing of a cut that dropped every batched gate: each exact result repeated along the batch
+    (module-level, so plans holding it pickle)."""
+
+    def __init__(self, batch: int, single: bool):
+        self.batch, self.single = batch, single
+
+    def __call__(self, results):
+        (res,) = results
+        items = (res,) if self.single else res
+        out = tuple(qml.math.stack([r] * self.batch) for r in items)
+        return out[0] if self.single else out
+
+
+__all__ = ["measured_cone"]
