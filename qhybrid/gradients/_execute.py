@@ -61,6 +61,7 @@ class ExecuteTapes(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:
         ctx.call = inputs[0]
+        ctx.inputs = inputs[1:]  # (held, not saved: an input written in place before the backward stays allowed)
 
     @staticmethod
     def backward(ctx, *dy: torch.Tensor):
@@ -71,9 +72,27 @@ class ExecuteTapes(torch.autograd.Function):
             k += n
         if call.sources is not None:
             grads = call.jpc.compute_vjp(call.variants, call.trainable, nested, call.saved, sources=call.sources)
-            return (None, *(grads if call.fold is None else call.fold.grads(grads)))
-        vjps = call.jpc.compute_vjp(call.variants, call.trainable, nested, call.saved)
-        return (None, *(g for per in vjps for g in per))
+            out = list(grads if call.fold is None else call.fold.grads(grads))
+        else:
+            vjps = call.jpc.compute_vjp(call.variants, call.trainable, nested, call.saved)
+            out = [g for per in vjps for g in per]
+        if torch.is_grad_enabled():
+            out = _differentiable(out, getattr(ctx, "inputs", ()))
+        return (None, *out)
+
+
+def _differentiable(grads: list, inputs) -> list:
+    """Under ``create_graph``, a gradient the JPC found constant (zero: a parameter the results do not depend on, such
+    as a global phase under ``probs``) tied to its input by a zero product, so that differentiating it again gives
+    zeros, as default.qubit does, not torch's "does not require grad" error."""
+    for i, (g, x) in enumerate(zip(grads, inputs)):
+        if not (isinstance(x, torch.Tensor) and x.requires_grad):
+            continue
+        if g is None:
+            grads[i] = 0 * x
+        elif isinstance(g, torch.Tensor) and not g.requires_grad and g.shape == x.shape:
+            grads[i] = g + 0 * x
+    return grads
 
 
 def _trainable_positions(variants: Sequence[Variant]) -> list[list[int]]:

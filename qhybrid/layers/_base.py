@@ -190,10 +190,10 @@ class VariationalLayer(nn.Module):
             self.n_layers,
             self.reupload,
             tuple(self.wires),
-            id(self.encoding),
-            id(self.ansatz),
+            _state(self.encoding),
+            _state(self.ansatz),
             None if observables is None else tuple(map(id, observables)),
-            id(self.noise),
+            _state(self.noise),
         )
 
     def __getstate__(self):
@@ -270,5 +270,15 @@ def check_observables(observables, wires: list) -> list:
             raise ValueError(f"observables[{k}] = {ob} acts on wire(s) {outside}, outside the layer's wires {wires}.")
     return observables
 
+
+
+def _state(part) -> tuple:
+    """An encoding's, ansatz's or noise model's identity and plain settings: a setting changed in place after a
+    call (``layer.encoding.rotation = "X"``) re-traces; keyed by identity alone, the old circuit ran on."""
+    settings = getattr(part, "__dict__", None) or {}
+    return (id(part),) + tuple(
+        (name, value if isinstance(value, (str, int, float, bool, type(None))) else id(value))
+        for name, value in sorted(settings.items())
+    )
 
 __all__ = ["VariationalLayer", "check_observables", "WEIGHT_INIT_LOW", "WEIGHT_INIT_HIGH"]

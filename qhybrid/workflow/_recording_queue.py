@@ -20,9 +20,30 @@ errors and warnings).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pennylane as qml
 from pennylane.exceptions import QueuingError
-from pennylane.queuing import AnnotatedQueue, WrappedObj, process_queue
+from pennylane.queuing import AnnotatedQueue, QueuingManager, WrappedObj, process_queue
+
+
+@contextmanager
+def _stop_recording_locked(cls):
+    """PennyLane's ``QueuingManager.stop_recording`` under the lock every recording holds. PennyLane swaps its one,
+    process-wide list of active queues outside that lock: a thread running a transform or a decomposition meanwhile
+    emptied the list under another thread's recording, whose gates then queued nowhere (lost from its tape) and
+    whose exit popped an empty list (``IndexError`` in threads sharing a qnode). Under the lock the swap waits for
+    the recording; a recording thread's own calls re-enter it (a reentrant lock)."""
+    with AnnotatedQueue._lock:
+        previously_active = cls._active_contexts
+        cls._active_contexts = []
+        try:
+            yield
+        finally:
+            cls._active_contexts = previously_active
+
+
+QueuingManager.stop_recording = classmethod(_stop_recording_locked)
 
 
 def _unwrapped(obj):

@@ -8,6 +8,7 @@ from typing import Callable
 
 import pennylane as qml
 from pennylane.measurements import MeasurementProcess
+from torch.utils._pytree import tree_map
 from pennylane.transforms.core import CompilePipeline
 
 from ._capture import capture_graphs, qnode_call, replaying
@@ -208,7 +209,9 @@ class QNode(PennyLaneQNodeFace):
     def __call__(self, *args, **kwargs):
         if qml.QueuingManager.recording():
             # called inside another quantum function: what this call makes (its tape's copies, the device's
-            # decompositions) is not the caller's to queue, as with PennyLane's QNode
+            # decompositions) is not the caller's to queue, as with PennyLane's QNode; the caller's lazy arguments
+            # are handed over as their values (a static trace read them as constants: no gradient reached them)
+            args, kwargs = tree_map(_lazy._used, (args, kwargs))
             with qml.QueuingManager.stop_recording():
                 return self._call(args, kwargs)
         return self._call(args, kwargs)

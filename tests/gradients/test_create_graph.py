@@ -224,3 +224,32 @@ def test_mps_create_graph_is_refused_and_first_derivatives_stay_right(diff_metho
 
 def test_mps_parameter_shift_hessian_matches_default_qubit():
     _assert_matches_default_qubit(_shared, 3, "parameter-shift", batched=False, method="mps")
+
+
+@pytest.mark.parametrize("device", ["tensornet", "aer"])
+@pytest.mark.parametrize("diff_method", ["parameter-shift", "adjoint"])
+def test_a_gradient_the_results_do_not_depend_on_differentiates_to_zero(device, diff_method):
+    """A parameter the results do not depend on (a global phase under ``probs``): its gradient under ``create_graph``
+    came back as a constant, and differentiating it again raised torch's "does not require grad" where default.qubit
+    gives zeros (found by a fuzzing helper)."""
+    if device == "aer" and diff_method == "adjoint":
+        pytest.skip("the Aer device differentiates by parameter-shift")
+    pytest.importorskip("qiskit") if device == "aer" else None
+
+    def circuit(phase, y):
+        qml.RY(0.4, 0)
+        qml.GlobalPhase(phase, wires=0)
+        qml.RY(y, 1)
+        return qml.probs(wires=[0, 1])
+
+    phase = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    y = torch.tensor(0.8, dtype=torch.float64, requires_grad=True)
+    weights = torch.arange(4, dtype=torch.float64)
+    mine = qhybrid.qnode(qhybrid.device(device, wires=2), diff_method=diff_method)(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch")
+    g = torch.autograd.grad(mine(phase, y) @ weights, (phase, y), create_graph=True)
+    h = torch.autograd.grad(ref(phase, y) @ weights, (phase, y), create_graph=True)
+    for a, b in zip(g, h):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=0)
+    second = torch.autograd.grad(g[0], (phase, y), allow_unused=True)
+    assert all(abs(float(s)) < TOL for s in second if s is not None)  # (default.qubit's: zeros)

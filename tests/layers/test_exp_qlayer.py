@@ -371,6 +371,17 @@ def test_changed_settings_retrace():
     compare(layer, ref, x)
 
 
+def test_an_encoding_changed_in_place_retraces():
+    """The trace was keyed by the encoding's identity alone: ``layer.encoding.rotation = "X"`` after a first call kept
+    running the ``"Y"`` circuit, silently (found by a fuzzing helper)."""
+    layer = qhybrid.ExpQLayer(N_QUBITS, 2).double()
+    x = features("angle")
+    layer(x)
+    layer.encoding.rotation = "X"
+    ref = reference_qnode(lambda wires: [qml.expval(qml.Z(w)) for w in wires], wires=range(N_QUBITS), encoding="angle", rotation="X", ansatz="strongly-entangling", reupload=False)
+    compare(layer, ref, x)
+
+
 @pytest.mark.parametrize("ansatz", ANSATZE)
 @pytest.mark.parametrize("encoding", ["angle", "amplitude"])
 def test_one_qubit(encoding, ansatz):

@@ -37,12 +37,16 @@ def _outer(x, inner):
     return qml.expval(qml.Z(0)), qml.expval(qml.Z(1))
 
 
-@pytest.mark.parametrize("inner_kind", ["qhybrid", "pennylane"])
+@pytest.mark.parametrize("inner_kind", ["qhybrid", "qhybrid static", "pennylane"])
 @pytest.mark.parametrize("outer_kind", ["qhybrid", "pennylane"])
 @pytest.mark.parametrize("method", ["adjoint", "parameter-shift", "backprop"])
 def test_a_qnode_inside_a_quantum_function(inner_kind, outer_kind, method):
     ref_inner = qml.QNode(_inner, qml.device("default.qubit", wires=2), interface="torch")
-    inner = _quiet(ref_inner) if inner_kind == "pennylane" else qhybrid.qnode(qhybrid.device("tensornet", wires=2))(_inner)
+    if inner_kind == "pennylane":
+        inner = _quiet(ref_inner)
+    else:
+        dev = qhybrid.device("tensornet", wires=2)
+        inner = qhybrid.qnode(dev, diff_method="adjoint", static_structure=inner_kind == "qhybrid static")(_inner)
     if outer_kind == "qhybrid":
         outer = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=method)(_outer)
     else:
@@ -66,3 +70,34 @@ def test_a_qnode_inside_a_recording_queues_nothing():
     assert q.queue == []
     ref = qml.QNode(_inner, qml.device("default.qubit", wires=2), interface="torch")(torch.tensor(0.4, dtype=torch.float64))
     assert torch.allclose(value, ref, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("static", [False, True])
+@pytest.mark.parametrize("method", ["adjoint", "parameter-shift"])
+def test_an_inner_qnode_handed_the_outer_argument_itself(static, method):
+    """A static adjoint inner qnode handed the outer's (lazily recorded) argument as it is, or times a number, read it
+    as a constant: the value was right and the gradient through the inner qnode was lost, silently (found by a
+    fuzzing helper)."""
+
+    def inner_fn(x):
+        qml.RX(x[0], 0)
+        qml.RY(x[1], 1)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.Z(0))
+
+    def outer_fn(x, p, inner):
+        qml.RX(inner(x) * p + inner(x * 2.0), 0)
+        return qml.expval(qml.Z(0))
+
+    inner = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method="adjoint", static_structure=True)(inner_fn)
+    outer = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=method, static_structure=static)(outer_fn)
+    ref_inner = _quiet(qml.QNode(inner_fn, qml.device("default.qubit", wires=2), interface="torch"))
+    ref = qml.QNode(outer_fn, qml.device("default.qubit", wires=2), interface="torch")
+    for _ in range(2):
+        x = torch.tensor([0.3, 0.7], dtype=torch.float64, requires_grad=True)
+        p = torch.tensor(0.8, dtype=torch.float64, requires_grad=True)
+        got, want = outer(x, p, inner), ref(x, p, ref_inner)
+        assert torch.allclose(got, want, atol=1e-10, rtol=0)
+        g, h = torch.autograd.grad(got, (x, p)), torch.autograd.grad(want, (x, p))
+        for a, b in zip(g, h):
+            assert torch.allclose(a, b, atol=1e-10, rtol=0)

@@ -110,3 +110,42 @@ def test_a_qnode_recording_these_functions_matches_default_qubit():
         va.backward(), vb.backward()
         assert abs(float((va - vb).detach())) < TOL
         assert torch.allclose(a.grad, b.grad, atol=TOL, rtol=0)
+
+
+def test_another_threads_stop_recording_waits_for_a_recording():
+    """PennyLane's ``stop_recording`` swapped its process-wide list of active queues outside the recording lock: a
+    thread running it during another thread's recording made that recording's next gates queue nowhere (lost from its
+    tape) and its exit pop an empty list. Now the swap waits for the recording to end."""
+    import threading
+
+    from qhybrid.workflow._recording_queue import RecordingQueue
+
+    started, inside, made = threading.Event(), threading.Event(), threading.Event()
+    tapes, errors = [], []
+
+    def record():
+        try:
+            with RecordingQueue() as q:
+                qml.RX(0.1, 0)
+                started.set()
+                inside.wait(timeout=1.0)  # (the other thread's stop_recording, if it got in meanwhile)
+                qml.RY(0.2, 0)
+                made.set()
+                qml.expval(qml.Z(0))
+            tapes.append(q.tape())
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    def stop():
+        started.wait(timeout=5.0)
+        with qml.QueuingManager.stop_recording():
+            inside.set()
+            made.wait(timeout=1.0)  # (the recording's next gate, made while the list is swapped)
+
+    threads = [threading.Thread(target=record), threading.Thread(target=stop)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10.0)
+    assert not errors
+    assert [op.name for op in tapes[0].operations] == ["RX", "RY"]

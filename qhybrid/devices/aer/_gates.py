@@ -146,7 +146,14 @@ def is_matrix_op(op: qml.operation.Operator) -> bool:
     """Sent as a ``unitary`` built from its values: QubitUnitary, and matrix-only operators."""
     if not op.has_matrix or len(op.wires) > MATRIX_MAX_WIRES:
         return False
-    return op.name in MATRIX_OPS or not op.has_decomposition
+    if op.name in MATRIX_OPS:
+        return True
+    try:
+        return not op.has_decomposition
+    except (ValueError, IndexError, RuntimeError, TypeError):
+        # a decomposition PennyLane decides from values it cannot read batched (an ``Exp``'s batched coefficient,
+        # ``ctrl(RX)`` of a batch of one): sent as its matrix, which every batch element has
+        return True
 
 
 def qiskit_gate(name: str, params: list, n_qubits: int) -> Gate:

@@ -35,6 +35,11 @@ from ._measure import (
 )
 
 
+ANY_BASIS = "I"
+"""The token of a wire an identity observable names: it takes the basis other measurements read the wire in (Z, no
+rotation, where none does)."""
+
+
 def _basis_tokens(mp: MeasurementProcess, wires: Wires) -> dict | None:
     """The basis each wire is read in for ``mp``: 'X', 'Y', 'Z' or a matrix observable's token.
 
@@ -54,6 +59,8 @@ def _basis_tokens(mp: MeasurementProcess, wires: Wires) -> dict | None:
                         return None
                     # a variance, samples or counts of the sum cannot be split: read in its own eigenbasis
                     return _matrix_tokens(obs)
+        for w in obs.wires:  # an identity's wire: read in whatever basis the others read it (samples of I(1) too)
+            tokens.setdefault(w, ANY_BASIS)
         return tokens
     return _matrix_tokens(obs)
 
@@ -75,7 +82,12 @@ def _wire_bases(tape: qml.tape.QuantumScript, wires: Wires) -> tuple[dict, dict]
         if tokens is None:
             return None
         for w, t in tokens.items():
-            if seen.setdefault(w, t) != t:
+            if t == ANY_BASIS:
+                seen.setdefault(w, t)
+                continue
+            if seen.get(w, ANY_BASIS) == ANY_BASIS:
+                seen[w] = t
+            if seen[w] != t:
                 return None
             if isinstance(t, tuple):
                 owners.setdefault(t, mp.obs)

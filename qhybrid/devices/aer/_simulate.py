@@ -84,7 +84,10 @@ def _structure(tape, wires: Wires, shots: int | None, ctx: RunContext):
             "method='density_matrix'. Other methods sample noisy trajectories: set shots."
         )
     if shots:
-        plan = SamplePlan(tape, wires, from_probabilities=ctx.probability_sampling)
+        # a state vector with channels is one noisy trajectory: its probabilities are not the mixture's (every shot
+        # drawn from them fell on one trajectory's outcome); Aer's own shots run one trajectory each
+        trajectories = not ctx.mixed and any(s.kind == "channel" for s in slots)
+        plan = SamplePlan(tape, wires, from_probabilities=ctx.probability_sampling and not trajectories)
     else:
         plan = AnalyticPlan(tape, wires, mixed=ctx.mixed)
     ops_key = tuple((s.kind, s.name, s.wires, s.params[1] - s.params[0], s.steps) for s in slots)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from functools import partial
 from typing import Any, Sequence
 
 import numpy as np
@@ -13,7 +12,7 @@ from pennylane.devices import Device, ExecutionConfig
 from pennylane.devices.modifiers import simulator_tracking
 from pennylane.devices.preprocess import decompose, validate_device_wires
 from pennylane.exceptions import DeviceError
-from pennylane.measurements import ExpectationMP, MeasurementProcess, Shots
+from pennylane.measurements import MeasurementProcess, Shots
 from pennylane.tape import QuantumScript
 from pennylane.transforms.core import CompilePipeline
 
@@ -22,6 +21,7 @@ from ..._variant import Variant, tape_parameters
 from ...errors import UnsupportedOperationError
 from ..tensornet._options import CacheInfo, PlanCache
 from ..tensornet._structure import standard_wires
+from ..tensornet.readout.entropies import entropies_from_density_matrices
 from ..tensornet.readout.hermitian import refuse_non_hermitian
 from ._convert import is_ready
 from ._errors import AerSimulationError
@@ -29,6 +29,7 @@ from ._gpu import check_gpu
 from ._measure import supported_analytic, supported_sample
 from ._measure_sampled import sampling_groups_conflict
 from ._simulate import RunContext, simulate
+from ._tape_splits import split_for_sampling, standard_wire_order
 
 METHODS = ("statevector", "density_matrix", "matrix_product_state")
 """Aer simulation methods the device drives ("automatic" picks one of these, see ``AerDevice``)."""
@@ -262,8 +263,13 @@ class AerDevice(Device):
     # --- PennyLane device API --------------------------------------------------------------
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> CompilePipeline:
         program = CompilePipeline()
+        if self.wires is None:  # each circuit's wires in PennyLane's standard order, fixed before decompositions
+            program.add_transform(standard_wire_order)  # reorder them (CH's decomposition touches its target first)
         program.add_transform(refuse_mid_circuit_measurements, name=self.name)
         program.add_transform(refuse_non_hermitian)  # (Aer would read the real part: 0 for Z(0) @ X(0))
+        # measured as density matrices, their formulas applied in torch: a shift rule holds for the (linear) matrix,
+        # not for the entropy (parameter-shift of vn_entropy itself gave 0 for 0.649)
+        program.add_transform(entropies_from_density_matrices)
         program.add_transform(validate_device_wires, self.wires, name=self.name)
         program.add_transform(
             decompose,
@@ -330,30 +336,6 @@ def validate_aer_measurements(tape: QuantumScript, default_shots: Shots = Shots(
                 "measurement values are not supported."
             )
     return (tape,), _first
-
-
-@qml.transform
-def split_for_sampling(tape: QuantumScript, default_shots: Shots = Shots(None), wires=None):
-    """With shots, split measurements that cannot be read from one set of samples (qubit-wise groups)."""
-    shots = tape.shots if tape.shots else default_shots
-    wires = wires if wires is not None else standard_wires(tape)
-    if not shots or not sampling_groups_conflict(tape, wires):
-        return (tape,), _first
-    if all(isinstance(mp, ExpectationMP) or mp.obs is None or len(mp.obs.pauli_rep or ()) <= 1 for mp in tape.measurements):
-        return qml.transforms.split_non_commuting(tape, grouping_strategy="qwc")
-    # samples, counts or a variance of a sum, which PennyLane's split refuses: each measurement on its own shots
-    parts = [split_for_sampling(tape.copy(measurements=[mp]), default_shots, wires) for mp in tape.measurements]
-    return [t for tapes, _ in parts for t in tapes], partial(_joined, parts=parts, copies=tape.shots.num_copies)
-
-
-def _joined(results, parts, copies: int):
-    out, k = [], 0
-    for tapes, fn in parts:
-        out.append(fn(results[k : k + len(tapes)]))
-        k += len(tapes)
-    if copies > 1:  # a shot vector: per setting, every measurement's result
-        return tuple(tuple(r[c] for r in out) for c in range(copies))
-    return tuple(out)
 
 
 def _first(results):

@@ -92,3 +92,126 @@ def test_samples_of_a_sum_beside_a_measurement_in_another_basis():
     exact = qml.QNode(_sampled_sum_circuit(lambda: qml.expval(qml.X(0))), qml.device("default.qubit", wires=2))(0.3)
     assert samples.shape == (n,) and set(samples.tolist()) <= {0.45, 1.05, -1.05, -0.45}
     assert abs(float(x_exp) - float(exact)) < 5 / n**0.5
+
+
+@pytest.mark.parametrize("diff_method", ["parameter-shift", "best"])
+def test_entropies_differentiate_through_their_density_matrix(diff_method):
+    """A shift rule holds for the density matrix, which is linear in the state, not for an entropy: Aer gave every
+    entropy a zero gradient (vn_entropy 0 for 0.649). They are measured as density matrices now, their formulas
+    applied in torch, as on tensornet."""
+
+    def circuit(x):
+        qml.RY(x, 0)
+        qml.CRX(x / 2, wires=[0, 1])
+        qml.CNOT([1, 2])
+        return qml.vn_entropy(wires=[0]), qml.purity(wires=[1]), qml.mutual_info([0], [2])
+
+    x = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+    got = qhybrid.qnode(qhybrid.device("aer", wires=3), diff_method=diff_method)(circuit)(x)
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=3), interface="torch")(x)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-10, rtol=0)
+        (dg,), (dw,) = torch.autograd.grad(g, x, retain_graph=True), torch.autograd.grad(w, x, retain_graph=True)
+        torch.testing.assert_close(dg, dw, atol=1e-9, rtol=0)
+
+
+def test_channels_with_shots_on_a_state_vector_sample_the_mixture():
+    """With channels in the circuit, a state-vector run is one noisy trajectory: drawing every shot from its
+    probabilities (the default ``shot_sampling="auto"``) gave BitFlip(0.5) probs [1, 0] or [0, 1] by the seed."""
+
+    def circuit():
+        qml.BitFlip(0.5, wires=0)
+        qml.Hadamard(1)
+        qml.DepolarizingChannel(0.3, wires=1)
+        return qml.probs(wires=[0, 1])
+
+    shots = 20_000
+    exact = torch.as_tensor(qml.QNode(circuit, qml.device("default.mixed", wires=2))())
+    for seed in range(3):
+        got = qhybrid.qnode(qhybrid.device("aer", wires=2, shots=shots, seed=seed))(circuit)()
+        sigma = torch.sqrt(exact * (1 - exact) / shots)
+        assert torch.all(abs(got - exact) <= 6 * sigma + 1e-12)
+
+
+def test_a_device_without_wires_reads_the_state_in_the_circuits_wire_order():
+    """The state's wire order came from the decomposed tape: CH's decomposition touches its target first, so
+    ``probs()`` and ``state()`` came back with the two wires swapped."""
+
+    def circuit():
+        qml.CH(wires=["a", "b"])
+        qml.RX(1.0, wires="a")
+        return qml.probs(), qml.state()
+
+    want = qml.QNode(circuit, qml.device("default.qubit"), interface="torch")()
+    for got in (qhybrid.qnode(qhybrid.device("aer"))(circuit)(), qml.QNode(circuit, qml.device("qhybrid.aer"))()):
+        for g, w in zip(got, want):
+            assert torch.allclose(torch.as_tensor(g), torch.as_tensor(w), atol=1e-10, rtol=0)
+
+
+def test_identity_observables_with_shots():
+    """Observables on a wire the identity names: ``sample(Z(0) @ I(1))`` and ``probs(op=I(0))`` crashed (the wire
+    was measured by nothing); beside a measurement that splits the tape, ``probs(op=I(1))``, ``counts(I(1))`` and
+    ``sample(I(1))`` came back as the number 1.0 (PennyLane's split reads the identity as a constant)."""
+    shots = 2000
+    dev = lambda: qhybrid.device("aer", wires=2, shots=shots, seed=3)  # noqa: E731
+
+    def first():
+        qml.Hadamard(0)
+        return qml.sample(qml.Z(0) @ qml.I(1)), qml.probs(op=qml.I(0))
+
+    sample, probs = qhybrid.qnode(dev(), diff_method="parameter-shift")(first)()
+    assert sample.shape == (shots,) and set(sample.tolist()) == {-1.0, 1.0}
+    assert probs.shape == (2,) and abs(probs[0] - 0.5) < 6 * 0.5 / shots**0.5
+
+    def split():
+        qml.Hadamard(0)
+        qml.X(1)
+        return qml.expval(qml.X(0) + qml.Z(0)), qml.probs(op=qml.I(1)), qml.counts(qml.I(1)), qml.sample(qml.I(1)), qml.var(qml.I(1))
+
+    ev, probs, counts, sample, var = qhybrid.qnode(dev(), diff_method="parameter-shift")(split)()
+    assert abs(ev - 1.0) < 6 * (2 / shots) ** 0.5
+    assert torch.equal(probs, torch.tensor([0.0, 1.0], dtype=torch.float64))  # wire 1 is |1>
+    assert dict(counts) == {1.0: shots}
+    assert isinstance(sample, torch.Tensor) and torch.equal(sample, torch.ones(shots, dtype=torch.float64))
+    assert isinstance(var, torch.Tensor) and float(var) == 0.0
+
+
+def test_a_sampled_variance_of_a_sum_beside_another_basis():
+    """A variance of a sum holding a Hermitian, or of Pauli terms that merge into one word, beside a measurement in
+    another basis went to PennyLane's split, which refuses variances of sums (a crash); each now runs on its own
+    shots. Against default.qubit's exact values, within the sampling error."""
+    import numpy as np
+
+    h = qml.Hermitian(np.array([[1, 0.5], [0.5, -1]]), wires=0)
+
+    def with_hermitian():
+        qml.Hadamard(0)
+        qml.RX(0.4, 1)
+        return qml.var(h + 0.5 * qml.Z(1)), qml.probs(wires=[0])
+
+    def merged_word():
+        qml.RX(0.3, 0)
+        return qml.var(0.78 * qml.X(0) + 0.17 * qml.X(0)), qml.expval(qml.Y(0))
+
+    shots = 40_000
+    for circuit in (with_hermitian, merged_word):
+        exact = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch")()
+        got = qhybrid.qnode(qhybrid.device("aer", wires=2, shots=shots, seed=2), diff_method="parameter-shift")(circuit)()
+        for g, w in zip(got, exact):
+            assert torch.allclose(torch.as_tensor(g), torch.as_tensor(w), atol=0.05, rtol=0)
+
+
+def test_a_broadcast_fermionic_swap():
+    """PennyLane decides whether some operators decompose from their values, and failed on a batch (``Exp``'s
+    coefficient: "Boolean value of Tensor with more than one value is ambiguous"): such an operator is sent as its
+    matrix."""
+
+    def circuit(x):
+        qml.RY(0.4, 0)
+        qml.FermionicSWAP(x, wires=[0, 1])
+        return qml.expval(qml.Z(1))
+
+    x = torch.tensor([0.3, 0.9, 1.7], dtype=torch.float64)
+    got = qhybrid.qnode(qhybrid.device("aer", wires=2))(circuit)(x)
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch")(x)
+    torch.testing.assert_close(got, want, atol=1e-10, rtol=0)

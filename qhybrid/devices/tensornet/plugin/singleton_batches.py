@@ -14,6 +14,7 @@ from __future__ import annotations
 import pennylane as qml
 from pennylane.tape import QuantumScript
 
+from ....errors import BroadcastError
 from .._rebound import rebound
 
 
@@ -34,7 +35,12 @@ def broadcast_singletons(tape: QuantumScript):
 def _batch_size(op):
     try:
         return op.batch_size
-    except (ValueError, IndexError, TypeError):  # (an operator whose own parameters disagree: left to PennyLane)
+    except ValueError as exc:
+        # PennyLane's refusal of parameters with the wrong number of dimensions, raised here: its check leaves the
+        # operator's batch size None once it has failed, so a later read found an unbatched gate (a ``(2, 1)``
+        # angle beside a batch of 2 ran as a wrong matrix, silently)
+        raise BroadcastError(f"{op.name} on wires {op.wires.tolist()}: {exc}") from exc
+    except (IndexError, TypeError):  # (an operator whose own parameters disagree: left to PennyLane)
         return None
 
 

@@ -17,6 +17,7 @@ import torch
 
 from ..statevector.adjoint import BoundNode
 from ..statevector.bound import BoundProgram
+from ..statevector.program import StateVectorProgram
 from .values import ConeValues
 
 ENABLED = True
@@ -26,6 +27,8 @@ _UNBOUND = object()
 
 
 def _bind(program, c):
+    if not isinstance(program, StateVectorProgram):  # (a noisy class's density-matrix program: its own path)
+        return _UNBOUND
     n = c.structure.n_op_params
     maps = tuple((0, torch.tensor(j)) for j in range(n))  # parameter j is the row's column j
     bound = BoundProgram.bind(program, c.structure, maps, c.tape)

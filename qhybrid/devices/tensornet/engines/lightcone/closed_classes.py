@@ -156,7 +156,7 @@ class ClassesTogether:
             pos = gate_view(pos, o)
         elif o.diagonal:
             pos = np.diagonal(pos, axis1=-2, axis2=-1)
-        return pos + (self.table_size if o.conj else 0)
+        return np.asarray(pos + (self.table_size if o.conj else 0))  # (a 0-d operand's sum is a numpy scalar)
 
     def table(self, params: torch.Tensor) -> torch.Tensor:
         """The leaf table from the circuit's flat parameters ``[P]``: constants, then each fast gate kind's

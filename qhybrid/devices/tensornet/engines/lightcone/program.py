@@ -58,14 +58,16 @@ def cones_apply(structure: TapeStructure, tape) -> bool:
     broadcast vector), and some measurement a Pauli sentence."""
     if not any(cone_measurable(mp) for mp in tape.measurements):
         return False
+    return not any(slot.kind == "prep" for slot in structure.slots) and scalar_data(structure, tape)
+
+
+def scalar_data(structure: TapeStructure, tape) -> bool:
+    """Whether every operator's data are scalars (or broadcast vectors): the cone classes' one parameter table holds
+    nothing else (a matrix, or a ``QubitChannel``'s Kraus operators, crashed its ``stack``)."""
     for slot in structure.slots:
-        if slot.kind == "prep":
-            return False
-        if slot.kind == "matrix" or slot.kind == "fast":
-            op = tape.operations[slot.op_index]
-            for p in op.data:
-                nd = len(getattr(p, "shape", ()))
-                if nd > (1 if slot.batched else 0):
+        if slot.kind in ("matrix", "fast", "channel"):
+            for p in tape.operations[slot.op_index].data:
+                if len(getattr(p, "shape", ())) > (1 if slot.batched else 0):
                     return False
     return True
 
@@ -378,4 +380,4 @@ def _to_lead(value: torch.Tensor, lead_shape: tuple, stack_size: int) -> torch.T
     return value.expand(value.shape[0], *lead_shape)
 
 
-__all__ = ["ConeProgram", "cones_apply", "cone_measurable", "CONE_STATE_MAX_WIRES"]
+__all__ = ["ConeProgram", "cones_apply", "cone_measurable", "scalar_data", "CONE_STATE_MAX_WIRES"]

@@ -108,8 +108,9 @@ class _Shared(torch.autograd.Function):
         if torch.is_grad_enabled():  # a higher derivative: every row through autograd
             with torch.enable_grad():
                 full = ctx.run(rows)
-                (grad,) = torch.autograd.grad(full, rows, dy, create_graph=True, allow_unused=True)
-            return None, torch.zeros_like(rows) if grad is None else grad, None, None
+                # (a class with no gate left, its cones' diagonal gates before Z words, reads no row)
+                grads = torch.autograd.grad(full, rows, dy, create_graph=True, allow_unused=True) if full.requires_grad else (None,)
+            return None, torch.zeros_like(rows) if grads[0] is None else grads[0], None, None
         if out is None:  # a second backward through the same graph: run the distinct rows again
             with torch.enable_grad():
                 leaf = rows.detach()[_first_of(inverse, ctx.k)].requires_grad_(True)

@@ -16,7 +16,7 @@ import torch
 from pennylane.measurements import ExpectationMP
 
 from ..lightcone.choice import EngineChoice
-from ..lightcone.program import ConeProgram
+from ..lightcone.program import ConeProgram, scalar_data
 from ..lightcone.values import ConeValues
 from .program import MixedProgram
 
@@ -27,6 +27,8 @@ CONE_MIN_WIRES = 12
 def cones_apply(structure, tape) -> bool:
     """Whether ``tape`` is measured by light cones: wide, unbatched, only expectation values of Pauli sentences."""
     if len(structure.sim_wires) <= CONE_MIN_WIRES or structure.batch_size is not None:
+        return False
+    if not scalar_data(structure, tape):  # (a QubitChannel's or a matrix's data: not the classes' parameters)
         return False
     return all(isinstance(mp, ExpectationMP) and mp.obs is not None and mp.obs.pauli_rep is not None
                for mp in tape.measurements)

@@ -115,7 +115,11 @@ class ClosedProgram:
         if c is None:
             cap, wires, word = spec[:3]
             net = self._network(spec) if net is None else net
-            c = _Contraction(net, self.opts, f"<psi|{word or cap}|psi> on wires {list(wires)}", plan)
+            # (the stack: variants of one structure, such as a parameter-shift step's shifted circuits, are the
+            # network's leading rows, which the user never asked for as a batch)
+            rows = f" over {self.stack_size} stacked parameter sets (a parameter-shift step's shifted circuits " \
+                "among them: diff_method='adjoint' runs one)" if self.stack_size > 1 else ""
+            c = _Contraction(net, self.opts, f"<psi|{word or cap}|psi> on wires {list(wires)}{rows}", plan)
             self._terms[spec] = c
         return c
 
