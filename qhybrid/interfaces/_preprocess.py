@@ -13,6 +13,7 @@ preprocessed normally every time, and so are tapes with shots.
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections import OrderedDict
 from typing import Sequence
@@ -345,7 +346,14 @@ def _frozen(template, post, maps, params) -> tuple:
         data = [frozen(d) for d in op.data]
         if all(a is b for a, b in zip(data, op.data)):
             return op
-        return qml.ops.functions.bind_new_parameters(op, data)
+        try:
+            return qml.ops.functions.bind_new_parameters(op, data)
+        except (IndexError, TypeError, ValueError):
+            # PennyLane rebuilds a QubitChannel of one Kraus operator from that matrix alone (an IndexError on every
+            # call after the first): a copy holding the copied data, which equal the old ones
+            new = copy.copy(op)
+            new.data = tuple(data)
+            return new
 
     ops = [rebuilt(op) for op in template.operations]
     mps = [

@@ -271,7 +271,6 @@ def check_observables(observables, wires: list) -> list:
     return observables
 
 
-
 def _state(part) -> tuple:
     """An encoding's, ansatz's or noise model's identity and plain settings: a setting changed in place after a
     call (``layer.encoding.rotation = "X"``) re-traces; keyed by identity alone, the old circuit ran on."""
@@ -280,5 +279,6 @@ def _state(part) -> tuple:
         (name, value if isinstance(value, (str, int, float, bool, type(None))) else id(value))
         for name, value in sorted(settings.items())
     )
+
 
 __all__ = ["VariationalLayer", "check_observables", "WEIGHT_INIT_LOW", "WEIGHT_INIT_HIGH"]

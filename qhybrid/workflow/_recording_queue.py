@@ -27,20 +27,31 @@ from pennylane.exceptions import QueuingError
 from pennylane.queuing import AnnotatedQueue, QueuingManager, WrappedObj, process_queue
 
 
+STOP_RECORDING_WAIT_S = 2.0
+"""How long ``stop_recording`` waits for another thread's recording to end before it swaps the list anyway (as
+PennyLane does): a thread that records and waits on a worker that stops recording (a nested qnode's execution spread
+over threads) must not hang."""
+
+
 @contextmanager
 def _stop_recording_locked(cls):
     """PennyLane's ``QueuingManager.stop_recording`` under the lock every recording holds. PennyLane swaps its one,
     process-wide list of active queues outside that lock: a thread running a transform or a decomposition meanwhile
     emptied the list under another thread's recording, whose gates then queued nowhere (lost from its tape) and
     whose exit popped an empty list (``IndexError`` in threads sharing a qnode). Under the lock the swap waits for
-    the recording; a recording thread's own calls re-enter it (a reentrant lock)."""
-    with AnnotatedQueue._lock:
+    the recording (at most ``STOP_RECORDING_WAIT_S``); a recording thread's own calls re-enter it (a reentrant
+    lock)."""
+    locked = AnnotatedQueue._lock.acquire(timeout=STOP_RECORDING_WAIT_S)
+    try:
         previously_active = cls._active_contexts
         cls._active_contexts = []
         try:
             yield
         finally:
             cls._active_contexts = previously_active
+    finally:
+        if locked:
+            AnnotatedQueue._lock.release()
 
 
 QueuingManager.stop_recording = classmethod(_stop_recording_locked)

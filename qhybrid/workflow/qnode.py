@@ -8,8 +8,8 @@ from typing import Callable
 
 import pennylane as qml
 from pennylane.measurements import MeasurementProcess
-from torch.utils._pytree import tree_map
 from pennylane.transforms.core import CompilePipeline
+from torch.utils._pytree import tree_map
 
 from ._capture import capture_graphs, qnode_call, replaying
 from ._functorch import call_under_transforms, transforms_active

@@ -149,3 +149,28 @@ def test_another_threads_stop_recording_waits_for_a_recording():
         t.join(timeout=10.0)
     assert not errors
     assert [op.name for op in tapes[0].operations] == ["RX", "RY"]
+
+
+def test_a_recording_that_waits_on_a_thread_stopping_recording_does_not_hang(monkeypatch):
+    """The other way round: a recording that waits on a worker which stops recording (a nested qnode's execution
+    spread over threads) would wait forever on a lock it holds itself; the worker proceeds after a bounded wait."""
+    import threading
+
+    from qhybrid.workflow import _recording_queue
+
+    monkeypatch.setattr(_recording_queue, "STOP_RECORDING_WAIT_S", 0.2)
+    done = threading.Event()
+
+    def worker():
+        with qml.QueuingManager.stop_recording():
+            qml.RX(0.3, 5)  # (queued nowhere)
+        done.set()
+
+    with RecordingQueue() as q:
+        qml.RX(0.1, 0)
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join(timeout=10.0)
+        qml.RY(0.2, 0)
+    assert done.is_set()
+    assert [op.name for op in q.tape().operations] == ["RX", "RY"]

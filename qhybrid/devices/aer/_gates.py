@@ -151,8 +151,8 @@ def is_matrix_op(op: qml.operation.Operator) -> bool:
     try:
         return not op.has_decomposition
     except (ValueError, IndexError, RuntimeError, TypeError):
-        # a decomposition PennyLane decides from values it cannot read batched (an ``Exp``'s batched coefficient,
-        # ``ctrl(RX)`` of a batch of one): sent as its matrix, which every batch element has
+        # a decomposition PennyLane decides from values it cannot read batched (an ``Exp``'s batched coefficient:
+        # a broadcast FermionicSWAP): sent as its matrix, which every batch element has
         return True
 
 

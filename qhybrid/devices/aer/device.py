@@ -22,6 +22,7 @@ from ...errors import UnsupportedOperationError
 from ..tensornet._options import CacheInfo, PlanCache
 from ..tensornet._structure import standard_wires
 from ..tensornet.readout.entropies import entropies_from_density_matrices
+from ..tensornet.engines.lightcone.unitary_guard import non_unitary_matrix
 from ..tensornet.readout.hermitian import refuse_non_hermitian
 from ._convert import is_ready
 from ._errors import AerSimulationError
@@ -266,6 +267,7 @@ class AerDevice(Device):
         if self.wires is None:  # each circuit's wires in PennyLane's standard order, fixed before decompositions
             program.add_transform(standard_wire_order)  # reorder them (CH's decomposition touches its target first)
         program.add_transform(refuse_mid_circuit_measurements, name=self.name)
+        program.add_transform(refuse_non_unitary_matrices, name=self.name)
         program.add_transform(refuse_non_hermitian)  # (Aer would read the real part: 0 for Z(0) @ X(0))
         # measured as density matrices, their formulas applied in torch: a shift rule holds for the (linear) matrix,
         # not for the entropy (parameter-shift of vn_entropy itself gave 0 for 0.649)
@@ -316,6 +318,20 @@ def refuse_mid_circuit_measurements(tape: QuantumScript, name: str = "qhybrid.ae
         raise UnsupportedOperationError(
             f"{name} does not run mid-circuit measurements ({mcm}). qhybrid.tensornet does (deferred onto spare "
             "wires; postselection with shots=None), as does default.qubit."
+        )
+    return (tape,), _first
+
+
+@qml.transform
+def refuse_non_unitary_matrices(tape: QuantumScript, name: str = "qhybrid.aer"):
+    """Aer applies unitary gates: a matrix that is not one was decomposed into NaN angles (PennyLane's full
+    ``metric_tensor`` inserts a controlled projector for its Hadamard tests: every entry came back NaN)."""
+    odd = non_unitary_matrix(tape)
+    if odd is not None:
+        raise UnsupportedOperationError(
+            f"{name} applies unitary gates only, and {odd} is not unitary. qhybrid.tensornet applies it as a matrix, "
+            "as default.qubit does (for qml.metric_tensor on Aer: approx='block-diag' or 'diag', or "
+            "qml.adjoint_metric_tensor)."
         )
     return (tape,), _first
 

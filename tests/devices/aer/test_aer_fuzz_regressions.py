@@ -215,3 +215,20 @@ def test_a_broadcast_fermionic_swap():
     got = qhybrid.qnode(qhybrid.device("aer", wires=2))(circuit)(x)
     want = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch")(x)
     torch.testing.assert_close(got, want, atol=1e-10, rtol=0)
+
+
+def test_a_matrix_that_is_not_unitary_is_refused_by_name():
+    """Aer decomposed a non-unitary matrix into NaN angles: PennyLane's full metric tensor (its Hadamard tests insert
+    a controlled projector) came back all NaN, silently (found by a fuzzing helper). Refused by name now."""
+    import numpy as np
+
+    def circuit():
+        qml.Hadamard("aux")
+        qml.Hadamard(0)
+        qml.ctrl(qml.QubitUnitary(np.diag([0.0, 0.0, 0.0, 1.0]), wires=[1, 0]), control="aux")
+        return qml.expval(qml.X("aux"))
+
+    with pytest.raises(UnsupportedOperationError, match="not unitary"):
+        qml.QNode(circuit, qml.device("qhybrid.aer", wires=[0, 1, "aux"]))()
+    with pytest.raises(UnsupportedOperationError, match="not unitary"):
+        qhybrid.qnode(qhybrid.device("aer", wires=[0, 1, "aux"]))(circuit)()

@@ -219,3 +219,42 @@ def test_measurements_of_every_wire_are_still_refused_by_size():
 
     with pytest.raises(ContractionTooLargeError, match="Finite shots"):
         every_wire(torch.tensor(0.3, dtype=torch.float64))
+
+
+def test_measured_wires_no_gate_touches_keep_the_batch():
+    """The measured wires' cone held no gate and the batched gate lay outside it: the empty cut still answered its
+    original's batch size, so its results came back unbatched ((2, 2) for (3, 2, 2)); found by a fuzzing helper."""
+    phi = torch.tensor([0.1, 0.7, 1.9], dtype=torch.float64)
+
+    def circuit():
+        qml.RX(phi, wires=0)
+        qml.CNOT([0, 2])
+        return qml.density_matrix(wires=[1]), qml.vn_entropy(wires=[1, 3])
+
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=4, max_memory=256))(circuit)()
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=4), interface="torch")()
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        torch.testing.assert_close(g, w, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("max_memory", [2**16, 2**17, 2**18, 2**19])
+def test_a_budget_between_the_cut_and_the_engines_own_need(max_memory):
+    """The cut judged the whole state by its least need (no state kept for the adjoint walk), where the engine counts
+    the states its walk keeps: at 128 and 256 KiB a 10-wire Rot circuit was neither cut nor run (found by a fuzzing
+    helper)."""
+    n = 10
+
+    def circuit(t):
+        for w in range(n):
+            qml.Rot(t[w], 0.2, 0.3, w)
+        for w in range(0, n - 1, 2):
+            qml.CNOT([w, w + 1])
+        for w in range(n):
+            qml.RX(t[n + w], w)
+        return qml.density_matrix([0, 1])
+
+    t = torch.linspace(0.1, 2.0, 2 * n, dtype=torch.float64).requires_grad_()
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=n, max_memory=max_memory), diff_method="adjoint")(circuit)(t)
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=n), interface="torch")(t)
+    torch.testing.assert_close(got, want, atol=1e-10, rtol=0)

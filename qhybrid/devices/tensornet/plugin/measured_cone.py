@@ -9,8 +9,8 @@ samples of the same distribution (drawn over fewer wires). Expectation values an
 left to the engines, whose light cones and closed networks need no state.
 
 Only where the whole state does not fit: a cut tape no longer holds the parameters of the gates it dropped, so
-their gradients are None rather than zero (and a result that depends on no parameter left has no ``grad_fn``), and
-a seed draws other samples than from the whole state. A cut that drops every batched gate repeats its exact results
+their gradients are None or zero (by the method; default.qubit's are zero), a result that depends on no parameter
+left has no ``grad_fn``, and a seed draws other samples than from the whole state. A cut that drops every batched gate repeats its exact results
 along the batch; with shots, it is not made (a batch's samples are independent draws).
 
 Kept as it is: a measurement of every wire (``qml.sample()``, ``qml.counts()``, ``qml.state()``), noise channels,
@@ -70,8 +70,9 @@ def measured_cone(tape: QuantumScript, *, device_wires, max_memory: Callable[[],
         return (tape,), _first
     structure = tape_structure(tape, device_wires)
     lead = tape.batch_size or 1
-    # the least the whole state needs: no state kept for the adjoint walk beyond its own (exact), or none (shots)
-    need = state_memory(len(structure.sim_wires), lead, itemsize, gradient=not tape.shots, actions=0).peak
+    # what the whole state may take: with the states an adjoint walk keeps (exact; the engine's own check counts
+    # them), or one state and its readout (shots)
+    need = state_memory(len(structure.sim_wires), lead, itemsize, gradient=not tape.shots).peak
     if need <= max_memory():
         return (tape,), _first
     if any(slot.kind not in CUT_SLOT_KINDS for slot in structure.slots) or non_unitary_matrix(tape) is not None:
@@ -81,8 +82,10 @@ def measured_cone(tape: QuantumScript, *, device_wires, max_memory: Callable[[],
     kept = {structure.slots[i].op_index for i in cone_slots(structure.slots, dict.fromkeys(measured, GENERAL))}
     if len(kept) == len(tape.operations):
         return (tape,), _first
-    cut = tape.copy(operations=[op for i, op in enumerate(tape.operations) if i in kept])
-    if cut.batch_size == tape.batch_size:
+    operations = [op for i, op in enumerate(tape.operations) if i in kept]
+    cut = tape.copy(operations=operations)
+    # (the batch from the kept gates: a copy with no gate left still answered its original's batch size)
+    if any(op.batch_size is not None for op in operations) or tape.batch_size is None:
         return (cut,), _first
     if tape.shots:  # (a batch's samples are drawn apart: one draw repeated would not be)
         return (tape,), _first

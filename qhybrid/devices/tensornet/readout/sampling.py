@@ -17,7 +17,7 @@ import torch
 from pennylane.devices.qubit.sampling import measure_with_samples
 from pennylane.devices.qubit_mixed.sampling import measure_with_samples as mixed_measure_with_samples
 import pennylane as qml
-from pennylane.measurements import ExpectationMP, StateMP, VarianceMP
+from pennylane.measurements import ExpectationMP, ShadowExpvalMP, StateMP, VarianceMP
 from pennylane.tape import QuantumScript
 from pennylane.wires import Wires
 
@@ -85,6 +85,15 @@ def _numbers(mp):
     return type(mp)(obs=qml.ops.functions.bind_new_parameters(obs, data))
 
 
+def _mapped(mp, mapping: dict):
+    """``mp`` on the state's wire positions. PennyLane's ``map_wires`` of a ``shadow_expval`` maps its wires, not its
+    observables, which then read positions by their labels (device wires [2, 0, 1]: 0.0103 for 0.6965)."""
+    if isinstance(mp, ShadowExpvalMP):
+        H = [h.map_wires(mapping) for h in mp.H] if isinstance(mp.H, (list, tuple)) else mp.H.map_wires(mapping)
+        return ShadowExpvalMP(H, seed=mp.seed, k=mp.k)
+    return mp.map_wires(mapping)
+
+
 def measure_tape(tape: QuantumScript, psi: np.ndarray, wires: Wires, rng: np.random.Generator):
     """Sample ``tape``'s measurements from its flat (or ``(batch, 2**n)``) state ``psi`` over ``wires``."""
     batched = tape.batch_size is not None
@@ -92,7 +101,7 @@ def measure_tape(tape: QuantumScript, psi: np.ndarray, wires: Wires, rng: np.ran
     noisy = any(map(is_channel, tape.operations))  # then ``psi`` is the density matrix (engines.mixed)
     psi = psi.reshape(((psi.shape[0],) if batched else ()) + (2,) * (2 * n if noisy else n))
     mapping = {w: i for i, w in enumerate(wires)}
-    mps = [_numbers(_merged(mp)).map_wires(mapping) for mp in tape.measurements]
+    mps = [_mapped(_numbers(_merged(mp)), mapping) for mp in tape.measurements]
     sampler = mixed_measure_with_samples if noisy else measure_with_samples
     results = sampler(mps, psi, tape.shots, is_state_batched=batched, rng=rng)
     if len(tape.measurements) == 1:

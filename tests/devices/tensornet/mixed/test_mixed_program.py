@@ -207,5 +207,27 @@ def test_twelve_wire_batch_density_matrix_is_refused_before_it_is_built(monkeypa
     x = torch.rand(64, n, dtype=torch.float64)
     ops = [qml.RY(x[:, q], q) for q in range(n)] + [qml.CNOT([i, i + 1]) for i in range(n - 1)]
     tape = qml.tape.QuantumScript(ops + [qml.DepolarizingChannel(0.1, 0)], [qml.probs(wires=[0])])
-    with pytest.raises(ContractionTooLargeError, match=r"16.0 GiB \(4\*\*12 x 64 lead"):
+    with pytest.raises(ContractionTooLargeError, match=r"96.0 GiB at its peak \(6 matrices of 4\*\*12 x 64 lead"):
         dev.execute(tape)
+
+
+def test_the_memory_guard_counts_the_density_matrix_run_at_its_peak():
+    """The guard compared one density matrix with max_memory, where a run holds about five (a helper's 14-wire circuit,
+    admitted by the default max_memory, was killed by the kernel at 19 GB): a 10-wire noisy circuit (16 MiB a
+    matrix) under 40 MB is refused with its peak, before anything is allocated."""
+    from qhybrid.devices.tensornet.engines.mixed.program import DENSITY_PEAK_MATRICES
+    from qhybrid.errors import ContractionTooLargeError
+
+    n = 10
+
+    def circuit(x):
+        for i in range(n):
+            qml.RY(x * (i + 1), i)
+            qml.DepolarizingChannel(0.1, i)
+        for i in range(n - 1):
+            qml.CNOT([i, i + 1])
+        return qml.probs(wires=[0, 1])
+
+    dev = qhybrid.device("tensornet", wires=n, max_memory=40e6)
+    with pytest.raises(ContractionTooLargeError, match=rf"at its peak \({DENSITY_PEAK_MATRICES} matrices of 4\*\*10"):
+        qhybrid.qnode(dev)(circuit)(torch.tensor(0.3, dtype=torch.float64))

@@ -50,7 +50,7 @@ def heisenberg_applies(program, measurements, lead: int) -> bool:
     slots = program.structure.slots
     if not all(si in local for si, s in enumerate(slots) if s.batched or si in program.stacked):
         return False
-    if lead < PAULI_WALK_MIN_RATIO * len(measurements) and not program.density_bytes(lead) > program.max_memory:
+    if lead < PAULI_WALK_MIN_RATIO * len(measurements) and not program.peak_bytes(lead) > program.max_memory:
         return False  # (checked before the walk's Clifford test: that one costs 2**n per wire)
     walk = program.pauli_walk()
     if walk.applies:

@@ -36,6 +36,12 @@ from .measure import DensityReader
 from .pauli import PAULI_WALK_MAX_WIRES, PauliWalk
 
 
+DENSITY_PEAK_MATRICES = 6
+"""Density-matrix-sized buffers a run holds at its peak: a step's input and output, its permuted operand and the
+readout's (measured at 11 wires, forward and adjoint: 5.4 matrices of growth; the check counted one, and a 14-wire
+circuit the default max_memory admitted was killed at 19 GB)."""
+
+
 class MixedProgram:
     """A structure with channels compiled to a product stage and full-state steps (see the module notes).
 
@@ -130,6 +136,10 @@ class MixedProgram:
         """Memory of the ``[4**n, lead]`` density matrix."""
         return (1 << (2 * self.n)) * lead * self.itemsize
 
+    def peak_bytes(self, lead: int) -> int:
+        """Memory a run of the density matrix takes at its peak (``DENSITY_PEAK_MATRICES`` of them)."""
+        return DENSITY_PEAK_MATRICES * self.density_bytes(lead)
+
     def final_state(self, values, lead_shape) -> torch.Tensor:
         """The ``[4**n, S, B]`` density matrix after every operator (``S``, ``B``: 1 where absent); refused with
         its size, before it is allocated, where it exceeds ``max_memory``."""
@@ -142,11 +152,12 @@ class MixedProgram:
         return rho
 
     def _check_density(self, lead: int) -> None:
-        if self.density_bytes(lead) > self.max_memory:
+        if self.peak_bytes(lead) > self.max_memory:
             n = self.n
             raise ContractionTooLargeError(
-                f"The density matrix of this noisy circuit on {n} wires needs about {_fmt_bytes(self.density_bytes(lead))} "
-                f"(4**{n} x {lead} lead x {self.itemsize} bytes), above max_memory={_fmt_bytes(self.max_memory)}. "
+                f"The density matrix of this noisy circuit on {n} wires needs about {_fmt_bytes(self.peak_bytes(lead))} "
+                f"at its peak ({DENSITY_PEAK_MATRICES} matrices of 4**{n} x {lead} lead x {self.itemsize} bytes), above "
+                f"max_memory={_fmt_bytes(self.max_memory)}. "
                 "Use fewer wires or a smaller batch, or raise the device's max_memory (expectation values of Pauli "
                 "sentences with the data in a per-wire embedding walk back as observables instead: see docs/NOISE.md)."
             )
