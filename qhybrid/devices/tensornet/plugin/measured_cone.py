@@ -83,9 +83,9 @@ def measured_cone(tape: QuantumScript, *, device_wires, max_memory: Callable[[],
     if len(kept) == len(tape.operations):
         return (tape,), _first
     operations = [op for i, op in enumerate(tape.operations) if i in kept]
-    cut = tape.copy(operations=operations)
-    # (the batch from the kept gates: a copy with no gate left still answered its original's batch size)
-    if any(op.batch_size is not None for op in operations) or tape.batch_size is None:
+    # (a new script, not a copy: a copy keeps its original's batch size, which the cut may have dropped)
+    cut = QuantumScript(operations, tape.measurements, shots=tape.shots)
+    if cut.batch_size is not None or tape.batch_size is None:
         return (cut,), _first
     if tape.shots:  # (a batch's samples are drawn apart: one draw repeated would not be)
         return (tape,), _first
