@@ -13,7 +13,6 @@ preprocessed normally every time, and so are tapes with shots.
 
 from __future__ import annotations
 
-import copy
 import weakref
 from collections import OrderedDict
 from typing import Sequence
@@ -25,6 +24,7 @@ import torch
 from .._variant import Gather, Variant, tape_parameters, through_rows
 from ..devices._observable_key import Inexact, constants_key, observable_data, observable_key, own_attributes
 from ..devices._observable_key import tape_parameters_fast
+from ..devices.tensornet._rebound import rebound
 
 PREPROCESS_CACHE_SIZE = 256
 """Tape structures whose preprocessing is remembered (least recently used dropped)."""
@@ -346,14 +346,7 @@ def _frozen(template, post, maps, params) -> tuple:
         data = [frozen(d) for d in op.data]
         if all(a is b for a, b in zip(data, op.data)):
             return op
-        try:
-            return qml.ops.functions.bind_new_parameters(op, data)
-        except (IndexError, TypeError, ValueError):
-            # PennyLane rebuilds a QubitChannel of one Kraus operator from that matrix alone (an IndexError on every
-            # call after the first): a copy holding the copied data, which equal the old ones
-            new = copy.copy(op)
-            new.data = tuple(data)
-            return new
+        return rebound(op, data)  # (PennyLane's binding, mended where it loses something: a one-Kraus channel)
 
     ops = [rebuilt(op) for op in template.operations]
     mps = [

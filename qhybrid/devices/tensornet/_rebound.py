@@ -1,6 +1,6 @@
 """An operator with other data (PennyLane's ``bind_new_parameters``), where PennyLane's binding would lose
 something: an ``Evolution``'s generator, a controlled evolution's base, a user's setting kept outside
-``hyperparameters``."""
+``hyperparameters``, a ``QubitChannel`` of one Kraus operator."""
 
 from __future__ import annotations
 
@@ -19,6 +19,11 @@ def rebound(op: qml.operation.Operator, params: list) -> qml.operation.Operator:
     the generator has coefficients): it keeps its generator."""
     if isinstance(op, Evolution) and len(params) == len(op.data) == 1:
         return Evolution(op.base, params[0])
+    if isinstance(op, qml.QubitChannel):
+        # PennyLane's binding hands a channel of one Kraus operator that matrix alone, read as its rows (an
+        # IndexError): the list of Kraus operators instead
+        with qml.QueuingManager.stop_recording():
+            return qml.QubitChannel(list(params), wires=op.wires, id=op.id)
     if isinstance(op, qml.ops.op_math.Controlled) and isinstance(op.base, Evolution):
         # PennyLane's binding copies the base deeply, which a tensor inside it refuses (not a graph leaf)
         return _controlled_again(op, params)

@@ -246,18 +246,24 @@ def _classify(op: Operator, touched: set) -> str:
     return "fast" if has_fast_builder(op.name) else "matrix"
 
 
-def _check_dimensions(op: Operator) -> None:
-    """Refuse parameters with other dimensions than the operator's own, or one more (a batch): PennyLane's check
-    raises once and leaves the operator's batch size None, so a second read took a ``(2, 1)`` angle as unbatched."""
-    fixed = type(op).__dict__.get("ndim_params")  # a class's own fixed dimensions (a property elsewhere)
-    if not isinstance(fixed, tuple) or len(fixed) != len(op.data):
-        return
-    ndims = tuple(qml.math.ndim(p) for p in op.data)
-    if any(d not in (f, f + 1) for d, f in zip(ndims, fixed)):
-        raise ValueError(
-            f"wrong number(s) of dimensions in parameters. Parameters with ndims {ndims} passed, {fixed} expected "
-            "(or one more, a leading batch axis)."
-        )
+def checked_batch_size(op: Operator) -> int | None:
+    """``op.batch_size``, its parameters' dimensions refused by name (``BroadcastError``) where they are neither the
+    operator's own nor one more (a batch). PennyLane's check raises once and leaves the operator's batch size None,
+    so a second read took a ``(2, 1)`` angle beside a batch of 2 as unbatched (a wrong matrix, silently): the
+    dimensions are checked here on every read."""
+    try:
+        batch = op.batch_size
+        fixed = type(op).__dict__.get("ndim_params")  # a class's own fixed dimensions (a property elsewhere)
+        if isinstance(fixed, tuple) and len(fixed) == len(op.data):
+            ndims = tuple(qml.math.ndim(p) for p in op.data)
+            if any(d not in (f, f + 1) for d, f in zip(ndims, fixed)):
+                raise ValueError(
+                    f"wrong number(s) of dimensions in parameters. Parameters with ndims {ndims} passed, {fixed} "
+                    "expected (or one more, a leading batch axis)."
+                )
+    except ValueError as exc:
+        raise BroadcastError(f"{op.name} on wires {op.wires.tolist()}: {exc}") from exc
+    return batch
 
 
 def op_slot(op: Operator, index: int, start: int, position: dict, touched: set) -> tuple[Slot, tuple, int | None]:
@@ -265,11 +271,7 @@ def op_slot(op: Operator, index: int, start: int, position: dict, touched: set) 
     list, wires mapped by ``position``; ``touched``: the wires acted on before, updated), its structure key
     and its batch size."""
     kind = _classify(op, touched)
-    try:
-        batch = op.batch_size
-        _check_dimensions(op)
-    except ValueError as exc:
-        raise BroadcastError(f"{op.name} on wires {op.wires.tolist()}: {exc}") from exc
+    batch = checked_batch_size(op)
     wires = tuple(position[w] for w in op.wires)
     touched.update(op.wires)
     slot = Slot(kind, op.name, wires, (start, start + len(op.data)), batch is not None, index)

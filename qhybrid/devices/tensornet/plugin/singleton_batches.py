@@ -14,8 +14,8 @@ from __future__ import annotations
 import pennylane as qml
 from pennylane.tape import QuantumScript
 
-from ....errors import BroadcastError
 from .._rebound import rebound
+from .._structure import checked_batch_size
 
 
 @qml.transform
@@ -34,12 +34,7 @@ def broadcast_singletons(tape: QuantumScript):
 
 def _batch_size(op):
     try:
-        return op.batch_size
-    except ValueError as exc:
-        # PennyLane's refusal of parameters with the wrong number of dimensions, raised here: its check leaves the
-        # operator's batch size None once it has failed, so a later read found an unbatched gate (a ``(2, 1)``
-        # angle beside a batch of 2 ran as a wrong matrix, silently)
-        raise BroadcastError(f"{op.name} on wires {op.wires.tolist()}: {exc}") from exc
+        return checked_batch_size(op)  # (wrong dimensions refused by name, not left None for a later read)
     except (IndexError, TypeError):  # (an operator whose own parameters disagree: left to PennyLane)
         return None
 
