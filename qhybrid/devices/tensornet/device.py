@@ -118,7 +118,8 @@ class TensorNetworkDevice(MPSMethod, Device):
         method: ``"auto"`` (exact methods) or ``"mps"``, a truncated matrix product state with ``max_bond_dim``
             (None: no cap) and ``cutoff`` (None: drop numerical zeros, 0: keep all); docs/MPS.md.
         noise, trajectories: ``"exact"`` (default: the density-matrix engine) or ``"trajectories"`` (``trajectories``
-            sampled per sample, default 256; standard errors in ``trajectory_standard_errors``). docs/NOISE.md.
+            sampled per sample, default 256, refused beside ``"exact"``; standard errors in
+            ``trajectory_standard_errors``). docs/NOISE.md.
 
     >>> dev = TensorNetworkDevice(wires=2)
     >>> tape = qml.tape.QuantumScript([qml.Hadamard(0), qml.CNOT([0, 1])], [qml.probs()])
@@ -146,7 +147,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         path_cache: bool | str | os.PathLike = True, seed=None,
         spread_classes=False, spread_slices=False,
         method: str = "auto", max_bond_dim: int | None = None, cutoff: float | None = None,
-        noise: str = "exact", trajectories: int = 256,
+        noise: str = "exact", trajectories: int | None = None,
     ) -> None:
         super().__init__(wires=wires)
         if shots is not None:

@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 
 import autograd.numpy as anp
 import numpy as np
+import scipy.sparse
 import torch
 from autograd.extend import defvjp_argnums, primitive
 from autograd.tracer import Box, getval
@@ -29,6 +30,8 @@ def is_traced(value) -> bool:
 
 
 def _to_torch(value, *, requires_grad: bool = False) -> torch.Tensor:
+    if _opaque(value):
+        return getval(value)
     arr = np.asarray(getval(value))
     if arr.dtype.kind in "biu":
         return torch.as_tensor(arr)
@@ -45,15 +48,15 @@ def autograd_primitive(fn: TorchFn) -> Callable:
             return fn(*(_to_torch(a) for a in args)).detach().cpu().numpy()
 
     def vjp_maker(argnums, ans, args, kwargs):
-        sizes = [int(np.size(getval(a))) for a in args]
-        shapes = [np.shape(getval(a)) for a in args]
+        sizes = [0 if _opaque(a) else int(np.size(getval(a))) for a in args]
+        shapes = [() if _opaque(a) else np.shape(getval(a)) for a in args]
         vjp_primitive = autograd_primitive(_vjp_function(fn, len(args)))
 
         def vjp(g):
             flat = vjp_primitive(g, *args)
             pieces, start = [], 0
-            for size, shape in zip(sizes, shapes):
-                pieces.append(anp.reshape(flat[start : start + size], shape))
+            for a, size, shape in zip(args, sizes, shapes):
+                pieces.append(None if _opaque(a) else anp.reshape(flat[start : start + size], shape))
                 start += size
             return tuple(pieces[i] for i in argnums)
 
@@ -69,19 +72,27 @@ def _vjp_function(fn: TorchFn, n_args: int) -> TorchFn:
     def vjp(g, *args):
         with torch.enable_grad():
             # inputs already on a graph (an outer vjp differentiating this one) keep it
-            leaves = [a if a.requires_grad else a.detach().requires_grad_(_differentiable(a)) for a in args]
+            leaves = [a if _opaque(a) or a.requires_grad else a.detach().requires_grad_(_differentiable(a)) for a in args]
             out = fn(*leaves)
-            wrt = [x for x in leaves if x.requires_grad]
+            wrt = [x for x in leaves if not _opaque(x) and x.requires_grad]
             grads = torch.autograd.grad(out, wrt, g.to(out.dtype), create_graph=True, allow_unused=True)
         by_id = {id(x): gr for x, gr in zip(wrt, grads)}
         flat = []
         for x in leaves:
+            if _opaque(x):
+                continue  # (no array: nothing autograd can trace; its share of the flat cotangent is empty)
             gr = by_id.get(id(x))
             gr = torch.zeros_like(x, dtype=torch.float64) if gr is None else gr
             flat.append(gr.real.reshape(-1) if gr.is_complex() else gr.reshape(-1))
         return torch.cat(flat) if flat else torch.zeros(0, dtype=torch.float64)
 
     return vjp
+
+
+def _opaque(value) -> bool:
+    """Whether a parameter crosses as it is, not as an array: a ``SparseHamiltonian``'s scipy matrix (numpy reads it
+    as an object array, which torch cannot take; it holds no trainable value)."""
+    return scipy.sparse.issparse(getval(value))
 
 
 def _differentiable(t: torch.Tensor) -> bool:

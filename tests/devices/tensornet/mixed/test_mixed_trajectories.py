@@ -86,6 +86,13 @@ def test_options_are_checked():
         qhybrid.device("tensornet", wires=1, noise="sampled")
     with pytest.raises(ValueError, match="trajectories must be"):
         qhybrid.device("tensornet", wires=1, noise="trajectories", trajectories=0)
+    assert qhybrid.device("tensornet", wires=1, noise="trajectories").trajectories == 256
+
+
+def test_a_trajectory_count_beside_exact_noise_is_refused():
+    """``trajectories=`` without ``noise="trajectories"`` used to be ignored: the circuit ran on the exact engine."""
+    with pytest.raises(ValueError, match=r"trajectories=64 is read only with noise='trajectories'"):
+        qhybrid.device("tensornet", wires=1, trajectories=64)
 
 
 def test_channels_outside_the_light_cone_are_not_drawn():

@@ -34,16 +34,30 @@ NOISE_MODES = ("exact", "trajectories")
 """How circuits with channels run: density matrices (exact), or Monte-Carlo trajectories of mixtures of unitaries."""
 
 
-def check_noise_options(noise: str, trajectories: int) -> tuple[str, int]:
-    """The device's ``noise`` and ``trajectories`` options, checked.
+DEFAULT_TRAJECTORIES = 256
+"""Trajectories a sample under ``noise="trajectories"`` where the device is given no count."""
+
+
+def check_noise_options(noise: str, trajectories: int | None) -> tuple[str, int]:
+    """The device's ``noise`` and ``trajectories`` options, checked: a count is refused beside ``noise="exact"``,
+    where nothing would read it (a user who asked for trajectories would get the density-matrix engine silently).
 
     >>> check_noise_options("trajectories", 64)
     ('trajectories', 64)
+    >>> check_noise_options("trajectories", None)
+    ('trajectories', 256)
     """
     if noise not in NOISE_MODES:
         raise ValueError(f"noise must be one of {NOISE_MODES}, got {noise!r}.")
+    if trajectories is None:
+        return noise, DEFAULT_TRAJECTORIES
     if isinstance(trajectories, bool) or not isinstance(trajectories, int) or trajectories < 1:
         raise ValueError(f"trajectories must be a positive int, got {trajectories!r}.")
+    if noise != "trajectories":
+        raise ValueError(
+            f"trajectories={trajectories} is read only with noise='trajectories'; with noise={noise!r} channels run "
+            "exactly, on the density-matrix engine. Pass noise='trajectories' to sample them, or drop trajectories=."
+        )
     return noise, trajectories
 
 
