@@ -58,6 +58,10 @@ def _held_data(op, held: dict) -> tuple:
     )
 
 
+_ANALYTIC = "Use diff_method='adjoint' or 'backprop' on qhybrid.tensornet with exact results (shots=None)"
+"""The way to a derivative that no shift rule gives: the differentiated simulation, which neither finite shots nor
+qhybrid.aer offers (a bare "use adjoint" sent users with shots back here)."""
+
 _RULES: dict[tuple, np.ndarray] = {}
 
 
@@ -84,7 +88,7 @@ def _make_rule(op, k: int) -> np.ndarray:
     if may_be_non_unitary(op):  # (a rule from a generator, or a decomposition into rotations, assumes unitarity)
         raise GradientError(
             f"{op.name} on wires {op.wires.tolist()} is not unitary for every value of its trainable parameter {k}: "
-            "parameter-shift rules hold for unitary gates only. Use diff_method='adjoint' or 'backprop'."
+            f"parameter-shift rules hold for unitary gates only. {_ANALYTIC}"
         )
     try:
         method = getattr(op, "grad_method", None)
@@ -93,7 +97,7 @@ def _make_rule(op, k: int) -> np.ndarray:
     if method != "A":
         raise GradientError(
             f"{op.name} parameter {k} has no parameter-shift rule (grad_method={method!r}). "
-            "Use diff_method='adjoint', make that parameter non-trainable, or decompose the operator."
+            f"{_ANALYTIC}, make that parameter non-trainable, or decompose the operator."
         )
     recipe = op.grad_recipe[k] if getattr(op, "grad_recipe", None) is not None else None
     if recipe is not None:
@@ -104,7 +108,7 @@ def _make_rule(op, k: int) -> np.ndarray:
             freqs = op.parameter_frequencies[k]
         except Exception as exc:  # PennyLane raises several kinds here
             raise GradientError(
-                f"{op.name} parameter {k}: no shift rule could be derived ({exc}). Use diff_method='adjoint'."
+                f"{op.name} parameter {k}: no shift rule could be derived ({exc}). {_ANALYTIC}."
             ) from exc
     freqs = distinct_frequencies(freqs)
     if not freqs:  # a generator without gaps (GlobalPhase's): no expectation value depends on it

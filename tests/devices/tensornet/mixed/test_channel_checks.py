@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import qhybrid
+from qhybrid.errors import GradientError
 
 
 def _with(channel):
@@ -49,3 +50,19 @@ def test_a_trainable_strength_is_not_read_on_the_host():
     out = qml.QNode(_with(lambda: qml.DepolarizingChannel(p, 0)), dev)()
     out.backward()
     assert p.grad is not None
+
+
+def test_a_strength_without_shift_rule_under_shots_is_not_sent_back_to_adjoint_alone():
+    """A trainable AmplitudeDamping strength with shots: parameter-shift said "use adjoint", and adjoint with shots
+    said "use parameter-shift". The hint now says where a derivative exists: adjoint or backprop on exact results."""
+    dev = qhybrid.device("tensornet", wires=1, shots=100, seed=1)
+
+    @qhybrid.qnode(dev, diff_method="parameter-shift")
+    def f(p):
+        qml.RX(0.4, 0)
+        qml.AmplitudeDamping(p, 0)
+        return qml.expval(qml.Z(0))
+
+    p = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(GradientError, match=r"AmplitudeDamping parameter 0 has no parameter-shift rule.*exact results \(shots=None\)"):
+        f(p).backward()
