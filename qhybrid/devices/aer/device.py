@@ -24,6 +24,7 @@ from ..tensornet._structure import standard_wires
 from ..tensornet.readout.entropies import entropies_from_density_matrices
 from ..tensornet.engines.lightcone.unitary_guard import non_unitary_matrix
 from ..tensornet.readout.hermitian import refuse_non_hermitian
+from ..tensornet.plugin.imaginary_exponents import evolutions_from_exponentials, pauli_rotations_from_evolutions
 from ._convert import is_ready
 from ._errors import AerSimulationError
 from ._gpu import check_gpu
@@ -266,6 +267,8 @@ class AerDevice(Device):
         program = CompilePipeline()
         if self.wires is None:  # each circuit's wires in PennyLane's standard order, fixed before decompositions
             program.add_transform(standard_wire_order)  # reorder them (CH's decomposition touches its target first)
+        program.add_transform(evolutions_from_exponentials)  # (PennyLane's decompositions of these fail on torch
+        program.add_transform(pauli_rotations_from_evolutions)  # tensors)
         program.add_transform(refuse_mid_circuit_measurements, name=self.name)
         program.add_transform(refuse_non_unitary_matrices, name=self.name)
         program.add_transform(refuse_non_hermitian)  # (Aer would read the real part: 0 for Z(0) @ X(0))

@@ -51,6 +51,24 @@ def rebound(op: qml.operation.Operator, params: list) -> qml.operation.Operator:
         return type(op)._unflatten(tuple(params), metadata)
 
 
+_pennylane_evolution_binding = qml.ops.functions.bind_new_parameters.dispatch(Evolution)
+
+
+@qml.ops.functions.bind_new_parameters.register(Evolution)
+def _bind_evolution(op: Evolution, params):
+    """PennyLane's binding of an ``Evolution`` where it holds, else (a generator with data of its own, such as
+    ``qml.evolve(X + 0.5 * Z, t)``: an IndexError) the same generator with the new parameter. PennyLane reaches it
+    itself: its torch interface converts every executed tape's data to numpy by this binding (a plugin device's
+    adjoint of such an evolution crashed there, with default.qubit's too)."""
+    try:
+        return _pennylane_evolution_binding(op, params)
+    except IndexError:
+        if len(params) != 1:
+            raise
+        with qml.QueuingManager.stop_recording():
+            return Evolution(op.base, params[0])
+
+
 def _controlled_again(op, params: list):
     """A control ``op`` of its base rebound to ``params``, with its own control wires, values and work wires."""
     with qml.QueuingManager.stop_recording():

@@ -198,9 +198,9 @@ def _check_real(op: Operator) -> None:
             continue
         if op.name == "Exp":  # its real part would make it non-unitary: not a rotation's angle
             raise UnsupportedOperationError(
-                f"{op.name} on wires {op.wires.tolist()} got a complex coefficient ({_show(p)}); the engines take "
-                "real angles. Write the rotation with its real angle: qml.evolve(P, t) for exp(-i t P) (so "
-                "qml.exp(P, -0.5j * t) is qml.evolve(P, t / 2)), or qml.PauliRot(t, word) for exp(-i t/2 word)."
+                f"{op.name} on wires {op.wires.tolist()} got the coefficient {_show(p)}: exp(c H) is unitary only for "
+                "an imaginary c and a Hermitian H (qml.exp(H, -1j * t) runs as qml.evolve(H, t)); this one has a real "
+                "part, or a base not known to be Hermitian. For a matrix of your own use qml.QubitUnitary."
             )
         raise UnsupportedOperationError(
             f"{op.name} on wires {op.wires.tolist()} got a complex parameter {k} ({_show(p)}); gate angles "

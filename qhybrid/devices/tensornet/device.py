@@ -43,6 +43,7 @@ from ._empty_batch import with_empty_batches
 from .engines.mixed import NoiseDraws, check_noise_options, trajectory_fields
 from .plugin.conversions import _as_torch_result, _pennylane_structure, _to_numpy, _to_tensor
 from .plugin.deferred_wires import spare_wires_for_deferral
+from .plugin.imaginary_exponents import evolutions_from_exponentials
 from .plugin.measured_cone import measured_cone
 from .plugin.singleton_batches import broadcast_singletons
 from .plugin.config import refuse_second_derivative_of_numpy_tapes, refuse_second_derivative_of_vjp, resolve_config
@@ -63,8 +64,6 @@ With the half above, an 8x8 lattice QAOA p=4 was planned with 4 GiB intermediate
 
 _DEVICE_GRADIENTS = frozenset({"adjoint", "backprop", "best", "device"})
 """Gradient methods the device answers itself (anything else is a PennyLane gradient transform)."""
-
-# --- the device -------------------------------------------------------------------------------
 
 
 @simulator_tracking
@@ -287,6 +286,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         config = execution_config or ExecutionConfig()
         program = CompilePipeline()
         program.add_transform(broadcast_singletons)
+        program.add_transform(evolutions_from_exponentials)
         program.add_transform(spare_wires_for_deferral, device_wires=self.wires)
         program.add_transform(defer_measurements, allow_postselect=True)
         program.add_transform(measurement_values_as_observables)
