@@ -165,8 +165,7 @@ def _same_as_pennylane(cls, op, args, kwargs) -> bool:
 def _fast_call(cls, *args, **kwargs):
     entry = _FAST.get(cls)
     if entry is not None and not capture_enabled():
-        contexts = QueuingManager._active_contexts
-        queue = contexts[-1] if contexts else None
+        queue = QueuingManager.active_context()
         if type(queue) is RecordingQueue:
             num_params, num_wires, recipe, checked = entry
             op = _made(cls, args, kwargs, num_params, num_wires, recipe)

@@ -7,7 +7,7 @@ microseconds a gate that was a tenth of a plain Q1000 p=2 step's recording (6,00
 operations (``append``, ``remove``, ``update_info``, ``get_info``, ``items``, ``queue``, membership, indexing)
 work on ``{id(obj): (obj, info)}``, in the order objects were first queued as PennyLane's; ``tape`` splits it
 into operators and measurements in one pass and leaves anything unusual to PennyLane's ``process_queue`` (its
-errors and warnings).
+errors and warnings). Importing it also makes PennyLane's queuing per thread (``_queue_per_thread``).
 
 >>> import pennylane as qml
 >>> with RecordingQueue() as q:
@@ -20,6 +20,7 @@ errors and warnings).
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 
 import pennylane as qml
@@ -27,34 +28,64 @@ from pennylane.exceptions import QueuingError
 from pennylane.queuing import AnnotatedQueue, QueuingManager, WrappedObj, process_queue
 
 
-STOP_RECORDING_WAIT_S = 2.0
-"""How long ``stop_recording`` waits for another thread's recording to end before it swaps the list anyway (as
-PennyLane does): a thread that records and waits on a worker that stops recording (a nested qnode's execution spread
-over threads) must not hang."""
+class _ThreadQueues(threading.local):
+    """Each thread's own stack of active queues (PennyLane keeps one list for the whole process)."""
+
+    def __init__(self):
+        self.contexts: list = []
 
 
-@contextmanager
-def _stop_recording_locked(cls):
-    """PennyLane's ``QueuingManager.stop_recording`` under the lock every recording holds. PennyLane swaps its one,
-    process-wide list of active queues outside that lock: a thread running a transform or a decomposition meanwhile
-    emptied the list under another thread's recording, whose gates then queued nowhere (lost from its tape) and
-    whose exit popped an empty list (``IndexError`` in threads sharing a qnode). Under the lock the swap waits for
-    the recording (at most ``STOP_RECORDING_WAIT_S``); a recording thread's own calls re-enter it (a reentrant
-    lock)."""
-    locked = AnnotatedQueue._lock.acquire(timeout=STOP_RECORDING_WAIT_S)
-    try:
-        previously_active = cls._active_contexts
-        cls._active_contexts = []
+_THREAD_QUEUES = _ThreadQueues()
+
+
+class _Unlocked:
+    """What replaces ``AnnotatedQueue._lock``: recordings need not take turns once each thread has its own stack."""
+
+    def acquire(self, blocking=True, timeout=-1):
+        return True
+
+    def release(self):
+        pass
+
+
+def _queue_per_thread() -> None:
+    """PennyLane's queuing made per thread. ``QueuingManager`` keeps one process-wide list of active queues, so an
+    operator made in any thread queues into whatever another thread is recording: a device executing in one thread
+    (its decompositions, rebuilt operators) put gates into a PennyLane QNode recording in another ("ops operation
+    RX must occur prior to measurements", or a silently wrong tape), and ``stop_recording`` swapped the list under
+    another thread's recording (its gates lost). PennyLane's answer, a process-wide lock every recording holds,
+    covers recordings only, and a recording that waits on a thread that records (a nested call spread over threads)
+    would deadlock on it. Here each thread has its own stack: a thread's recording holds that thread's operators
+    alone, and recordings no longer take turns (the lock is a no-op)."""
+
+    def add_active_queue(cls, queue):
+        _THREAD_QUEUES.contexts.append(queue)
+
+    def remove_active_queue(cls):
+        return _THREAD_QUEUES.contexts.pop()
+
+    def recording(cls):
+        return bool(_THREAD_QUEUES.contexts)
+
+    def active_context(cls):
+        contexts = _THREAD_QUEUES.contexts
+        return contexts[-1] if contexts else None
+
+    @contextmanager
+    def stop_recording(cls):
+        previously_active = _THREAD_QUEUES.contexts
+        _THREAD_QUEUES.contexts = []
         try:
             yield
         finally:
-            cls._active_contexts = previously_active
-    finally:
-        if locked:
-            AnnotatedQueue._lock.release()
+            _THREAD_QUEUES.contexts = previously_active
+
+    for fn in (add_active_queue, remove_active_queue, recording, active_context, stop_recording):
+        setattr(QueuingManager, fn.__name__, classmethod(fn))
+    AnnotatedQueue._lock = _Unlocked()
 
 
-QueuingManager.stop_recording = classmethod(_stop_recording_locked)
+_queue_per_thread()
 
 
 def _unwrapped(obj):
@@ -69,14 +100,6 @@ class RecordingQueue(AnnotatedQueue):
         super().__init__()
         self._entries: dict = {}
 
-    def __exit__(self, exception_type, exception_value, traceback):
-        # PennyLane's ``stop_recording`` in another thread swaps its global list of active queues outside this
-        # lock, so the pop may find the list empty: the lock is released whatever happens, else this thread ends
-        # holding it and every later recording waits forever (threads sharing a qnode hung in a test run)
-        try:
-            qml.QueuingManager.remove_active_queue()
-        finally:
-            AnnotatedQueue._lock.release()
 
     def append(self, obj, **kwargs):
         obj = _unwrapped(obj)

@@ -151,14 +151,11 @@ def test_another_threads_stop_recording_waits_for_a_recording():
     assert [op.name for op in tapes[0].operations] == ["RX", "RY"]
 
 
-def test_a_recording_that_waits_on_a_thread_stopping_recording_does_not_hang(monkeypatch):
+def test_a_recording_that_waits_on_a_thread_stopping_recording_does_not_hang():
     """The other way round: a recording that waits on a worker which stops recording (a nested qnode's execution
-    spread over threads) would wait forever on a lock it holds itself; the worker proceeds after a bounded wait."""
+    spread over threads) waited on PennyLane's recording lock it held itself; each thread has its own queues now."""
     import threading
 
-    from qhybrid.workflow import _recording_queue
-
-    monkeypatch.setattr(_recording_queue, "STOP_RECORDING_WAIT_S", 0.2)
     done = threading.Event()
 
     def worker():
@@ -174,3 +171,34 @@ def test_a_recording_that_waits_on_a_thread_stopping_recording_does_not_hang(mon
         qml.RY(0.2, 0)
     assert done.is_set()
     assert [op.name for op in q.tape().operations] == ["RX", "RY"]
+
+
+@pytest.mark.parametrize("kind", ["pennylane", "qhybrid"])
+def test_a_thread_making_operators_does_not_queue_into_another_threads_recording(kind):
+    """PennyLane keeps one process-wide list of active queues: an operator made in any thread went into whatever
+    another thread was recording (a device executing in one thread put gates into a PennyLane QNode recording in
+    another: "must occur prior to measurements", or a wrong tape). Queues are per thread now; PennyLane's own
+    ``AnnotatedQueue`` recording too."""
+    import threading
+
+    from pennylane.queuing import AnnotatedQueue
+
+    recording, made = threading.Event(), threading.Event()
+
+    def maker():
+        recording.wait(timeout=5.0)
+        qml.RX(0.3, 5)
+        qml.expval(qml.Z(5))
+        made.set()
+
+    t = threading.Thread(target=maker)
+    t.start()
+    with (AnnotatedQueue() if kind == "pennylane" else RecordingQueue()) as q:
+        qml.RX(0.1, 0)
+        recording.set()
+        assert made.wait(timeout=5.0)
+        qml.expval(qml.Z(0))
+    t.join(timeout=5.0)
+    tape = qml.tape.QuantumScript.from_queue(q)
+    assert [op.wires.tolist() for op in tape.operations] == [[0]]
+    assert [m.wires.tolist() for m in tape.measurements] == [[0]]
