@@ -56,6 +56,9 @@ class PlanCache:
         self._programs: OrderedDict = OrderedDict()
         self.hits = 0
         self.misses = 0
+        self.stack_limits: dict = {}
+        """Per structure (and options): the most variants stacked in one run since a larger stack was refused for
+        memory (``_simulate._run_in_stacks``)."""
 
     def get(self, key, build):
         program = self._programs.get(key)
@@ -76,6 +79,7 @@ class PlanCache:
 
     def clear(self) -> None:
         self._programs.clear()
+        self.stack_limits.clear()
         self.hits = self.misses = 0
 
 

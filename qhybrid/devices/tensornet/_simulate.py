@@ -22,6 +22,7 @@ from .readout.shared_observables import observables_shared, sharing_observables
 from .engines.statevector.program import StateVectorProgram
 from .engines.statevector.product import basis_program
 from ..._variant import Variant
+from ...errors import ContractionTooLargeError
 from .._collector import collector_paused
 from ._structure import TapeStructure, tape_structure
 from ._options import CacheInfo, PlanCache, SimOptions
@@ -154,10 +155,30 @@ def simulate(
         else:
             subgroups = [members]
         for sub in subgroups:
-            outs = _run_group(structure, [variants[i] for i in sub], opts, cache)
-            for i, out in zip(sub, outs):
-                results[i] = out
+            _run_in_stacks(structure, sub, variants, opts, cache, results)
     return results
+
+
+def _run_in_stacks(structure: TapeStructure, members: list, variants, opts: SimOptions, cache: PlanCache, results) -> None:
+    """``results[i]`` for the variants ``members`` of one structure, stacked in one run where it fits ``max_memory``,
+    else in stacks half as large, down to one variant a run (refused only then): a parameter-shift step's 48
+    shifted circuits of 26 wires were refused as one stack of 48 states where each alone fits. The stack size
+    that fitted is remembered per structure, so later steps do not try the larger one again."""
+    key = plan_key(structure, frozenset(), 0, opts)
+    size = min(len(members), cache.stack_limits.get(key, len(members)))
+    start = 0
+    while start < len(members):
+        part = members[start : start + size]
+        try:
+            outs = _run_group(structure, [variants[i] for i in part], opts, cache)
+        except ContractionTooLargeError:
+            if len(part) == 1:
+                raise
+            size = cache.stack_limits[key] = (len(part) + 1) // 2
+            continue
+        for i, out in zip(part, outs):
+            results[i] = out
+        start += len(part)
 
 
 def _closed_measurable(mp) -> bool:

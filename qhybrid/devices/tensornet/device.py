@@ -117,8 +117,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         method: ``"auto"`` (exact methods) or ``"mps"``, a truncated matrix product state with ``max_bond_dim``
             (None: no cap) and ``cutoff`` (None: drop numerical zeros, 0: keep all); docs/MPS.md.
         noise, trajectories: ``"exact"`` (default: the density-matrix engine) or ``"trajectories"`` (``trajectories``
-            sampled per sample, default 256, refused beside ``"exact"``; standard errors in
-            ``trajectory_standard_errors``). docs/NOISE.md.
+            a sample, default 256, refused beside ``"exact"``; standard errors in ``trajectory_standard_errors``).
 
     >>> dev = TensorNetworkDevice(wires=2)
     >>> tape = qml.tape.QuantumScript([qml.Hadamard(0), qml.CNOT([0, 1])], [qml.probs()])

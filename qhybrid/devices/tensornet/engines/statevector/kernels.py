@@ -34,6 +34,7 @@ from .product import product_state, product_vjp, sum_to
 from .product_stacked import stacked_state, stacked_vjp
 from .permutation import apply_local_permutation
 from .block_cotangent import block_cotangent
+from .lead_gates import apply_lead
 
 
 class Action:
@@ -115,20 +116,6 @@ def apply_plain(psi, m, q, k, real: bool = False, out=None):
         view = psi.reshape(A, D, rest)
         res = torch.bmm(m.expand(A, D, D), view, out=None if out is None else out.view(view.shape))
     return res.view(psi.shape)
-
-
-def apply_lead(psi, m, q, k, out=None):
-    """Gate with per-variant / per-sample matrices ``m`` of shape [S|1, B|1, D, D] (``out`` is not used)."""
-    D = 1 << k
-    S, B = psi.shape[1], psi.shape[2]
-    view = psi.reshape(1 << q, 1, D, -1, S, B)
-    mm = m.permute(2, 3, 0, 1).unsqueeze(2)  # [D, D, 1, S|1, B|1]
-    if D == 2:
-        p0, p1 = view[:, :, 0], view[:, :, 1]
-        out = torch.cat([mm[0, 0] * p0 + mm[0, 1] * p1, mm[1, 0] * p0 + mm[1, 1] * p1], 1)
-    else:
-        out = (mm.unsqueeze(0) * view).sum(2)
-    return out.reshape(psi.shape)
 
 
 def apply_scattered(psi, m, wires, n, lead):
