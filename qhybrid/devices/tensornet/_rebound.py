@@ -35,7 +35,12 @@ def rebound(op: qml.operation.Operator, params: list) -> qml.operation.Operator:
         new._batch_size = new._ndim_params = _BATCH_UNSET
         return new
     try:
-        return qml.ops.functions.bind_new_parameters(op, params)
+        new = qml.ops.functions.bind_new_parameters(op, params)
+        if new is not op and getattr(new, "_batch_size", _BATCH_UNSET) is not _BATCH_UNSET:
+            # PennyLane's fallback for a class its call cannot remake (MultiRZ: its hyperparameters are no keyword of
+            # its own) deep-copies the operator with its batch size: a batch of 3 repeated to 6000 stayed 3
+            new._batch_size = new._ndim_params = _BATCH_UNSET
+        return new
     except RuntimeError:
         # PennyLane's binding deep-copies the hyperparameters, which a tensor computed from the arguments refuses
         # (``BlockEncode``'s norm of a trainable value, not a graph leaf): a new instance from the data and metadata

@@ -258,3 +258,41 @@ def test_a_budget_between_the_cut_and_the_engines_own_need(max_memory):
     got = qhybrid.qnode(qhybrid.device("tensornet", wires=n, max_memory=max_memory), diff_method="adjoint")(circuit)(t)
     want = qml.QNode(circuit, qml.device("default.qubit", wires=n), interface="torch")(t)
     torch.testing.assert_close(got, want, atol=1e-10, rtol=0)
+
+
+def _noisy_wide(theta, far: bool, measure):
+    """20 wires: a noisy two-wire block on wires 2, 3 (the measured ones) and, elsewhere, a ``QubitUnitary`` and a
+    ``QubitChannel``; with ``far`` False only the block (default.mixed's reference)."""
+    k = [np.sqrt(0.85) * np.eye(2), np.sqrt(0.15) * np.array([[0.0, 1.0], [1.0, 0.0]])]
+    if far:
+        for w in range(4, 20):
+            qml.RX(0.1 * w, wires=w)
+        qml.QubitUnitary(np.array([[0.0, 1.0], [1.0, 0.0]]), wires=15)
+        qml.QubitChannel(k, wires=[16])
+        qml.CNOT([16, 17])
+    qml.RY(theta[0], wires=2)
+    qml.RX(theta[1], wires=3)
+    qml.CNOT([2, 3])
+    qml.DepolarizingChannel(0.1, wires=2)
+    qml.QubitChannel(k, wires=[3])
+    qml.CRY(theta[2], wires=[3, 2])
+    return measure()
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "backprop"])
+@pytest.mark.parametrize("kind", ["expval", "density_matrix"])
+def test_noisy_wide_circuits_with_matrices_outside_the_cone(kind, diff_method):
+    """A ``QubitUnitary`` or a ``QubitChannel`` anywhere in a wide noisy circuit disabled its light cones (they take
+    scalar angles alone) and the whole density matrix was refused (24 GiB at 14 wires; found by a fuzzing helper).
+    Outside the measured wires' cone they are now left out; values and gradients are default.mixed's on the cone."""
+    measure = {"expval": lambda: qml.expval(qml.Z(2) @ qml.X(3)), "density_matrix": lambda: qml.density_matrix([2, 3])}[kind]
+    theta = torch.tensor([0.4, 1.1, -0.7], dtype=torch.float64)
+    dev = qhybrid.device("tensornet", wires=20, max_memory=2**30)
+    a = theta.clone().requires_grad_()
+    ours = qhybrid.qnode(dev, diff_method=diff_method)(lambda t: _noisy_wide(t, True, measure))(a)
+    b = theta.clone().requires_grad_()
+    want = qml.QNode(lambda t: _noisy_wide(t, False, measure), qml.device("default.mixed", wires=[2, 3]), interface="torch")(b)
+    torch.testing.assert_close(ours, want, atol=1e-10, rtol=0)
+    (ga,) = torch.autograd.grad(ours.real.sum() + (ours.imag.sum() if ours.is_complex() else 0), a)
+    (gb,) = torch.autograd.grad(want.real.sum() + (want.imag.sum() if want.is_complex() else 0), b)
+    torch.testing.assert_close(ga, gb, atol=1e-10, rtol=0)

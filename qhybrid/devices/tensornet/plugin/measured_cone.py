@@ -6,16 +6,18 @@ on other wires only and the partial trace over them removes it. So where the who
 ``max_memory`` and a measurement needs a state (a density matrix, an entropy, or any measurement with shots), the
 tape keeps that cone's gates alone and its state lies on the cone's wires: the same reduced density matrices, and
 samples of the same distribution (drawn over fewer wires). Expectation values and probabilities without shots are
-left to the engines, whose light cones and closed networks need no state.
+left to the engines, whose light cones and closed networks need no state, except where some operator holds a
+matrix (a ``QubitUnitary``, a ``QubitChannel``'s Kraus operators), which light cones do not take: the cut leaves
+out those outside the cone.
 
 Only where the whole state does not fit: a cut tape no longer holds the parameters of the gates it dropped, so
 their gradients are None or zero (by the method; default.qubit's are zero), a result that depends on no parameter
 left has no ``grad_fn``, and a seed draws other samples than from the whole state. A cut that drops every batched gate repeats its exact results
 along the batch; with shots, it is not made (a batch's samples are independent draws).
 
-Kept as it is: a measurement of every wire (``qml.sample()``, ``qml.counts()``, ``qml.state()``), noise channels,
-state preparations, and a matrix that is not unitary (a postselection's projector): the cone argument holds for
-unitary gates.
+Kept as it is: a measurement of every wire (``qml.sample()``, ``qml.counts()``, ``qml.state()``), state
+preparations, and a matrix that is not unitary (a postselection's projector): the cone argument holds for unitary
+gates and trace-preserving channels.
 
 >>> tape = qml.tape.QuantumScript(
 ...     [qml.RY(0.3, 0), qml.CNOT([0, 1]), qml.RY(0.2, 40), qml.CNOT([40, 41])], [qml.density_matrix([0])]
@@ -36,10 +38,12 @@ from pennylane.tape import QuantumScript
 from .._structure import tape_structure
 from ..engines.lightcone.cones import GENERAL, cone_slots
 from ..engines.lightcone.unitary_guard import non_unitary_matrix
+from ..engines.mixed.program import DENSITY_PEAK_MATRICES
 from ..engines.statevector.cost import state_memory
 
-CUT_SLOT_KINDS = frozenset({"fast", "const", "matrix", "phase"})
-"""Slots a cut tape may hold: unitary gates (matrices checked on their values) and global phases."""
+CUT_SLOT_KINDS = frozenset({"fast", "const", "matrix", "phase", "channel"})
+"""Slots a cut tape may hold: unitary gates (matrices checked on their values), global phases and noise channels
+(trace-preserving: one outside the cone is traced out with its wires)."""
 
 
 def _first(results):
@@ -57,6 +61,12 @@ def _needs_state(tape: QuantumScript) -> bool:
     )
 
 
+def _matrix_data(tape: QuantumScript) -> bool:
+    """Whether some operator holds a matrix (a ``QubitUnitary``'s, a ``QubitChannel``'s Kraus operators): light
+    cones take scalar angles alone, so one such operator anywhere left a wide circuit to its whole state."""
+    return any(qml.math.ndim(p) >= 2 for op in tape.operations for p in op.data)
+
+
 def _local(mp) -> bool:
     """Whether ``mp`` reads named wires (not every wire of the device, not a mid-circuit measurement's value)."""
     return len(mp.wires) > 0 and type(mp) is not StateMP and getattr(mp, "mv", None) is None
@@ -66,13 +76,19 @@ def _local(mp) -> bool:
 def measured_cone(tape: QuantumScript, *, device_wires, max_memory: Callable[[], float], itemsize: int):
     """``tape`` cut to the reverse light cone of its measured wires where its whole state does not fit ``max_memory()``
     bytes and a measurement needs a state (see the module); else ``tape`` itself."""
-    if not _needs_state(tape) or not tape.measurements or not all(map(_local, tape.measurements)):
+    if not tape.measurements or not all(map(_local, tape.measurements)):
+        return (tape,), _first
+    if not _needs_state(tape) and not _matrix_data(tape):
         return (tape,), _first
     structure = tape_structure(tape, device_wires)
     lead = tape.batch_size or 1
     # what the whole state may take: with the states an adjoint walk keeps (exact; the engine's own check counts
     # them), or one state and its readout (shots)
-    need = state_memory(len(structure.sim_wires), lead, itemsize, gradient=not tape.shots).peak
+    n = len(structure.sim_wires)
+    if structure.has_channels:  # (the density-matrix engine's own check: ``engines.mixed.program.peak_bytes``)
+        need = DENSITY_PEAK_MATRICES * float(1 << (2 * n)) * lead * itemsize
+    else:
+        need = state_memory(n, lead, itemsize, gradient=not tape.shots).peak
     if need <= max_memory():
         return (tape,), _first
     if any(slot.kind not in CUT_SLOT_KINDS for slot in structure.slots) or non_unitary_matrix(tape) is not None:

@@ -46,6 +46,28 @@ def test_means_within_standard_errors_and_reproducible():
     assert torch.isfinite(g) and abs(float(g - h)) < 0.25  # an estimate too: a loose check
 
 
+@pytest.mark.parametrize("method", ["auto", "mps"])
+def test_a_broadcast_multirz_is_repeated_for_the_trajectories(method):
+    """A broadcast MultiRZ kept its batch of 3 beside 3 x 2000 trajectory rows (BroadcastError): PennyLane rebuilds it
+    by a deep copy that keeps the cached batch size (found by a fuzzing helper)."""
+
+    def circuit(x):
+        qml.Hadamard(0)
+        qml.Hadamard(1)
+        qml.MultiRZ(x, wires=[0, 1])
+        qml.RY(0.4, wires=0)
+        qml.DepolarizingChannel(0.1, wires=0)
+        return qml.expval(qml.X(0))
+
+    x = torch.tensor([0.1, 0.7, 1.3], dtype=torch.float64)
+    kw = dict(method="mps", max_bond_dim=4) if method == "mps" else {}
+    dev = qhybrid.device("tensornet", wires=2, noise="trajectories", trajectories=2000, seed=1, **kw)
+    est = qhybrid.qnode(dev)(circuit)(x)
+    exact = qhybrid.qnode(qhybrid.device("tensornet", wires=2))(circuit)(x)
+    assert est.shape == exact.shape == (3,)
+    assert torch.all((est - exact).abs() <= SIGMAS * dev.trajectory_standard_errors[0][0] + 1e-12)
+
+
 def test_wide_circuit_through_light_cones():
     n = 24
     dev = _device(count=256, wires=n)

@@ -34,6 +34,7 @@ from ..._gates import real_gate
 from .report import engine_choices
 from .measure import DensityReader
 from .pauli import PAULI_WALK_MAX_WIRES, PauliWalk
+from ..lightcone.program import scalar_data
 
 
 DENSITY_PEAK_MATRICES = 6
@@ -59,6 +60,8 @@ class MixedProgram:
         self.structure, self.stacked = structure, stacked
         self.max_memory, self.itemsize = opts.max_memory, opts.dtype.itemsize
         lead = max(stack_size, 1) * (structure.batch_size or 1)
+        # (where a matrix inside a measured term's cone kept the light cones off, the refusal says so)
+        self._matrices = None if scalar_data(structure, tape) else _matrix_names(tape)
         if n > PAULI_WALK_MAX_WIRES:  # no Pauli walk either: refused before the plan's 2**n tables are built
             self._check_density(lead)
         self.local: dict[int, list[int]] = {w: [] for w in range(n)}  # wire -> slots on its own density matrix
@@ -160,6 +163,9 @@ class MixedProgram:
                 f"max_memory={_fmt_bytes(self.max_memory)}. "
                 "Use fewer wires or a smaller batch, or raise the device's max_memory (expectation values of Pauli "
                 "sentences with the data in a per-wire embedding walk back as observables instead: see docs/NOISE.md)."
+                + ("" if not self._matrices else f" Light cones, which measure each term on its own wires, were not "
+                   f"used: they take scalar parameters only, and {self._matrices} in the measured wires' cone holds a "
+                   "matrix (write a channel as PennyLane's named channels where it is one).")
             )
 
     def apply_step(self, rho: torch.Tensor, values, step, transpose: bool) -> torch.Tensor:
@@ -263,3 +269,10 @@ def _lead4(t: torch.Tensor, program: MixedProgram, si: int) -> torch.Tensor:
     if stacked and not batched:
         return t.reshape(lead[0], 1, *core)
     return t.reshape(1, lead[0], *core)
+
+
+def _matrix_names(tape) -> str:
+    """The operators of ``tape`` that hold a matrix, named (``QubitChannel on wires [3]``)."""
+    names = [f"{op.name} on wires {op.wires.tolist()}" for op in tape.operations
+             if any(qml.math.ndim(p) >= 2 for p in op.data)]
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")

@@ -22,6 +22,7 @@ from pennylane.measurements import DensityMatrixMP, ExpectationMP, ProbabilityMP
 from .....errors import GradientError, UnsupportedOperationError
 from ....._variant import Variant, tape_parameters
 from ...._constants import on_device
+from ..._rebound import rebound
 from .channels import check_channel, is_channel
 
 LINEAR_MEASUREMENTS = (ExpectationMP, ProbabilityMP, DensityMatrixMP)
@@ -198,7 +199,7 @@ def trajectory_tape(tape: qml.tape.QuantumScript, count: int, draws: NoiseDraws,
             ops.append(DrawnUnitary(_drawn(op, rows, draws, dtype, device), wires=op.wires))
         elif batch is not None and op.batch_size is not None:
             data = [p.repeat_interleave(count, 0) if qml.math.ndim(p) > nd else p for p, nd in zip(op.data, op.ndim_params)]
-            ops.append(qml.ops.functions.bind_new_parameters(op, data))
+            ops.append(rebound(op, data))
         else:
             ops.append(op)
     return tape.copy(operations=ops)
