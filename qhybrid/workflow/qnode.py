@@ -263,6 +263,19 @@ def _static_cache(static_structure):
     return StaticCache(verify_always=static_structure == "verify")
 
 
+def _refuse_options(options: dict) -> None:
+    """A PennyLane QNode option (``shots=``, ``interface=``, ...) given to ``qhybrid.qnode``: a TypeError that names
+    it and what qhybrid does instead (Python's own said only "unexpected keyword argument")."""
+    for name, value in options.items():
+        if name == "interface" and str(getattr(value, "value", value)) in ("torch", "pytorch", "auto"):
+            continue  # (what a qhybrid qnode is anyway: a PennyLane user's interface="torch" carries over)
+        instead = {
+            "shots": f"give the device its shots: qhybrid.device('tensornet', wires=..., shots={value!r})",
+            "interface": "qhybrid's results are torch tensors (qml.QNode on a qhybrid device takes other interfaces)",
+        }.get(name, "qhybrid.qnode takes diff_method, max_diff, gradient_device, static_structure and capture")
+        raise TypeError(f"qhybrid.qnode got {name}={value!r}, a PennyLane QNode option it does not take: {instead}.")
+
+
 def qnode(
     device,
     diff_method: DiffMethod = "best",
@@ -271,8 +284,9 @@ def qnode(
     gradient_device=None,
     static_structure: bool | str = False,
     capture: str | None = None,
+    **pennylane_options,
 ):
-    """Decorator form of :class:`QNode`; ``capture="cuda-graph"`` captures each call shape's forward and
+    """Decorator form of :class:`QNode` (a PennyLane QNode option it does not take is refused by name); ``capture="cuda-graph"`` captures each call shape's forward and
     backward as CUDA graphs and replays them (GPU only, see docs/GPU.md).
 
     >>> import qhybrid
@@ -292,6 +306,8 @@ def qnode(
     ...     qml.BasicEntanglerLayers(w, wires=[0, 1])
     ...     return qml.expval(qml.Z(1))
     """
+
+    _refuse_options(pennylane_options)
 
     def wrap(func: Callable) -> QNode:
         return QNode(

@@ -59,3 +59,17 @@ def test_a_misspelt_diff_method_raises_naming_the_valid_ones(wrapped):
     func = qhybrid.qnode(dev, diff_method="adjoint")(_body) if wrapped else _body
     with pytest.raises(ValueError, match=r"'ajdoint'.*'adjoint', 'parameter-shift', 'backprop', 'best' or None"):
         qhybrid.qnode(dev, diff_method="ajdoint")(func)
+
+
+def test_pennylane_qnode_options_are_named_with_what_to_do_instead():
+    """``qhybrid.qnode(dev, shots=100)`` raised Python's bare "unexpected keyword argument" (found by a fuzzing
+    helper); a PennyLane QNode option is named now, with qhybrid's way to it. ``interface="torch"`` carries over."""
+    dev = qhybrid.device("tensornet", wires=1)
+    with pytest.raises(TypeError, match=r"qhybrid.qnode got shots=100.*qhybrid.device\('tensornet', wires=..., shots=100\)"):
+        qhybrid.qnode(dev, shots=100)
+    with pytest.raises(TypeError, match=r"got interface='jax'.*torch tensors"):
+        qhybrid.qnode(dev, interface="jax")
+    with pytest.raises(TypeError, match=r"got cache=False.*takes diff_method"):
+        qhybrid.qnode(dev, cache=False)
+    f = qhybrid.qnode(dev, interface="torch")(lambda: qml.expval(qml.Z(0)))
+    assert float(f()) == 1.0
