@@ -15,6 +15,7 @@ import torch
 
 from ._compile import quantum_boundary
 from ..devices._shot_vectors import split_shot_vectors
+from ..devices.tensornet.plugin.imaginary_exponents import evolutions_from_exponentials
 from ..devices.tensornet import TensorNetworkDevice
 from ..devices.tensornet.plugin.preprocess import runs_whole
 from ..gradients._execute import ExecuteTapes, execute_variants
@@ -86,7 +87,9 @@ def shift_expanded(tapes: list, device, diff_method, gradient_device=None, shots
     if resolved_method(diff_method, device, gradient_device, shots) != "parameter-shift":
         return tapes
     kept = runs_whole(device)
-    return [expanded_for_shift_rules(t, kept) for t in tapes]
+    # (an imaginary exponential first as the evolution the device runs: PennyLane's decomposition of
+    # qml.exp(s_prod(0.4, Y), -0.5j * x) applied the 0.4 twice, in the value too)
+    return [expanded_for_shift_rules(evolutions_from_exponentials(t)[0][0], kept) for t in tapes]
 
 
 def run_prepared(

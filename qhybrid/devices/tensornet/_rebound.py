@@ -61,17 +61,15 @@ _pennylane_evolution_binding = qml.ops.functions.bind_new_parameters.dispatch(Ev
 
 @qml.ops.functions.bind_new_parameters.register(Evolution)
 def _bind_evolution(op: Evolution, params):
-    """PennyLane's binding of an ``Evolution`` where it holds, else (a generator with data of its own, such as
-    ``qml.evolve(X + 0.5 * Z, t)``: an IndexError) the same generator with the new parameter. PennyLane reaches it
+    """An ``Evolution``'s one parameter rebound with its generator kept as it is. PennyLane's binding rebinds the
+    generator from the parameters after the first, which an evolution's data does not hold: ``qml.evolve(X + 0.5 Z,
+    t)`` raised an IndexError, ``qml.evolve(Hermitian(A), t)`` a Hermitian without its matrix. PennyLane reaches it
     itself: its torch interface converts every executed tape's data to numpy by this binding (a plugin device's
-    adjoint of such an evolution crashed there, with default.qubit's too)."""
-    try:
+    adjoint of such an evolution crashed there)."""
+    if len(params) != 1 or len(op.data) != 1:
         return _pennylane_evolution_binding(op, params)
-    except IndexError:
-        if len(params) != 1:
-            raise
-        with qml.QueuingManager.stop_recording():
-            return Evolution(op.base, params[0])
+    with qml.QueuingManager.stop_recording():  # (PennyLane's rebinds the generator from the parameters after the
+        return Evolution(op.base, params[0])  # first: a Hermitian lost its matrix, a sum its coefficients)
 
 
 def _controlled_again(op, params: list):

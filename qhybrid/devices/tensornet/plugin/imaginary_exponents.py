@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pennylane as qml
-from pennylane.ops.op_math import Evolution, Exp
+from pennylane.ops.op_math import Adjoint, Controlled, Evolution, Exp
 from pennylane.tape import QuantumScript
 
 IMAGINARY_TOLERANCE = 1e-12
@@ -24,13 +24,30 @@ IMAGINARY_TOLERANCE = 1e-12
 
 @qml.transform
 def evolutions_from_exponentials(tape: QuantumScript):
-    """``tape`` with every ``Exp`` of an imaginary coefficient and a Hermitian base as an ``Evolution`` (the same tape
-    where there is none)."""
-    if not any(_imaginary_exponential(op) for op in tape.operations):
-        return (tape,), _first
+    """``tape`` with every ``Exp`` of an imaginary coefficient and a Hermitian base as an ``Evolution`` (under
+    ``qml.ctrl`` and ``qml.adjoint`` too), an adjoint evolution as one backwards (the same tape where there is none)."""
     with qml.QueuingManager.stop_recording():
-        ops = [_evolution(op) if _imaginary_exponential(op) else op for op in tape.operations]
+        ops = [_rewritten(op) for op in tape.operations]
+    if all(a is b for a, b in zip(ops, tape.operations)):
+        return (tape,), _first
     return (tape.copy(operations=ops),), _first
+
+
+def _rewritten(op):
+    """``op`` with an imaginary exponential as an evolution, also under ``qml.ctrl``, and the adjoint of an
+    evolution as the evolution backwards (PennyLane decomposes ``qml.adjoint(qml.evolve(P, t))`` through
+    ``real_if_close``, which fails on torch tensors); else ``op`` itself."""
+    if type(op) is Exp:
+        return _evolution(op) if _imaginary_exponential(op) else op
+    if isinstance(op, Adjoint):
+        base = _evolution(op.base) if type(op.base) is Exp and _imaginary_exponential(op.base) else op.base
+        if isinstance(base, Evolution) and len(base.data) == 1:
+            return Evolution(base.base, -base.data[0])
+        return op
+    if isinstance(op, Controlled) and type(op.base) is Exp and _imaginary_exponential(op.base):
+        return qml.ctrl(_evolution(op.base), op.control_wires, control_values=op.control_values,
+                        work_wires=op.work_wires)
+    return op
 
 
 @qml.transform

@@ -198,11 +198,20 @@ def trajectory_tape(tape: qml.tape.QuantumScript, count: int, draws: NoiseDraws,
         if is_channel(op):
             ops.append(DrawnUnitary(_drawn(op, rows, draws, dtype, device), wires=op.wires))
         elif batch is not None and op.batch_size is not None:
-            data = [p.repeat_interleave(count, 0) if qml.math.ndim(p) > nd else p for p, nd in zip(op.data, op.ndim_params)]
+            data = [p.repeat_interleave(count, 0) if qml.math.ndim(p) > nd else p for p, nd in zip(op.data, _ndims(op))]
             ops.append(rebound(op, data))
         else:
             ops.append(op)
     return tape.copy(operations=ops)
+
+
+def _ndims(op) -> tuple:
+    """``op.ndim_params``; an ``Evolution``'s (PennyLane's property reads an attribute its batch check never sets
+    there: AttributeError) is that of its one scalar parameter."""
+    try:
+        return op.ndim_params
+    except AttributeError:
+        return (0,) * len(op.data)
 
 
 def _trainable(op) -> bool:
