@@ -1,8 +1,10 @@
 """``qml.exp(H, c)`` with an imaginary coefficient (PennyLane's own example: ``qml.exp(qml.X(0), -0.5j * x)``) is the
 evolution ``exp(-i t H)`` with the real time ``t = i c``: run as ``qml.evolve(H, t)``, whose angle the engines take
 (they take no complex angle), with ``t`` computed from ``c`` by torch, so gradients reach ``x``. PennyLane's own
-decomposition of it fails on torch tensors (``real_if_close``). A coefficient with a real part (a non-unitary
-operator) or a base not known to be Hermitian is left as it is, and refused by name.
+decomposition of it fails on torch tensors (``real_if_close``), and so does its decomposition of an adjoint
+evolution: under ``qml.ctrl`` and ``qml.adjoint`` the same holds, and ``qml.adjoint(qml.evolve(H, t))`` runs as
+``qml.evolve(H, -t)``. A coefficient with a real part (a non-unitary operator) or a base not known to be Hermitian
+is left as it is, and refused by name.
 
 >>> import torch
 >>> x = torch.tensor(0.4, requires_grad=True)
