@@ -100,7 +100,6 @@ class RecordingQueue(AnnotatedQueue):
         super().__init__()
         self._entries: dict = {}
 
-
     def append(self, obj, **kwargs):
         obj = _unwrapped(obj)
         self._entries[id(obj)] = (obj, kwargs)  # a queued object keeps its place, as in an OrderedDict

@@ -286,8 +286,9 @@ def qnode(
     capture: str | None = None,
     **pennylane_options,
 ):
-    """Decorator form of :class:`QNode` (a PennyLane QNode option it does not take is refused by name); ``capture="cuda-graph"`` captures each call shape's forward and
-    backward as CUDA graphs and replays them (GPU only, see docs/GPU.md).
+    """Decorator form of :class:`QNode` (a PennyLane QNode option it does not take is refused by name);
+    ``capture="cuda-graph"`` captures each call shape's forward and backward as CUDA graphs and replays them (GPU
+    only, see docs/GPU.md).
 
     >>> import qhybrid
     >>> @qhybrid.qnode(qhybrid.device("tensornet", wires=1), diff_method="parameter-shift")

@@ -267,8 +267,9 @@ class AerDevice(Device):
         program = CompilePipeline()
         if self.wires is None:  # each circuit's wires in PennyLane's standard order, fixed before decompositions
             program.add_transform(standard_wire_order)  # reorder them (CH's decomposition touches its target first)
-        program.add_transform(evolutions_from_exponentials)  # (PennyLane's decompositions of these fail on torch
-        program.add_transform(pauli_rotations_from_evolutions)  # tensors)
+        # (PennyLane's decompositions of imaginary exponentials and evolutions fail on torch tensors)
+        program.add_transform(evolutions_from_exponentials)
+        program.add_transform(pauli_rotations_from_evolutions)
         program.add_transform(refuse_mid_circuit_measurements, name=self.name)
         program.add_transform(refuse_non_unitary_matrices, name=self.name)
         program.add_transform(refuse_non_hermitian)  # (Aer would read the real part: 0 for Z(0) @ X(0))

@@ -159,7 +159,8 @@ def simulate(
     return results
 
 
-def _run_in_stacks(structure: TapeStructure, members: list, variants, opts: SimOptions, cache: PlanCache, results) -> None:
+def _run_in_stacks(structure: TapeStructure, members: list, variants, opts: SimOptions, cache: PlanCache,
+                   results) -> None:
     """``results[i]`` for the variants ``members`` of one structure, stacked in one run where it fits ``max_memory``,
     else in stacks half as large, down to one variant a run (refused only then): a parameter-shift step's 48
     shifted circuits of 26 wires were refused as one stack of 48 states where each alone fits. The stack size

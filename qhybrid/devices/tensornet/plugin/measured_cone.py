@@ -37,6 +37,7 @@ from pennylane.tape import QuantumScript
 
 from .._structure import tape_structure
 from ..engines.lightcone.cones import GENERAL, cone_slots
+from ..engines.lightcone.program import holds_matrix
 from ..engines.lightcone.unitary_guard import non_unitary_matrix
 from ..engines.mixed.program import DENSITY_PEAK_MATRICES
 from ..engines.statevector.cost import state_memory
@@ -61,12 +62,6 @@ def _needs_state(tape: QuantumScript) -> bool:
     )
 
 
-def _matrix_data(tape: QuantumScript) -> bool:
-    """Whether some operator holds a matrix (a ``QubitUnitary``'s, a ``QubitChannel``'s Kraus operators): light
-    cones take scalar angles alone, so one such operator anywhere left a wide circuit to its whole state."""
-    return any(qml.math.ndim(p) >= 2 for op in tape.operations for p in op.data)
-
-
 def _local(mp) -> bool:
     """Whether ``mp`` reads named wires (not every wire of the device, not a mid-circuit measurement's value)."""
     return len(mp.wires) > 0 and type(mp) is not StateMP and getattr(mp, "mv", None) is None
@@ -78,7 +73,8 @@ def measured_cone(tape: QuantumScript, *, device_wires, max_memory: Callable[[],
     bytes and a measurement needs a state (see the module); else ``tape`` itself."""
     if not tape.measurements or not all(map(_local, tape.measurements)):
         return (tape,), _first
-    if not _needs_state(tape) and not _matrix_data(tape):
+    # (light cones take scalar parameters alone: one matrix anywhere left a wide circuit to its whole state)
+    if not _needs_state(tape) and not any(map(holds_matrix, tape.operations)):
         return (tape,), _first
     structure = tape_structure(tape, device_wires)
     lead = tape.batch_size or 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pennylane as qml
 import torch
 from pennylane.measurements import ExpectationMP
 from torch.utils.weak import WeakIdKeyDictionary
@@ -70,6 +71,12 @@ def scalar_data(structure: TapeStructure, tape) -> bool:
                 if len(getattr(p, "shape", ())) > (1 if slot.batched else 0):
                     return False
     return True
+
+
+def holds_matrix(op) -> bool:
+    """Whether ``op`` holds a matrix among its data (a ``QubitUnitary``'s, a ``QubitChannel``'s Kraus operators), what
+    ``scalar_data`` keeps out of the cone classes' parameter table (read on a tape, before its structure is made)."""
+    return any(qml.math.ndim(p) >= 2 for p in op.data)
 
 
 def _real(c):
@@ -380,4 +387,4 @@ def _to_lead(value: torch.Tensor, lead_shape: tuple, stack_size: int) -> torch.T
     return value.expand(value.shape[0], *lead_shape)
 
 
-__all__ = ["ConeProgram", "cones_apply", "cone_measurable", "scalar_data", "CONE_STATE_MAX_WIRES"]
+__all__ = ["ConeProgram", "cones_apply", "cone_measurable", "scalar_data", "holds_matrix", "CONE_STATE_MAX_WIRES"]

@@ -34,7 +34,7 @@ from ..._gates import real_gate
 from .report import engine_choices
 from .measure import DensityReader
 from .pauli import PAULI_WALK_MAX_WIRES, PauliWalk
-from ..lightcone.program import scalar_data
+from ..lightcone.program import holds_matrix, scalar_data
 
 
 DENSITY_PEAK_MATRICES = 6
@@ -273,6 +273,5 @@ def _lead4(t: torch.Tensor, program: MixedProgram, si: int) -> torch.Tensor:
 
 def _matrix_names(tape) -> str:
     """The operators of ``tape`` that hold a matrix, named (``QubitChannel on wires [3]``)."""
-    names = [f"{op.name} on wires {op.wires.tolist()}" for op in tape.operations
-             if any(qml.math.ndim(p) >= 2 for p in op.data)]
+    names = [f"{op.name} on wires {op.wires.tolist()}" for op in tape.operations if holds_matrix(op)]
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
