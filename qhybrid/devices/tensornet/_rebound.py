@@ -1,5 +1,5 @@
 """An operator with other data (PennyLane's ``bind_new_parameters``), where PennyLane's binding would lose
-something: an ``Evolution``'s generator, a controlled evolution's base, a user's setting kept outside
+something: an ``Evolution``'s generator, a symbolic operator's base, a user's setting kept outside
 ``hyperparameters``, a ``QubitChannel`` of one Kraus operator."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import copy
 
 import pennylane as qml
 from pennylane.operation import _UNSET_BATCH_SIZE as _BATCH_UNSET
-from pennylane.ops.op_math import Evolution
+from pennylane.ops.op_math import Evolution, ScalarSymbolicOp, SymbolicOp
 
 from .._observable_key import Inexact, own_attributes
 
@@ -24,9 +24,6 @@ def rebound(op: qml.operation.Operator, params: list) -> qml.operation.Operator:
         # IndexError): the list of Kraus operators instead
         with qml.QueuingManager.stop_recording():
             return qml.QubitChannel(list(params), wires=op.wires, id=op.id)
-    if isinstance(op, qml.ops.op_math.Controlled) and isinstance(op.base, Evolution):
-        # PennyLane's binding copies the base deeply, which a tensor inside it refuses (not a graph leaf)
-        return _controlled_again(op, params)
     if _keeps_own_settings(op):
         # PennyLane's binding makes a new instance from the data and hyperparameters alone: a user's class that keeps
         # a setting in an attribute of its own (``self.axis``) got its default (an RY ran as RX): a copy keeps it
@@ -70,6 +67,21 @@ def _bind_evolution(op: Evolution, params):
         return _pennylane_evolution_binding(op, params)
     with qml.QueuingManager.stop_recording():  # (PennyLane's rebinds the generator from the parameters after the
         return Evolution(op.base, params[0])  # first: a Hermitian lost its matrix, a sum its coefficients)
+
+
+def _bind_symbolic(op, params):
+    """PennyLane's binding of a symbolic operator (``qml.ctrl``'s ``Controlled``, ``qml.exp``'s ``Exp``) without its
+    deep copy of the base, which it drops: a base holding a tensor computed from the arguments refused the copy (not
+    a graph leaf), so PennyLane's QNode with parameter-shift or adjoint on a plugin device crashed on
+    ``qml.ctrl(qml.evolve(H, t))`` where it rebinds the tape. The rest of the hyperparameters are copied as before."""
+    scalar = isinstance(op, ScalarSymbolicOp)
+    new_base = qml.ops.functions.bind_new_parameters(op.base, params[1:] if scalar else params)
+    settings = copy.deepcopy({k: v for k, v in op.hyperparameters.items() if k != "base"})
+    return op.__class__(new_base, params[0], **settings) if scalar else op.__class__(new_base, **settings)
+
+
+qml.ops.functions.bind_new_parameters.register(SymbolicOp)(_bind_symbolic)
+qml.ops.functions.bind_new_parameters.register(ScalarSymbolicOp)(_bind_symbolic)
 
 
 def _controlled_again(op, params: list):

@@ -28,15 +28,15 @@ def _circuit(x, w):
     # controlled and adjoint forms were refused; the adjoint of an evolution failed in PennyLane's decomposition,
     # and an evolution of a Hermitian matrix through the plugin lost its matrix)
     qml.exp(qml.s_prod(0.4, qml.Y(0)), -0.5j * x)
-    if _CONTROLLED[0]:  # (not through the plugin: PennyLane's numpy conversion deep-copies the controlled base)
-        qml.ctrl(qml.exp(qml.X(2), -0.5j * w), 0)
+    # (through the plugin, PennyLane's rebinding of the tape deep-copied the controlled base and refused its tensor)
+    qml.ctrl(qml.exp(qml.X(2), -0.5j * w), 0)
+    qml.ctrl(qml.evolve(qml.X(1) + 0.5 * qml.Z(1), x), 2)
     qml.adjoint(qml.exp(qml.Z(0) @ qml.X(1), 0.3j * x))
     qml.adjoint(qml.evolve(qml.Hermitian(_HERMITIAN, 2), w))
     qml.evolve(qml.Hermitian(_HERMITIAN, 1), x)
     return qml.expval(qml.Z(0) @ qml.X(1)), qml.expval(qml.Y(0)), qml.expval(qml.X(1) @ qml.Y(2))
 
 
-_CONTROLLED = {0: True}
 _HERMITIAN = torch.tensor([[0.7, 0.2 - 0.4j], [0.2 + 0.4j, -0.3]], dtype=torch.complex128)
 
 
@@ -75,8 +75,7 @@ def test_qnode(diff_method, batched):
 
 
 @pytest.mark.parametrize("diff_method", ["adjoint", "backprop"])  # (PennyLane's parameter-shift fails on the Exp)
-def test_plugin(diff_method, monkeypatch):
-    monkeypatch.setitem(_CONTROLLED, 0, False)
+def test_plugin(diff_method):
     node = qml.QNode(_circuit, qml.device("qhybrid.tensornet", wires=3), interface="torch", diff_method=diff_method)
     _assert_close(_run(node, True), _reference(_circuit, True))
 
