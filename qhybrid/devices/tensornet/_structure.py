@@ -196,17 +196,24 @@ def _check_real(op: Operator) -> None:
         allowed = _complex_allowed(op) if allowed is None else allowed  # (only where some datum is complex)
         if allowed[k]:
             continue
-        if op.name == "Exp":  # its real part would make it non-unitary: not a rotation's angle
+        if _holds_exp(op):  # its real part would make it non-unitary: not a rotation's angle
             raise UnsupportedOperationError(
                 f"{op.name} on wires {op.wires.tolist()} got the coefficient {_show(p)}: exp(c H) is unitary only for "
                 "an imaginary c and a Hermitian H (qml.exp(H, -1j * t) runs as qml.evolve(H, t)); this one has a real "
-                "part, or a base not known to be Hermitian. For a matrix of your own use qml.QubitUnitary."
+                "part, or a base not known to be Hermitian. PennyLane's own parameter-shift shifts such a coefficient "
+                "by a real amount: differentiate it with diff_method='adjoint' or 'backprop', or through "
+                "qhybrid.qnode, whose parameter-shift takes it. For a matrix of your own use qml.QubitUnitary."
             )
         raise UnsupportedOperationError(
             f"{op.name} on wires {op.wires.tolist()} got a complex parameter {k} ({_show(p)}); gate angles "
             "must be real, or the gate is not unitary. Pass a real tensor (e.g. x.real), or use "
             "qml.QubitUnitary for a matrix of your own."
         )
+
+
+def _holds_exp(op: Operator) -> bool:
+    """Whether ``op`` is a ``qml.exp`` or wraps one (``qml.ctrl``, ``qml.adjoint``)."""
+    return op.name == "Exp" or any(_holds_exp(part) for part in wrapped_parts(op) or ())
 
 
 def _is_complex(p) -> bool:

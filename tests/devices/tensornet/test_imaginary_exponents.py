@@ -118,3 +118,23 @@ def test_trajectories_of_a_broadcast_exponential():
     est = qhybrid.qnode(dev)(circuit)(x)
     exact = qhybrid.qnode(qhybrid.device("tensornet", wires=2))(circuit)(x)
     assert torch.all((est - exact).abs() <= 6 * dev.trajectory_standard_errors[0][0] + 1e-12)
+
+
+@pytest.mark.parametrize("controlled", [False, True])
+def test_pennylane_parameter_shift_of_an_exponential_is_refused_with_the_way_out(controlled):
+    """PennyLane's parameter-shift shifts ``qml.exp``'s coefficient by a real amount (default.qubit then answers a
+    gradient of 0 for cos(x)'s): the shifted gate is refused, under ``qml.ctrl`` too (it was "a complex parameter"),
+    with the methods that take it."""
+
+    def circuit(x):
+        qml.Hadamard(1)
+        gate = lambda: qml.exp(qml.Y(0), -0.5j * x)  # noqa: E731
+        qml.ctrl(gate, 1)() if controlled else gate()
+        return qml.expval(qml.Z(0))
+
+    x = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    dev = qml.device("qhybrid.tensornet", wires=2)
+    node = qml.QNode(circuit, dev, interface="torch", diff_method="parameter-shift")
+    with pytest.raises(qhybrid.errors.UnsupportedOperationError, match=r"Exp\) on wires|Exp on wires") as info:
+        torch.autograd.grad(node(x), x)
+    assert "diff_method='adjoint'" in str(info.value) and "real part" in str(info.value)
