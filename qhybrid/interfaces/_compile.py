@@ -16,6 +16,8 @@ from typing import Callable, TypeVar
 
 import torch
 
+from .._inference import outside_inference_mode
+
 F = TypeVar("F", bound=Callable)
 
 COMPILE_BREAK_REASON = (
@@ -35,6 +37,7 @@ def quantum_boundary(fn: F) -> F:
     here rather than tracing in.
     """
     disabled = None
+    fn = outside_inference_mode(fn)
 
     @functools.wraps(fn)
     def boundary(*args, **kwargs):

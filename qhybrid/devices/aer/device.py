@@ -17,6 +17,7 @@ from pennylane.tape import QuantumScript
 from pennylane.transforms.core import CompilePipeline
 
 from .._shot_vectors import split_shot_vectors
+from ..._inference import outside_inference_mode
 from ..._variant import Variant, tape_parameters
 from ...errors import UnsupportedOperationError
 from ..tensornet._options import CacheInfo, PlanCache
@@ -218,6 +219,7 @@ class AerDevice(Device):
         program.add_transform(split_for_sampling, default_shots=self.shots, wires=self.wires)
         return program
 
+    @outside_inference_mode
     def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple]:
         """Run each (tape, parameters) variant: one Aer job per circuit structure in the batch.
 

@@ -19,6 +19,7 @@ from pennylane.transforms.core import CompilePipeline
 
 from ...errors import GradientError, UnsupportedOperationError, refuse_function_transforms
 from ...typing import Backend, Optimizer
+from ..._inference import outside_inference_mode
 from ..._variant import Variant, tape_parameters
 from .._collector import settle_long_lived
 from .._memory import recent_available_memory
@@ -204,6 +205,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         return SimOptions(self.dtype, device, float(max_memory), paths, self.backend, self.plan_time,
                           self.spread_classes, self._mps, **trajectory_fields(self), spread_slices=self.spread_slices)
 
+    @outside_inference_mode
     @small_work_threads  # one intra-op thread for small states (devices/_threads)
     def simulate_variants(self, variants: Sequence[Variant]) -> list[tuple[torch.Tensor, ...]]:
         """Run each (tape, parameters) variant; variants of one structure share one contraction.
