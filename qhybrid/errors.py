@@ -42,7 +42,7 @@ class QhybridWarning(UserWarning):
     device does not use; each is said once per process."""
 
 
-def refuse_function_transforms() -> None:
+def refuse_function_transforms(tapes=()) -> None:
     """torch.func transforms reaching the device or ``execute`` directly (a plain ``qml.qnode`` on a qhybrid
     device, ``qhybrid.execute`` on tapes) would hand it functorch's wrapper tensors, which its device code cannot
     see through: say so, and what does the same job. ``qhybrid.qnode`` and the layers run under ``torch.func``
@@ -60,6 +60,16 @@ def refuse_function_transforms() -> None:
             "transforms (vmap, grad, jacrev, jacfwd). Decorate the function with qhybrid.qnode(dev, ...) instead: "
             "it supports torch.func.grad, vjp, jacrev, jacfwd, hessian and vmap. Or, without torch.func: give the inputs a leading "
             "batch axis (one broadcast execution) and use torch.autograd.functional.jacobian for Jacobians."
+        )
+    from torch.autograd import forward_ad
+
+    dual = forward_ad._current_level >= 0  # (a dual level is open)
+    params = [p for t in tapes for p in t.get_parameters(trainable_only=False)] if dual else []
+    if any(isinstance(p, torch.Tensor) and forward_ad.unpack_dual(p).tangent is not None for p in params):
+        raise GradientError(
+            "Forward-mode AD (torch.autograd.forward_ad's dual tensors) does not run through a plain qml.qnode on a "
+            "qhybrid device or qhybrid's execute on tapes. Decorate the function with qhybrid.qnode(dev, ...) "
+            "instead: it takes dual tensors and torch.func.jvp / jacfwd. Or use reverse mode (torch.autograd.grad)."
         )
 
 

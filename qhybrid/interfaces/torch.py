@@ -62,6 +62,7 @@ def execute(
     tensor(-0.2955)
     """
     tapes = list(tapes)
+    refuse_function_transforms(tapes)  # (forward AD's dual tensors: before the preprocessing meets them)
     shots = getattr(device, "shots", None)
     if shots:  # a device's own shots apply to tapes that set none (as PennyLane's QNode does)
         tapes = [t if t.shots else t.copy(shots=shots) for t in tapes]

@@ -10,8 +10,8 @@ its arguments (``x[0]`` would pick a sample, not a feature), so per-element call
 
 Second derivatives (``grad`` of ``grad``, ``jacrev`` of ``jacrev``) come from ``_Vjp``'s own backward, ``_Vjp2``:
 the gradient re-run with ``create_graph=True`` and differentiated once more. Forward mode (``jvp``, ``jacfwd``,
-and ``hessian`` = ``jacfwd`` of ``jacrev``) is reverse mode twice: ``J t`` is the derivative of ``<J^T c, t>``
-in the cotangents ``c``, again ``_Vjp2``. Refused by name (a :class:`~qhybrid.errors.GradientError` with the
+and ``hessian`` = ``jacfwd`` of ``jacrev``; ``torch.autograd.forward_ad``'s dual tensors run through the same
+Function) is reverse mode twice: ``J t`` is the derivative of ``<J^T c, t>`` in the cotangents ``c``, again ``_Vjp2``. Refused by name (a :class:`~qhybrid.errors.GradientError` with the
 fix): third order and forward over forward (``jacfwd`` of ``jacfwd``); ``torch.autograd.grad`` with
 ``create_graph=True`` serves every order.
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Callable
 
 import torch
+from torch.autograd import forward_ad as _forward_ad
 from torch.utils import _pytree as pytree
 
 from ..errors import GradientError
@@ -35,6 +36,16 @@ def transforms_active() -> bool:
     """Whether a ``torch.func`` transform wraps the current call."""
     active = getattr(torch._C, "_are_functorch_transforms_active", None)
     return bool(active is not None and active())
+
+
+def dual_arguments(args: tuple, kwargs: dict) -> bool:
+    """Whether some tensor among ``args`` and ``kwargs`` carries a forward-mode tangent (``torch.autograd.forward_ad``
+    dual tensors, ``gradcheck(check_forward_ad=True)``): the call then runs as under ``torch.func``, whose forward
+    mode the device code has (its own ops have none: ``mm`` with ``out=``, sparse tables)."""
+    if _forward_ad._current_level < 0:  # (no dual level open: one attribute read per call)
+        return False
+    leaves = pytree.tree_leaves((args, kwargs))
+    return any(isinstance(t, torch.Tensor) and _forward_ad.unpack_dual(t).tangent is not None for t in leaves)
 
 
 def plain(t: torch.Tensor) -> torch.Tensor:

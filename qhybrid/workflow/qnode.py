@@ -12,7 +12,7 @@ from pennylane.transforms.core import CompilePipeline
 from torch.utils._pytree import tree_map
 
 from ._capture import capture_graphs, qnode_call, replaying
-from ._functorch import call_under_transforms, transforms_active
+from ._functorch import call_under_transforms, dual_arguments, transforms_active
 from . import _lazy, _lazy_arguments
 from ._lazy_resolve import measured_proxies, resolve
 from ._plain_replay import UNRESOLVED, PlainReplays
@@ -217,7 +217,7 @@ class QNode(PennyLaneQNodeFace):
         return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
-        if transforms_active():  # torch.func: one autograd Function over the call, see _functorch
+        if transforms_active() or dual_arguments(args, kwargs):  # torch.func, forward AD: see _functorch
             return call_under_transforms(self, args, kwargs)
         if replaying(self._graphs):  # capture="cuda-graph": replay
             return qnode_call(self, self._graphs, args, kwargs)

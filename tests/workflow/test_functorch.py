@@ -181,6 +181,38 @@ def test_forward_mode(diff_method, data):
     close(torch.func.hessian(scalar(ours), argnums=1)(x, w), torch.func.hessian(scalar(ref), argnums=1)(x, w))
 
 
+@pytest.mark.parametrize("diff_method", METHODS)
+def test_dual_tensors(diff_method, data):
+    """``torch.autograd.forward_ad``'s dual tensors (and ``gradcheck(check_forward_ad=True)``) as ``jvp``: they
+    crashed in the device's ops (``mm`` with ``out=``, a sparse observable table; found by a fuzzing helper)."""
+    from torch.autograd import forward_ad
+
+    x, w, _ = data
+    ours, ref = pair(diff_method)
+    t = torch.linspace(-1, 1, 8, dtype=torch.float64)
+    with forward_ad.dual_level():
+        got = forward_ad.unpack_dual(vector(ours)(x, forward_ad.make_dual(w, t))).tangent
+    close(got, jvp(lambda w: vector(ref)(x, w), (w,), (t,))[1])
+    w = w.clone().requires_grad_()
+    assert torch.autograd.gradcheck(lambda w: vector(ours)(x, w), (w,), check_forward_ad=True, check_backward_ad=False)
+
+
+def test_dual_tensors_through_execute_or_pennylane_qnode_refused_by_name(data):
+    """Where there is no forward mode (qhybrid.execute, PennyLane's QNode on the plugin: PennyLane answered no tangent
+    with adjoint and parameter-shift, and crashed with backprop), a dual tensor is refused with the way that has one."""
+    from torch.autograd import forward_ad
+
+    x, w, _ = data
+    plugin = qml.device("qhybrid.tensornet", wires=N)
+    for method in ("adjoint", "backprop"):
+        node = qml.QNode(body, plugin, interface="torch", diff_method=method)
+        with forward_ad.dual_level(), pytest.raises(GradientError, match="Decorate the function with qhybrid.qnode"):
+            node(x, forward_ad.make_dual(w, torch.ones_like(w)))
+    with forward_ad.dual_level(), pytest.raises(GradientError, match="Forward-mode AD"):
+        tape = qml.tape.QuantumScript([qml.RX(forward_ad.make_dual(w[0], w[1]), 0)], [qml.expval(qml.X(0))])
+        qhybrid.execute([tape], qhybrid.device("tensornet", wires=1))
+
+
 def test_third_order_and_forward_over_forward_refused_by_name(data):
     x, w, _ = data
     ours, _ = pair("adjoint")

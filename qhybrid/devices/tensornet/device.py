@@ -280,7 +280,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         order (torch, autograd), else ``"adjoint"``; answer adjoint with device VJPs (one reverse pass per
         backward call, where a Jacobian costs one per output element), and with backprop for
         ``max_diff > 1``. See ``plugin.config.resolve_config``."""
-        refuse_function_transforms()  # every PennyLane execution asks here first: torch's own message names no fix
+        refuse_function_transforms(() if circuit is None else [circuit])  # every PennyLane execution asks here first
         return resolve_config(self, config)
 
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> CompilePipeline:
