@@ -16,8 +16,9 @@ from .qlayer import QLayer
 class ArgMax(torch.autograd.Function):
     """Index of the first maximum along the last axis, as a floating tensor that carries a gradient.
 
-    Forward: ``t`` of shape ``(..., n)`` gives ``(..., 1)`` holding ``argmax(t, -1)`` in ``t``'s dtype
-    (ties resolve to the first index, NaN counts as the maximum, as in ``torch.argmax``).
+    Forward: ``t`` of shape ``(..., n)`` gives ``(..., 1)`` holding ``argmax(t, -1)`` in ``t``'s dtype (float32
+    where a half-precision dtype cannot hold every index exactly: bfloat16 past 256 entries, float16 past 2048;
+    ties resolve to the first index, NaN counts as the maximum, as in ``torch.argmax``).
     Backward: the incoming gradient ``(..., 1)`` lands on that index, zero on every other entry.
 
     >>> t = torch.tensor([[0.1, 0.7, 0.7], [0.5, 0.2, 0.3]], requires_grad=True)
@@ -38,7 +39,7 @@ class ArgMax(torch.autograd.Function):
             raise ValueError("ArgMax needs at least one axis; got a 0-d tensor.")
         if not t.is_floating_point():
             raise TypeError(f"ArgMax takes a floating tensor (its output carries a gradient), got {t.dtype}.")
-        return torch.argmax(t, dim=-1, keepdim=True).to(t.dtype)
+        return torch.argmax(t, dim=-1, keepdim=True).to(_index_dtype(t.dtype, t.shape[-1]))
 
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:
@@ -51,6 +52,17 @@ class ArgMax(torch.autograd.Function):
         (index,) = ctx.saved_tensors
         grad = grad_output.new_zeros(ctx.shape)
         return grad.scatter(-1, index.long(), grad_output)
+
+
+_EXACT_INTEGERS = {torch.float16: 2048, torch.bfloat16: 256}
+"""The largest integer up to which every integer is exact in these dtypes (their significands: 11 and 8 bits)."""
+
+
+def _index_dtype(dtype: torch.dtype, n: int) -> torch.dtype:
+    """``dtype`` where it holds every index below ``n`` exactly, else float32: bfloat16 held 257 as 256 (the wrong
+    bitstring, and the gradient landed on it; found by a fuzzing helper)."""
+    limit = _EXACT_INTEGERS.get(dtype)
+    return dtype if limit is None or n - 1 <= limit else torch.float32
 
 
 class ArgMaxQLayer(QLayer):
@@ -71,7 +83,8 @@ class ArgMaxQLayer(QLayer):
             x: ``(batch, in_features)`` or ``(in_features,)``.
 
         Returns:
-            ``(batch, 1)`` or ``(1,)``: an integer value in ``[0, 2**n_qubits)`` stored in the dtype of ``x``;
+            ``(batch, 1)`` or ``(1,)``: an integer value in ``[0, 2**n_qubits)`` stored in the dtype of ``x`` (float32
+            where a half-precision one cannot hold it exactly);
             its gradient flows to the winning probability and from there to ``x`` and ``weight``.
 
         >>> import torch, qhybrid

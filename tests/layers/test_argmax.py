@@ -37,6 +37,21 @@ def test_backward_batched_random():
     assert torch.equal(t.grad, expected)
 
 
+@pytest.mark.parametrize(("dtype", "n", "want"), [(torch.bfloat16, 256, torch.bfloat16), (torch.bfloat16, 512, torch.float32),
+                                                 (torch.float16, 2049, torch.float16), (torch.float16, 4096, torch.float32)])
+def test_half_precision_indexes_are_exact(dtype, n, want):
+    """bfloat16 held 257 as 256, float16 2049 as 2048: the wrong index, and the gradient landed on it (found by a
+    fuzzing helper). Where the input's dtype cannot hold every index, the index comes as float32."""
+    t = torch.zeros(3, n, dtype=dtype)
+    winners = [n - 1, n // 2 + 1, 0]
+    t[torch.arange(3), winners] = 1.0
+    t.requires_grad_()
+    i = ArgMax.apply(t)
+    assert i.dtype == want and i.squeeze(-1).long().tolist() == winners
+    i.backward(torch.ones_like(i))
+    assert torch.nonzero(t.grad).tolist() == [[0, n - 1], [1, n // 2 + 1], [2, 0]]
+
+
 def test_gradient_flows_through_a_chain():
     logits = torch.randn(5, 4, requires_grad=True)
     out = ArgMax.apply(torch.softmax(logits, -1))
