@@ -37,8 +37,13 @@ def test_backward_batched_random():
     assert torch.equal(t.grad, expected)
 
 
-@pytest.mark.parametrize(("dtype", "n", "want"), [(torch.bfloat16, 256, torch.bfloat16), (torch.bfloat16, 512, torch.float32),
-                                                 (torch.float16, 2049, torch.float16), (torch.float16, 4096, torch.float32)])
+HALF_CASES = [
+    (torch.bfloat16, 256, torch.bfloat16), (torch.bfloat16, 512, torch.float32),
+    (torch.float16, 2049, torch.float16), (torch.float16, 4096, torch.float32),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("dtype", "n", "want"), HALF_CASES)
 def test_half_precision_indexes_are_exact(dtype, n, want):
     """bfloat16 held 257 as 256, float16 2049 as 2048: the wrong index, and the gradient landed on it (found by a
     fuzzing helper). Where the input's dtype cannot hold every index, the index comes as float32."""
