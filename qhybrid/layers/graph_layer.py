@@ -6,6 +6,7 @@ import math
 from collections import OrderedDict
 from typing import Any, Literal, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -200,14 +201,14 @@ class GraphQLayer(nn.Module):
             )
         batched = None
         if w is not None:
-            w = _real_tensor(w, f"edge_weight{where}")
+            w = _real_tensor(w, f"edge_weight{where}", self._dtype())
             if w.ndim not in (1, 2) or w.shape[-1] != graph.n_edges:
                 raise ValueError(f"edge_weight{where} must be (E,) or (batch, E) with E={graph.n_edges}, got {tuple(w.shape)}.")
             batched = w.ndim == 2
         if self.kind == "qgnn":
             if x is None:
                 raise ValueError(f"x{where}: a qgnn layer needs node features (N, n_features) = ({graph.n_nodes}, {self.n_features}).")
-            x = _real_tensor(x, f"x{where}")
+            x = _real_tensor(x, f"x{where}", self._dtype())
             if x.ndim == 1 and self.n_features == 1:
                 x = x[:, None]
             if x.ndim not in (2, 3) or tuple(x.shape[-2:]) != (graph.n_nodes, self.n_features):
@@ -285,6 +286,9 @@ class GraphQLayer(nn.Module):
     def _device(self) -> torch.device:
         return next(iter(self.parameters())).device
 
+    def _dtype(self) -> torch.dtype:
+        return next(iter(self.parameters())).dtype
+
     def _angles(self, g: Graph, params, w, x, size: int, det: bool) -> list:
         """One angle entry per block of the template (see ``build_tape``): per gate ``(B, n_gates)`` where
         they differ between gates, else one angle per block (0-dim, or ``(B,)`` per sample when deterministic)."""
@@ -334,9 +338,11 @@ def _module_call(module, params, *args, **kwargs):
     return torch.func.functional_call(module, params, args, kwargs)
 
 
-def _real_tensor(t, name: str) -> torch.Tensor:
-    if not isinstance(t, torch.Tensor):
+def _real_tensor(t, name: str, dtype: torch.dtype) -> torch.Tensor:
+    if isinstance(t, np.ndarray):
         t = torch.as_tensor(t)
+    elif not isinstance(t, torch.Tensor):  # Python numbers: in the layer's dtype (torch's default dtype rounded a
+        t = torch.as_tensor(t, dtype=dtype)  # list to float32 before a float64 layer read it)
     if t.is_complex() or not (t.is_floating_point() or t.dtype in (torch.int32, torch.int64)):
         raise TypeError(f"{name} must be a real tensor, got dtype {t.dtype}.")
     # checked where the tensor lives (no host read a call: a captured step may hold it)

@@ -3,6 +3,7 @@ batches of one and of several structures, and its argument checks."""
 
 import networkx as nx
 import pennylane as qml
+import numpy as np
 import pytest
 import torch
 
@@ -216,6 +217,18 @@ def test_rustworkx_graph():
 def test_bad_graphs_are_refused(graph, error, match):
     with pytest.raises(error, match=match):
         qhybrid.GraphQLayer(graph, 1)
+
+
+def test_python_weights_take_the_layers_dtype():
+    """A list of Python floats was read in torch's default dtype (float32) before a float64 layer used it: 1e-8 off
+    (found by a fuzzing helper). Python numbers take the layer's dtype; numpy arrays and tensors keep theirs."""
+    w = [0.1234567891234, 0.9876543210987, 0.5555555555555, 0.3141592653589]
+    edges = [(0, 1), (1, 2), (0, 2), (2, 3)]
+    layer = qhybrid.GraphQLayer(edges, 2, kind="qaoa", output="edges").double()
+    with torch.no_grad():
+        want = layer(torch.tensor(w, dtype=torch.float64))
+        assert torch.equal(layer(w), want) and torch.equal(layer(np.array(w)), want)
+        assert qhybrid.GraphQLayer(edges, 2, kind="qaoa", output="edges")(w).dtype == torch.float32
 
 
 def test_bad_arguments_are_refused():
