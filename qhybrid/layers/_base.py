@@ -160,7 +160,9 @@ class VariationalLayer(nn.Module):
         batch_shape = x.shape[:-1]
         flat = x.to(compute).reshape(-1, self.in_features) if x.ndim > 2 else x.to(compute)
         if flat.ndim == 2 and flat.shape[0] == 0:  # an empty batch: no circuit to run (PennyLane fails too)
-            return (x.new_zeros(*batch_shape, self.out_features) + 0 * self.weight.sum()).to(out_dtype)
+            # (0 as a function of the weights and the input: both get empty or zero gradients, as from nn.Linear)
+            link = 0 * self.weight.sum() + (0 * flat.sum() if flat.requires_grad else 0)
+            return (x.new_zeros(*batch_shape, self.out_features) + link).to(out_dtype)
         out = self._quantum(flat)
         if x.ndim > 2:
             out = out.reshape(*batch_shape, self.out_features)

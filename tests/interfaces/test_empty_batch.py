@@ -102,6 +102,29 @@ def test_torch_layer_and_exp_qlayer():
     assert qhybrid.ExpQLayer(N)(torch.rand(0, N)).shape == (0, N)
 
 
+@pytest.mark.parametrize("diff_method", ["adjoint", "parameter-shift", "backprop"])
+def test_one_gate_of_the_batch_beside_a_scalar_weight(diff_method):
+    """With backprop the empty results were left out of the graph (``backward``: "does not require grad"): the
+    stand-in's run without gradients had gathered the parameters first; ExpQLayer left its input out of the graph
+    (found by a fuzzing helper)."""
+
+    def circuit(x, w):
+        qml.RX(x, 0)
+        qml.RY(w, 1)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.Z(1))
+
+    node = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=diff_method)(circuit)
+    x = torch.zeros(0, dtype=torch.float64, requires_grad=True)
+    w = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    gx, gw = torch.autograd.grad(node(x, w).sum(), (x, w))
+    assert gx.shape == (0,) and float(gw) == 0.0
+    layer = qhybrid.ExpQLayer(2, 1, diff_method=diff_method).double()
+    inputs = torch.zeros(0, 2, dtype=torch.float64, requires_grad=True)
+    gx, gw = torch.autograd.grad(layer(inputs).sum(), (inputs, layer.weight))
+    assert gx.shape == (0, 2) and torch.equal(gw, torch.zeros_like(layer.weight))
+
+
 @pytest.mark.parametrize("constant", [False, True])
 def test_sliced_arguments_on_the_one_node_path(constant):
     """Found by a helper: ``RY(x[:, 0])`` on an empty batch crashed the one-node path (``index_select`` on a state

@@ -38,10 +38,12 @@ def with_empty_batches(variants: Sequence[Variant], run: Run) -> list | None:
     if rest:
         for i, r in zip(rest, run([variants[i] for i in rest])):
             results[i] = r
+    # (gathered under the caller's grad mode first: a stand-in's read without gradients would keep them gathered so,
+    # and backprop's empty results were left out of the graph)
+    links = [_zero_link(variants[i].params) for i in empty]
     with torch.no_grad():
         probes = run([_stand_in(variants[i]) for i in empty])
-    for i, probe in zip(empty, probes):
-        link = _zero_link(variants[i].params)
+    for i, probe, link in zip(empty, probes, links):
         results[i] = tuple(_empty_like(r, link) for r in probe)
     return results
 
