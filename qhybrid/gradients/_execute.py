@@ -56,7 +56,10 @@ class ExecuteTapes(torch.autograd.Function):
         else:
             results, call.saved = call.jpc.forward(call.variants, call.trainable, sources=call.sources)
         call.counts = [len(r) for r in results]
-        return tuple(r for res in results for r in res)
+        # a view among several outputs could not be written in place (torch refuses views of a multi-output
+        # Function: ``out[0].mul_(2)`` before the backward), and may share its storage with what the JPC keeps
+        flat = (r for res in results for r in res)
+        return tuple(r.clone() if isinstance(r, torch.Tensor) and r._base is not None else r for r in flat)
 
     @staticmethod
     def setup_context(ctx, inputs, output) -> None:

@@ -295,3 +295,25 @@ def test_a_trainable_global_phase_has_a_zero_gradient(diff_method, n_params):
     (torch.stack(ref(b)) * torch.tensor([1.0, -0.5])).sum().backward()
     torch.testing.assert_close(a.grad, b.grad, atol=1e-10, rtol=0)
     assert abs(float(a.grad[0])) < 1e-12
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "backprop", "parameter-shift"])
+def test_a_result_written_in_place_before_the_backward(diff_method):
+    """Under parameter-shift the results were views of one multi-output node, which torch does not let be written in
+    place (``out[0].mul_(2)``: RuntimeError; found by a fuzzing helper); the gradient is default.qubit's."""
+
+    def circuit(x):
+        qml.RX(x[0], 0)
+        qml.RY(x[1], 1)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.Z(0) @ qml.X(1)), qml.var(qml.Z(0))
+
+    def grad(node):
+        x = torch.tensor([0.3, -0.7], dtype=torch.float64, requires_grad=True)
+        out = node(x)
+        out[0].mul_(2.0)
+        return torch.autograd.grad(out[0] + out[1], x)[0]
+
+    ours = qhybrid.qnode(qhybrid.device("tensornet", wires=2), diff_method=diff_method)(circuit)
+    ref = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch", diff_method="backprop")
+    torch.testing.assert_close(grad(ours), grad(ref), atol=1e-10, rtol=0)
