@@ -192,3 +192,17 @@ def test_best_with_shots_on_the_tape_differentiates_by_parameter_shift():
 def test_max_memory_must_be_a_positive_number(value):
     with pytest.raises(ValueError, match="max_memory=.*positive number of bytes"):
         qhybrid.device("tensornet", wires=1, max_memory=value)
+
+
+def test_a_meta_tensor_is_refused_by_name():
+    """A parameter on the meta device (a model built with ``device="meta"`` not yet materialised) failed in a sparse
+    kernel ("Could not run 'aten::addmm.out' ... 'SparseCsrMeta'"; found by a fuzzing helper)."""
+
+    @qhybrid.qnode(qhybrid.device("tensornet", wires=2))
+    def circuit(x):
+        qml.RX(x[0], 0)
+        qml.RY(x[1], 1)
+        return qml.expval(qml.Z(0) @ qml.X(1))
+
+    with pytest.raises(ValueError, match="meta device .* Materialise it"):
+        circuit(torch.empty(2, device="meta"))

@@ -62,7 +62,7 @@ def _arange(shape) -> np.ndarray:
 def _lazy_argument(x, session):
     if type(x) not in (torch.Tensor, torch.nn.Parameter) or x.dtype not in _LAZY_DTYPES or x.layout != torch.strided:
         return x
-    if x.numel() > LAZY_MAX_ELEMENTS:
+    if x.numel() > LAZY_MAX_ELEMENTS or x.is_meta:  # (a meta tensor: refused by name where the device reads it)
         return x
     return LazyParam(session, x, _arange(tuple(x.shape)), (), None, None)
 

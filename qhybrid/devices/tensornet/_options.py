@@ -172,5 +172,11 @@ def tensor_device(params) -> torch.device:
     """
     for p in params:
         if isinstance(p, torch.Tensor) and p.device.type != "cpu":
+            if p.device.type == "meta":  # (no values to simulate: torch's own error named a sparse kernel)
+                raise ValueError(
+                    f"A gate parameter is a tensor on the meta device (shape {tuple(p.shape)}), which holds no values: "
+                    "qhybrid.tensornet simulates CPU or CUDA tensors. Materialise it first (e.g. module.to_empty(device="
+                    "'cpu') and initialise it, or torch.empty_like(p, device='cpu'))."
+                )
             return p.device
     return torch.device("cpu")

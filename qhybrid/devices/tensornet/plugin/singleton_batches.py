@@ -14,6 +14,7 @@ from __future__ import annotations
 import pennylane as qml
 from pennylane.tape import QuantumScript
 
+from ....errors import BroadcastError
 from .._rebound import rebound
 from .._structure import checked_batch_size
 
@@ -24,12 +25,26 @@ def broadcast_singletons(tape: QuantumScript):
     there is nothing to do, or where two sizes above one disagree: PennyLane's refusal stands)."""
     per_op = [_batch_size(op) for op in tape.operations]
     sizes = set(per_op) - {None}
+    if len(sizes - {1}) > 1:
+        raise BroadcastError(_disagreeing(tape.operations, per_op))
     if 1 not in sizes or len(sizes) != 2:
         return (tape,), _first
     n = max(sizes)
     with qml.QueuingManager.stop_recording():
         ops = [_expanded(op, n) if size == 1 else op for op, size in zip(tape.operations, per_op)]
     return (tape.copy(operations=ops),), _first
+
+
+def _disagreeing(ops, per_op) -> str:
+    """Which operators hold which batch sizes (PennyLane's refusal named the sizes alone)."""
+    first: dict = {}
+    for op, size in zip(ops, per_op):
+        if size not in (None, 1):
+            first.setdefault(size, f"{op.name} on wires {op.wires.tolist()} has a batch of {size}")
+    return (
+        f"Broadcast gate parameters disagree on their batch size: {'; '.join(first.values())}. Give every batched "
+        "argument the same leading size (a size of 1 is repeated), or run the batches as separate calls."
+    )
 
 
 def _batch_size(op):
