@@ -64,3 +64,19 @@ def test_shot_vectors_and_batches():
 
     out = circuit(np.array([0.0, np.pi]))
     assert len(out) == 2 and np.allclose(out[0], [1.0, -1.0]) and np.allclose(out[1], [1.0, -1.0])
+
+
+def test_samples_are_int64_as_default_qubits():
+    """The MPS drew bitstrings as uint8, so ``sample - 1`` wrapped to 255 (found by a fuzzing helper); the state
+    vector's samples and default.qubit's are int64."""
+
+    def circuit(x):
+        qml.RX(x, 0)
+        qml.CNOT([0, 1])
+        return qml.sample(), qml.sample(wires=[1]), qml.sample(qml.Z(0))
+
+    x = torch.tensor(0.7)
+    mps = qhybrid.qnode(qhybrid.device("tensornet", wires=2, shots=10, seed=1, method="mps"))(circuit)(x)
+    ref = qml.set_shots(qml.QNode(circuit, qml.device("default.qubit", wires=2, seed=1), interface="torch"), shots=10)(x)
+    assert [r.dtype for r in mps] == [r.dtype for r in ref] == [torch.int64, torch.int64, torch.float64]
+    assert set((mps[0] - 1).unique().tolist()) <= {-1, 0}

@@ -22,7 +22,7 @@ from .state import MPS
 
 
 def sample_bits(mps: MPS, shots: int, rng: np.random.Generator) -> np.ndarray:
-    """``[B, shots, n]`` bitstrings (uint8) drawn from the (normalised) MPS, site 0 first."""
+    """``[B, shots, n]`` bitstrings (int64, as default.qubit's samples) drawn from the (normalised) MPS, site 0 first."""
     mps.move_centre(0)
     b = mps.batch
     uniform = torch.as_tensor(rng.random((b, shots, mps.n_sites)), device=mps.sites[0].device)
@@ -38,7 +38,7 @@ def sample_bits(mps: MPS, shots: int, rng: np.random.Generator) -> np.ndarray:
         norm = weight.gather(2, bit[..., None]).clamp_min(torch.finfo(real).tiny).sqrt()
         v = chosen / norm
         bits.append(bit)
-    return torch.stack(bits, -1).to(torch.uint8).cpu().numpy()
+    return torch.stack(bits, -1).cpu().numpy()  # (uint8 made sample - 1 wrap to 255)
 
 
 def sample_tapes_mps(tapes, device_wires, settings, opts, rng: np.random.Generator) -> list:
