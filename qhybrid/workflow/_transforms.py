@@ -90,10 +90,11 @@ class PennyLaneQNodeFace(qml.QNode):
 
     def update_shots(self, shots):
         """Refused: a qhybrid qnode samples with its device's shots (``qml.set_shots`` lands here)."""
+        kind = "aer" if "aer" in str(getattr(self.device, "name", "")) else "tensornet"  # (the qnode's own device)
         raise ValueError(
             f"qml.set_shots({shots!r}) does not apply to a qhybrid qnode: it runs with its device's shots. Give the "
-            "device the shots (qhybrid.device('tensornet', wires=..., shots=N)), or use qml.set_shots on "
-            "qml.qnode(qml.device('qhybrid.tensornet', ...), interface='torch')."
+            f"device the shots (qhybrid.device('{kind}', wires=..., shots=N)), or use qml.set_shots on "
+            f"qml.qnode(qml.device('qhybrid.{kind}', ...), interface='torch')."
         )
 
 

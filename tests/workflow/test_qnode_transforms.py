@@ -150,6 +150,10 @@ def test_set_shots_is_refused_naming_the_device_shots():
     ours, _ = _pair()
     with pytest.raises(ValueError, match=r"qhybrid.device\('tensornet', wires=..., shots=N\)"):
         qml.set_shots(ours, 200)
+    # (an Aer qnode was told to make a tensornet device; found by a fuzzing helper)
+    aer = qhybrid.qnode(qhybrid.device("aer", wires=1), diff_method="parameter-shift")(lambda: qml.expval(qml.Z(0)))
+    with pytest.raises(ValueError, match=r"qhybrid.device\('aer', wires=..., shots=N\)"):
+        qml.set_shots(aer, 200)
 
 
 def test_update_keeps_transforms_and_refuses_unknown_options():

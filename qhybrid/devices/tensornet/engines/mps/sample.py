@@ -22,7 +22,7 @@ from .state import MPS
 
 
 def sample_bits(mps: MPS, shots: int, rng: np.random.Generator) -> np.ndarray:
-    """``[B, shots, n]`` bitstrings (int64, as default.qubit's samples) drawn from the (normalised) MPS, site 0 first."""
+    """``[B, shots, n]`` bitstrings (int64, as default.qubit's) drawn from the (normalised) MPS, site 0 first."""
     mps.move_centre(0)
     b = mps.batch
     uniform = torch.as_tensor(rng.random((b, shots, mps.n_sites)), device=mps.sites[0].device)
