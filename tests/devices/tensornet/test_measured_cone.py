@@ -179,6 +179,40 @@ def test_a_wide_circuits_reduced_state_and_samples(diff_method):
     assert abs(counts.get("0", 0) / 4000 - p0) < 5 * np.sqrt(p0 * (1 - p0) / 4000)
 
 
+@pytest.mark.parametrize("diff_method", ["adjoint", "backprop"])
+def test_a_reduced_state_beside_local_expectations_of_a_wide_circuit(diff_method):
+    """A density matrix beside expectations on wires across the circuit: the cone of every measured wire together is
+    the whole 60-wire circuit, and it was refused as a state vector of many TiB (found by a fuzzing helper). The
+    density matrix is cut apart to its own cone, the expectations go to the light cones; each equals default.qubit's
+    on the 14 wires around its wires."""
+    big = (torch.rand(3, 60, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64) * 3).requires_grad_()
+    far = [0, 9, 17, 29, 44, 59]
+
+    def wide(t):
+        _wide_layers(t, range(60))
+        return [qml.expval(qml.Z(0)), qml.density_matrix(wires=[30, 31])] + [qml.expval(qml.X(w)) for w in far[1:]]
+
+    def window(lo, hi, measure):
+        @qml.qnode(qml.device("default.qubit", wires=range(lo, hi)), interface="torch")
+        def circuit(t):
+            _wide_layers(t, range(lo, hi))
+            return measure()
+
+        return circuit(big)
+
+    got = qhybrid.qnode(qhybrid.device("tensornet", wires=60), diff_method=diff_method)(wide)(big)
+    want = [window(0, 8, lambda: qml.expval(qml.Z(0))), window(24, 38, lambda: qml.density_matrix(wires=[30, 31]))]
+    # (windows from an even wire: the brick layers pair wires by the first wire's parity)
+    want += [window(max(w - 8, 0) // 2 * 2, min(w + 8, 60), lambda w=w: qml.expval(qml.X(w))) for w in far[1:]]
+    assert len(got) == len(want) == 7
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-10, rtol=0)
+    loss = lambda res: torch.real(res[1][1, 0]) + sum(r for k, r in enumerate(res) if k != 1)  # noqa: E731
+    (g_mine,) = torch.autograd.grad(loss(got), big)
+    (g_ref,) = torch.autograd.grad(loss(want), big)
+    torch.testing.assert_close(g_mine, g_ref, atol=1e-10, rtol=0)
+
+
 def test_a_tape_whose_state_fits_is_kept_as_it_is():
     tape = qml.tape.QuantumScript([qml.RY(0.3, 0), qml.RY(0.2, 5)], [qml.density_matrix([0])], shots=100)
     (kept,), _ = measured_cone(tape, device_wires=None, max_memory=lambda: 1e9, itemsize=16)
