@@ -122,3 +122,37 @@ def test_the_adjoint_of_a_global_phase(diff_method):
     g = torch.autograd.grad(ours.real.sum() + ours.imag.sum(), x)[0]
     h = torch.autograd.grad(ref.real.sum() + ref.imag.sum(), x)[0]
     torch.testing.assert_close(g, h, atol=1e-10, rtol=0)
+
+
+class _FiniteDifferenceRY(qml.operation.Operation):
+    """An RY that PennyLane's parameter-shift differentiates by finite differences (``grad_method = "F"``)."""
+
+    num_wires, num_params, grad_method = 1, 1, "F"
+
+    @staticmethod
+    def compute_matrix(t):
+        c, s = qml.math.cos(t / 2), qml.math.sin(t / 2)
+        return qml.math.stack([qml.math.stack([c, -s]), qml.math.stack([s, c])])
+
+
+@pytest.mark.parametrize("kind", ["finite-difference operator", "mid-circuit measurement"])
+def test_parameter_shift_with_a_finite_difference_fallback(kind):
+    """PennyLane's parameter-shift joins its shift-rule and finite-difference results with numpy's ``+``, which failed
+    on the torch results the device handed a gradient transform ("Concatenation operation is not implemented for NumPy
+    arrays"): a custom operator with ``grad_method="F"``, or a ``qml.cond`` (found by a fuzzing helper)."""
+
+    def circuit(x):
+        qml.RX(x[0], 0)
+        qml.CNOT([0, 1])
+        if kind == "mid-circuit measurement":
+            qml.cond(qml.measure(1), qml.RY)(x[1], 2)
+        else:
+            _FiniteDifferenceRY(x[1], wires=2)
+        return qml.expval(qml.Z(2)), qml.probs(wires=[0])
+
+    def grad(name):
+        x = torch.tensor([0.3, -0.8], dtype=torch.float64, requires_grad=True)
+        out = qml.QNode(circuit, qml.device(name, wires=3), interface="torch", diff_method="parameter-shift")(x)
+        return torch.autograd.grad(out[0] + out[1][0], x)[0]
+
+    torch.testing.assert_close(grad("qhybrid.tensornet"), grad("default.qubit"), atol=1e-7, rtol=0)  # (finite differences)

@@ -47,7 +47,7 @@ from .plugin.deferred_wires import spare_wires_for_deferral
 from .plugin.imaginary_exponents import evolutions_from_exponentials
 from .plugin.measured_cone import measured_cone
 from .plugin.singleton_batches import broadcast_singletons
-from .plugin.config import refuse_second_derivative_of_numpy_tapes, refuse_second_derivative_of_vjp, resolve_config
+from .plugin.config import gives_torch, refuse_second_derivative_of_numpy_tapes, refuse_second_derivative_of_vjp, resolve_config
 from .plugin.derivatives import _core_params, device_vjps, jacobian
 from .plugin.preprocess import UnsupportedOnDeviceError, _analytic_measurement, _decompose_for_tensornet
 from .plugin.preprocess import _expand_broadcast_shadows, _observable_analytic, _observable_sampled, _sample_measurement
@@ -281,7 +281,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         backward call, where a Jacobian costs one per output element), and with backprop for
         ``max_diff > 1``. See ``plugin.config.resolve_config``."""
         refuse_function_transforms(() if circuit is None else [circuit])  # every PennyLane execution asks here first
-        return resolve_config(self, config)
+        return resolve_config(self, config, circuit)
 
     def preprocess_transforms(self, execution_config: ExecutionConfig | None = None) -> CompilePipeline:
         config = execution_config or ExecutionConfig()
@@ -327,7 +327,7 @@ class TensorNetworkDevice(MPSMethod, Device):
         results: list = [None] * len(tapes)
         shot_ids = [i for i, t in enumerate(tapes) if t.shots]
         exact_ids = [i for i, t in enumerate(tapes) if not t.shots]
-        as_torch = execution_config is not None and execution_config.interface == Interface.TORCH
+        as_torch = gives_torch(execution_config)  # (PennyLane joins a gradient transform's numpy results with +)
         if exact_ids:
             for i, r in zip(exact_ids, self._execute_exact([tapes[i] for i in exact_ids], as_torch)):
                 results[i] = r

@@ -30,6 +30,22 @@ MCM_METHODS = frozenset({None, "device", "deferred"})
 _WARNED: set[str] = set()
 
 
+def gives_torch(config: ExecutionConfig | None) -> bool:
+    """Whether the device hands PennyLane torch results: under the torch interface, except for a gradient transform's
+    numpy tapes (its results are joined with numpy's ``+``, as default.qubit's numpy ones)."""
+    if config is None or config.interface != Interface.TORCH:
+        return False
+    transform = config.gradient_method is not None and not isinstance(config.gradient_method, str)
+    return not (transform and config.convert_to_numpy)
+
+
+def _finite_difference_fallback(circuit) -> bool:
+    """Whether some trainable operator of ``circuit`` is differentiated by finite differences under parameter-shift."""
+    if circuit is None:
+        return False
+    return any(getattr(op, "grad_method", None) == "F" and op.num_params for op in circuit.operations)
+
+
 def warn_once(key: str, message: str) -> None:
     """``message`` as a :class:`QhybridWarning`, the first time ``key`` is seen in this process."""
     if key not in _WARNED:
@@ -37,7 +53,7 @@ def warn_once(key: str, message: str) -> None:
         warnings.warn(message, QhybridWarning, stacklevel=4)
 
 
-def resolve_config(device, config: ExecutionConfig | None) -> ExecutionConfig:
+def resolve_config(device, config: ExecutionConfig | None, circuit=None) -> ExecutionConfig:
     """``config`` with the gradient method this device runs and the settings that go with it.
 
     ``"best"``/``"device"``: backprop where the interface can differentiate it to every order (torch,
@@ -69,7 +85,9 @@ def resolve_config(device, config: ExecutionConfig | None) -> ExecutionConfig:
         # own). From max_diff=2 PennyLane nests its torch boundary for every order and caches results by tape
         # hash (cache="auto"): torch tapes there got cached results with another graph, or none, back
         # (finite-diff Hessians with -g/h on the diagonal, issue 41); numpy tapes are what that nesting expects
-        if config.interface == Interface.TORCH and not higher:
+        # (where a parameter falls back to finite differences (an operator's grad_method "F", a qml.cond),
+        # PennyLane's parameter-shift joins the two kinds of results with numpy's ``+`` and failed on torch ones)
+        if config.interface == Interface.TORCH and not higher and not _finite_difference_fallback(circuit):
             updates["convert_to_numpy"] = False
         if config.use_device_jacobian_product is None:
             updates["use_device_jacobian_product"] = False
