@@ -126,17 +126,22 @@ class AdjointTN(JacobianProductCalculator):
         results, saved = self.forward(variants, trainable)
         dy = [[d.to(r.dtype) if not r.is_complex() else d.to(r.dtype) for d, r in zip(ds, res)] for ds, res in zip(dy, results)]
         vjps = self.compute_vjp(variants, trainable, dy, saved)
-        return [tuple(g.detach().cpu().numpy() for g in per) for per in vjps]
+        return [tuple(_numpy(g) for g in per) for per in vjps]
 
     def jacobian_of_tapes(self, tapes):
         variants, trainable = _torch_variants(tapes)
         jacs = self.compute_jacobian(variants, trainable)
         out = []
         for t, per_meas in zip(tapes, jacs):
-            per_meas = [tuple(j.detach().cpu().numpy() for j in per) for per in per_meas]
+            per_meas = [tuple(_numpy(j) for j in per) for per in per_meas]
             per_meas = [p[0] if len(p) == 1 else p for p in per_meas]
             out.append(per_meas[0] if len(t.measurements) == 1 else tuple(per_meas))
         return out
+
+
+def _numpy(t: torch.Tensor):
+    """``t`` for PennyLane, as numpy (a lazy conjugate or negation resolved: torch's ``numpy()`` refuses those views)."""
+    return t.detach().resolve_conj().resolve_neg().cpu().numpy()
 
 
 @register_jpc

@@ -181,7 +181,7 @@ class ParameterShift(JacobianProductCalculator):
                 op = v.tape.operations[op_index]
                 p = v.params[j]
                 batched = _is_batched(op, k, p)
-                if not batched and torch.as_tensor(p).ndim > 0:
+                if torch.as_tensor(p).ndim > int(batched):  # (a batch of matrices too: it was "not unitary")
                     raise GradientError(
                         f"{op.name} parameter {k} has shape {tuple(torch.as_tensor(p).shape)}; parameter-shift "
                         "differentiates scalar (or broadcast) parameters only. Use diff_method='adjoint'."

@@ -106,3 +106,19 @@ def test_a_batched_exponential(method):
         return qml.expval(qml.Identity(0)), qml.expval(qml.Z(0))
 
     _compare(circuit, 1, torch.tensor([0.2, 0.5], dtype=torch.float64), method=method)
+
+
+@pytest.mark.parametrize("batch", [None, 3])
+def test_a_trainable_matrix_is_refused_by_its_shape_batched_or_not(batch):
+    """A batch of (unitary) matrices was refused as "not unitary for every value" (found by a fuzzing helper); it is
+    a matrix parameter, refused by its shape as a single one is."""
+
+    def circuit(x):
+        matrix = qml.math.stack([qml.RY.compute_matrix(t) for t in x]) if batch else qml.RY.compute_matrix(x)
+        qml.QubitUnitary(matrix, 0)
+        return qml.expval(qml.Z(0))
+
+    x = torch.linspace(0.2, 0.9, batch or 1, dtype=torch.float64)[slice(None) if batch else 0].requires_grad_()
+    f = qhybrid.qnode(qhybrid.device("tensornet", wires=1), diff_method="parameter-shift")(circuit)
+    with pytest.raises(GradientError, match=r"QubitUnitary parameter 0 has shape \((3, )?2, 2\); parameter-shift"):
+        torch.autograd.grad(f(x).sum(), x)

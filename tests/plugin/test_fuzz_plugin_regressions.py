@@ -157,3 +157,25 @@ def test_parameter_shift_with_a_finite_difference_fallback(kind):
 
     # (both through PennyLane's finite differences, step 1e-7: rounding near 1e-9)
     torch.testing.assert_close(grad("qhybrid.tensornet"), grad("default.qubit"), atol=1e-7, rtol=0)
+
+
+@pytest.mark.parametrize("obs", ["Z", "sum"])
+def test_adjoint_vjp_of_a_matrix_built_from_angles_after_a_cnot(obs):
+    """PennyLane's QNode with the device's adjoint VJPs: a ``QubitUnitary`` made from trainable angles after a CNOT
+    crashed handing its VJP to PennyLane ("Can't call numpy() on Tensor that has conjugate bit set"; found by a
+    fuzzing helper)."""
+
+    def circuit(x):
+        qml.Hadamard(2)
+        qml.CNOT([2, 0])
+        qml.QubitUnitary(qml.RY.compute_matrix(2 * x[1]) @ qml.RZ.compute_matrix(-0.5 * x[0]), 0)
+        return qml.expval(qml.Z(0) if obs == "Z" else 0.1 * qml.Y(0) + qml.Z(0))
+
+    def grad(name, **options):
+        x = torch.tensor([0.3, -0.8], dtype=torch.float64, requires_grad=True)
+        node = qml.QNode(circuit, qml.device(name, wires=3), interface="torch", **options)
+        return torch.autograd.grad(node(x), x)[0]
+
+    want = grad("default.qubit", diff_method="backprop")
+    got = grad("qhybrid.tensornet", diff_method="adjoint", device_vjp=True)
+    torch.testing.assert_close(got, want, atol=1e-10, rtol=0)

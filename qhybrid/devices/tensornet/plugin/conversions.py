@@ -34,7 +34,8 @@ def _as_torch_result(r):
 
 def _to_numpy(t) -> np.ndarray:
     if isinstance(t, torch.Tensor):
-        return t.detach().cpu().numpy()
+        # (a lazy conjugate or negation, a view torch's numpy() refuses: a VJP of a QubitUnitary built from angles)
+        return t.detach().resolve_conj().resolve_neg().cpu().numpy()
     return np.asarray(t)
 
 
