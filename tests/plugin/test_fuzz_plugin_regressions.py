@@ -9,6 +9,8 @@ import pennylane as qml
 import pytest
 import torch
 
+import qhybrid
+
 
 @pytest.mark.parametrize("diff_method", ["backprop", "best", "adjoint", "parameter-shift"])
 @pytest.mark.parametrize("body", ["hamiltonian", "constant angle"])
@@ -179,3 +181,28 @@ def test_adjoint_vjp_of_a_matrix_built_from_angles_after_a_cnot(obs):
     want = grad("default.qubit", diff_method="backprop")
     got = grad("qhybrid.tensornet", diff_method="adjoint", device_vjp=True)
     torch.testing.assert_close(got, want, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("entry", ["qhybrid.qnode", "plugin"])
+def test_broadcast_expand_of_a_broadcast_multirz(entry):
+    """PennyLane's ``broadcast_expand`` splits a broadcast ``MultiRZ`` into copies that keep their batch size of 3 (a
+    PennyLane bug: default.qubit raises an IndexError): each scalar result came back three times, shape (3, 3)
+    (found by a fuzzing helper). The stale batch size is read off the parameters."""
+
+    def circuit(x):
+        qml.Hadamard(0)
+        qml.RY(0.4, 1)
+        qml.MultiRZ(x, wires=[0, 1])
+        return qml.expval(qml.X(0) @ qml.Y(1))
+
+    x = torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64, requires_grad=True)
+    if entry == "plugin":
+        node = qml.QNode(circuit, qml.device("qhybrid.tensornet", wires=2), interface="torch")
+    else:
+        node = qhybrid.qnode(qhybrid.device("tensornet", wires=2))(circuit)
+    got = qml.transforms.broadcast_expand(node)(x)
+    want = qml.QNode(circuit, qml.device("default.qubit", wires=2), interface="torch")(x)
+    assert got.shape == (3,)
+    torch.testing.assert_close(got, want, atol=1e-10, rtol=0)
+    (g_got,), (g_want,) = torch.autograd.grad(got.sum(), x), torch.autograd.grad(want.sum(), x)
+    torch.testing.assert_close(g_got, g_want, atol=1e-10, rtol=0)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import pennylane as qml
+from pennylane.operation import _UNSET_BATCH_SIZE as _BATCH_UNSET
 from pennylane.measurements import DensityMatrixMP, ProbabilityMP, StateMP
 from pennylane.operation import Operator
 from pennylane.wires import Wires
@@ -268,6 +269,9 @@ def checked_batch_size(op: Operator) -> int | None:
                     f"wrong number(s) of dimensions in parameters. Parameters with ndims {ndims} passed, {fixed} "
                     "expected (or one more, a leading batch axis)."
                 )
+            if batch is not None and ndims == fixed:  # a batch size kept from a copy of a batched operator
+                # (PennyLane's broadcast_expand splits a broadcast MultiRZ into copies that keep their batch of 3)
+                op._batch_size, batch = _BATCH_UNSET, None
     except ValueError as exc:
         raise BroadcastError(f"{op.name} on wires {op.wires.tolist()}: {exc}") from exc
     return batch

@@ -27,6 +27,9 @@ def broadcast_singletons(tape: QuantumScript):
     sizes = set(per_op) - {None}
     if len(sizes - {1}) > 1:
         raise BroadcastError(_disagreeing(tape.operations, per_op))
+    if not sizes and tape.batch_size is not None:  # (its operators' stale batch size: ``checked_batch_size``)
+        fresh = QuantumScript(tape.operations, tape.measurements, shots=tape.shots, trainable_params=tape.trainable_params)
+        return (fresh,), _first
     if 1 not in sizes or len(sizes) != 2:
         return (tape,), _first
     n = max(sizes)
