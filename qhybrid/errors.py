@@ -47,7 +47,7 @@ def refuse_function_transforms(tapes=()) -> None:
     device, ``qhybrid.execute`` on tapes) would hand it functorch's wrapper tensors, which its device code cannot
     see through: say so, and what does the same job. ``qhybrid.qnode`` and the layers run under ``torch.func``
     (``grad``, ``vjp``, ``jacrev``, ``jacfwd``, ``hessian``, ``vmap``; ``qhybrid.workflow._functorch``) and never
-    reach this.
+    reach this. Likewise forward-mode AD's dual tensors among the parameters of ``tapes``.
 
     >>> refuse_function_transforms()  # outside any transform: nothing to refuse
     """

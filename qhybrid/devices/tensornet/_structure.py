@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import pennylane as qml
-from pennylane.operation import _UNSET_BATCH_SIZE as _BATCH_UNSET
 from pennylane.measurements import DensityMatrixMP, ProbabilityMP, StateMP
+from pennylane.operation import _UNSET_BATCH_SIZE as _BATCH_UNSET
 from pennylane.operation import Operator
 from pennylane.wires import Wires
 

@@ -56,12 +56,12 @@ def _first(results):
 def _needs_state(tape: QuantumScript) -> bool:
     """Whether some measurement of ``tape`` is read from a state: any with shots, else one that is not an
     expectation, a variance or the probabilities of wires (those the engines measure without a state)."""
-    if tape.shots:
-        return True
-    return not all(
-        isinstance(mp, (ExpectationMP, VarianceMP)) or (isinstance(mp, ProbabilityMP) and mp.obs is None)
-        for mp in tape.measurements
-    )
+    return bool(tape.shots) or any(map(_needs_state_alone, tape.measurements))
+
+
+def _needs_state_alone(mp) -> bool:
+    """Whether ``mp`` (exact) is read from a state: not an expectation, a variance or probabilities of wires."""
+    return not (isinstance(mp, (ExpectationMP, VarianceMP)) or (isinstance(mp, ProbabilityMP) and mp.obs is None))
 
 
 def _local(mp) -> bool:
@@ -78,7 +78,9 @@ def measured_cone(tape: QuantumScript, *, device_wires, max_memory: Callable[[],
     if not tape.measurements or not all(map(_local, tape.measurements)):
         return (tape,), _first
     apart = [k for k, mp in enumerate(tape.measurements) if not tape.shots and _needs_state_alone(mp)]
-    if 0 < len(apart) < len(tape.measurements) and _whole_state_bytes(tape, device_wires, itemsize) > max_memory():
+    if 0 < len(apart) < len(tape.measurements) and _whole_state_bytes(
+        tape, tape_structure(tape, device_wires), itemsize
+    ) > max_memory():
         rest = [k for k in range(len(tape.measurements)) if k not in apart]
         parts = [QuantumScript(tape.operations, [tape.measurements[k] for k in ks]) for ks in (apart, rest)]
         cuts = [_cut(part, device_wires, max_memory, itemsize) for part in parts]
@@ -87,15 +89,9 @@ def measured_cone(tape: QuantumScript, *, device_wires, max_memory: Callable[[],
     return (cut,), post
 
 
-def _needs_state_alone(mp) -> bool:
-    """Whether ``mp`` (exact) is read from a state: not an expectation, a variance or probabilities of wires."""
-    return not (isinstance(mp, (ExpectationMP, VarianceMP)) or (isinstance(mp, ProbabilityMP) and mp.obs is None))
-
-
-def _whole_state_bytes(tape: QuantumScript, device_wires, itemsize: int) -> float:
+def _whole_state_bytes(tape: QuantumScript, structure, itemsize: int) -> float:
     """What the whole state of ``tape`` may take: with the states an adjoint walk keeps (exact; the engine's own
     check counts them), or one state and its readout (shots); a density matrix where it holds channels."""
-    structure = tape_structure(tape, device_wires)
     n, lead = len(structure.sim_wires), tape.batch_size or 1
     if structure.has_channels:  # (the density-matrix engine's own check: ``engines.mixed.program.peak_bytes``)
         return DENSITY_PEAK_MATRICES * float(1 << (2 * n)) * lead * itemsize
@@ -107,9 +103,9 @@ def _cut(tape: QuantumScript, device_wires, max_memory: Callable[[], float], ite
     # (light cones take scalar parameters alone: one matrix anywhere left a wide circuit to its whole state)
     if not _needs_state(tape) and not any(map(holds_matrix, tape.operations)):
         return tape, _first
-    if _whole_state_bytes(tape, device_wires, itemsize) <= max_memory():
-        return tape, _first
     structure = tape_structure(tape, device_wires)
+    if _whole_state_bytes(tape, structure, itemsize) <= max_memory():
+        return tape, _first
     if any(slot.kind not in CUT_SLOT_KINDS for slot in structure.slots) or non_unitary_matrix(tape) is not None:
         return tape, _first
     position = {w: i for i, w in enumerate(structure.sim_wires)}

@@ -22,7 +22,7 @@ from .._structure import checked_batch_size
 @qml.transform
 def broadcast_singletons(tape: QuantumScript):
     """``tape`` with its operators' batches of one expanded to the tape's other batch size (the same tape where
-    there is nothing to do, or where two sizes above one disagree: PennyLane's refusal stands)."""
+    there is nothing to do); two sizes above one are refused naming the gates that hold them."""
     per_op = [_batch_size(op) for op in tape.operations]
     sizes = set(per_op) - {None}
     if len(sizes - {1}) > 1:
