@@ -40,8 +40,10 @@ def gives_torch(config: ExecutionConfig | None) -> bool:
 
 
 def _finite_difference_fallback(circuit) -> bool:
-    """Whether some trainable operator of ``circuit`` is differentiated by finite differences under parameter-shift."""
-    if circuit is None:
+    """Whether some operator of ``circuit`` is differentiated by finite differences under parameter-shift beside
+    several measurements (where PennyLane joins the two kinds of results per measurement; one measurement's join
+    takes torch results, and keeps their derivatives for create_graph=True)."""
+    if circuit is None or len(circuit.measurements) < 2:
         return False
     return any(getattr(op, "grad_method", None) == "F" and op.num_params for op in circuit.operations)
 
