@@ -206,3 +206,28 @@ def test_a_meta_tensor_is_refused_by_name():
 
     with pytest.raises(ValueError, match="meta device .* Materialise it"):
         circuit(torch.empty(2, device="meta"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present: result_device='cuda' is valid")
+def test_result_device_cuda_without_cuda_is_refused_before_the_run():
+    """torch's own "not compiled with CUDA" came after the forward had run (found by a fuzzing helper)."""
+    tape = qml.tape.QuantumScript([qml.RX(torch.tensor(0.3), 0)], [qml.expval(qml.Z(0))])
+    with pytest.raises(ValueError, match="result_device='cuda', but this torch sees no CUDA device"):
+        qhybrid.execute([tape], qhybrid.device("tensornet", wires=1), result_device="cuda")
+
+
+@pytest.mark.parametrize("diff_method", ["adjoint", "backprop"])
+def test_an_unused_gradient_device_is_said(diff_method, monkeypatch):
+    """``gradient_device`` runs parameter-shift's shifted circuits; with adjoint or backprop it was ignored silently
+    (found by a fuzzing helper)."""
+    from qhybrid.gradients import jpc
+
+    monkeypatch.setattr(jpc, "_NOTED", set())
+    x = torch.tensor(0.3, dtype=torch.float64, requires_grad=True)
+    tape = qml.tape.QuantumScript([qml.RX(x, 0)], [qml.expval(qml.Z(0))])
+    said = f"gradient_device is used by parameter-shift only.*'{diff_method}'"
+    with pytest.warns(qhybrid.errors.QhybridWarning, match=said):
+        out = qhybrid.execute([tape], qhybrid.device("tensornet", wires=1), diff_method=diff_method,
+                              gradient_device=qhybrid.device("tensornet", wires=1))  # fmt: skip
+    out[0].backward()
+    torch.testing.assert_close(x.grad, -torch.sin(x.detach()), atol=1e-12, rtol=0)

@@ -143,5 +143,26 @@ def get_jpc(diff_method: str, device, gradient_device=None, *, shots=None) -> Ja
     diff_method = resolved_method(diff_method, device, gradient_device, shots)
     if diff_method in ("adjoint", "backprop"):
         refuse_shots(diff_method, shots)
+        if gradient_device is not None:
+            _note_unused_gradient_device(diff_method)
     check_diff_method(diff_method)
     return _REGISTRY[diff_method].for_device(device, gradient_device)
+
+
+_NOTED: set = set()
+
+
+def _note_unused_gradient_device(method: str) -> None:
+    """Say once a process that ``gradient_device`` is not used by ``method`` (it was ignored silently)."""
+    if method not in _NOTED:
+        _NOTED.add(method)
+        import warnings
+
+        from ..errors import QhybridWarning
+
+        warnings.warn(
+            f"gradient_device is used by parameter-shift only (it runs the shifted circuits); with "
+            f"diff_method={method!r} the derivatives come from the forward device and gradient_device is not used.",
+            QhybridWarning,
+            stacklevel=4,
+        )

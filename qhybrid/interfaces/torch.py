@@ -77,6 +77,11 @@ def execute(
         result_device = call_device([tape_parameters_fast(t) for t in tapes])
         result_device = result_device or getattr(device, "torch_device", None)
     result_device = None if result_device is None else torch.device(result_device)
+    if result_device is not None and result_device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(  # (torch's own error came after the forward had run)
+            f"result_device={str(result_device)!r}, but this torch sees no CUDA device: leave it unset (results go "
+            "where the tapes' parameters live) or pass 'cpu'."
+        )
     return regroup(run_prepared(variants, postprocess, device, diff_method, gradient_device, shots=shots, result_device=result_device))
 
 
