@@ -46,7 +46,7 @@ def rebound(op: qml.operation.Operator, params: list) -> qml.operation.Operator:
             with qml.QueuingManager.stop_recording():
                 return qml.adjoint(rebound(op.base, params))
         if isinstance(op, qml.ops.op_math.Controlled):  # (a control of such an operator: ``ctrl(BlockEncode(A))``)
-            return _controlled_again(op, params)
+            return controlled_like(op, rebound(op.base, params))
         data, metadata = op._flatten()
         if len(data) != len(params) or any(isinstance(d, qml.operation.Operator) for d in data):
             raise
@@ -84,11 +84,11 @@ qml.ops.functions.bind_new_parameters.register(SymbolicOp)(_bind_symbolic)
 qml.ops.functions.bind_new_parameters.register(ScalarSymbolicOp)(_bind_symbolic)
 
 
-def _controlled_again(op, params: list):
-    """A control ``op`` of its base rebound to ``params``, with its own control wires, values and work wires."""
+def controlled_like(op, base):
+    """``base`` under the control of ``op`` (a ``Controlled``): its control wires, values and work wires."""
     with qml.QueuingManager.stop_recording():
         return qml.ctrl(
-            rebound(op.base, params), op.control_wires, control_values=op.control_values,
+            base, op.control_wires, control_values=op.control_values,
             work_wires=op.work_wires, work_wire_type=op.work_wire_type,
         )  # fmt: skip
 
@@ -100,4 +100,4 @@ def _keeps_own_settings(op) -> bool:
         return True
 
 
-__all__ = ["rebound"]
+__all__ = ["rebound", "controlled_like"]

@@ -20,6 +20,8 @@ import pennylane as qml
 from pennylane.ops.op_math import Adjoint, Controlled, Evolution, Exp
 from pennylane.tape import QuantumScript
 
+from .._rebound import controlled_like
+
 IMAGINARY_TOLERANCE = 1e-12
 """A coefficient whose real parts are at most this (relative to its size) is taken as imaginary."""
 
@@ -47,8 +49,7 @@ def _rewritten(op):
             return Evolution(base.base, -base.data[0])
         return op
     if isinstance(op, Controlled) and type(op.base) is Exp and _imaginary_exponential(op.base):
-        return qml.ctrl(_evolution(op.base), op.control_wires, control_values=op.control_values,
-                        work_wires=op.work_wires)
+        return controlled_like(op, _evolution(op.base))
     return op
 
 

@@ -78,14 +78,15 @@ def measured_cone(tape: QuantumScript, *, device_wires, max_memory: Callable[[],
     if not tape.measurements or not all(map(_local, tape.measurements)):
         return (tape,), _first
     apart = [k for k, mp in enumerate(tape.measurements) if not tape.shots and _needs_state_alone(mp)]
-    if 0 < len(apart) < len(tape.measurements) and _whole_state_bytes(
-        tape, tape_structure(tape, device_wires), itemsize
-    ) > max_memory():
-        rest = [k for k in range(len(tape.measurements)) if k not in apart]
-        parts = [QuantumScript(tape.operations, [tape.measurements[k] for k in ks]) for ks in (apart, rest)]
-        cuts = [_cut(part, device_wires, max_memory, itemsize) for part in parts]
-        return tuple(c[0] for c in cuts), _Merged((apart, rest), tuple(c[1] for c in cuts))
-    cut, post = _cut(tape, device_wires, max_memory, itemsize)
+    structure = None
+    if 0 < len(apart) < len(tape.measurements):
+        structure = tape_structure(tape, device_wires)
+        if _whole_state_bytes(tape, structure, itemsize) > max_memory():
+            rest = [k for k in range(len(tape.measurements)) if k not in apart]
+            parts = [QuantumScript(tape.operations, [tape.measurements[k] for k in ks]) for ks in (apart, rest)]
+            cuts = [_cut(part, device_wires, max_memory, itemsize) for part in parts]
+            return tuple(c[0] for c in cuts), _Merged((apart, rest), tuple(c[1] for c in cuts))
+    cut, post = _cut(tape, device_wires, max_memory, itemsize, structure)
     return (cut,), post
 
 
@@ -98,12 +99,13 @@ def _whole_state_bytes(tape: QuantumScript, structure, itemsize: int) -> float:
     return state_memory(n, lead, itemsize, gradient=not tape.shots).peak
 
 
-def _cut(tape: QuantumScript, device_wires, max_memory: Callable[[], float], itemsize: int):
-    """``tape`` cut to its measured wires' cone where that is needed and allowed (``measured_cone``'s rule)."""
+def _cut(tape: QuantumScript, device_wires, max_memory: Callable[[], float], itemsize: int, structure=None):
+    """``tape`` cut to its measured wires' cone where that is needed and allowed (``measured_cone``'s rule);
+    ``structure``: the tape's, where it is made already."""
     # (light cones take scalar parameters alone: one matrix anywhere left a wide circuit to its whole state)
     if not _needs_state(tape) and not any(map(holds_matrix, tape.operations)):
         return tape, _first
-    structure = tape_structure(tape, device_wires)
+    structure = structure or tape_structure(tape, device_wires)
     if _whole_state_bytes(tape, structure, itemsize) <= max_memory():
         return tape, _first
     if any(slot.kind not in CUT_SLOT_KINDS for slot in structure.slots) or non_unitary_matrix(tape) is not None:
